@@ -1,0 +1,23 @@
+"""Request and response shapes for clusters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from controlplane.clusters.models import Cluster, Plan
+
+
+class ClusterSerializer(serializers.ModelSerializer[Cluster]):
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "plan", "spec", "generation", "status", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class ClusterWriteSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(max_length=64)
+    plan = serializers.ChoiceField(choices=Plan.choices, default=Plan.BASIC)
+    broker_count = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+    max_partitions = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)

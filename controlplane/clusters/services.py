@@ -1,0 +1,104 @@
+"""Every way a cluster's desired state changes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import transaction
+
+from controlplane.audit.services import audit_record
+from controlplane.clusters.models import Cluster
+from controlplane.clusters.plans import PLAN_LIMITS
+from controlplane.core.actors import Actor
+from controlplane.core.errors import Conflict, ValidationFailed
+from controlplane.core.status import mark_spec_changed, pending_status
+from controlplane.tenancy.models import Tenant
+
+CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$")
+
+
+def cluster_spec(*, plan: str, broker_count: int | None, max_partitions: int | None,
+                 current_partitions: int = 0) -> dict[str, int]:
+    """A complete spec for ``plan``, filling defaults; raises on values the plan forbids."""
+    limits = PLAN_LIMITS[plan]
+    brokers = limits.default_brokers if broker_count is None else broker_count
+    if not limits.min_brokers <= brokers <= limits.max_brokers:
+        span = (str(limits.min_brokers) if limits.min_brokers == limits.max_brokers
+                else f"{limits.min_brokers}-{limits.max_brokers}")
+        raise ValidationFailed({"broker_count": [f"The {plan} plan allows {span} brokers, not {brokers}."]})
+    ceiling = limits.max_partitions_per_broker * brokers
+    partitions = min(limits.default_partitions, ceiling) if max_partitions is None else max_partitions
+    if not 1 <= partitions <= ceiling:
+        raise ValidationFailed({"max_partitions": [f"Must be between 1 and {ceiling} for this plan and size."]})
+    if partitions < current_partitions:
+        raise ValidationFailed({"max_partitions": [
+            f"The cluster already has {current_partitions} partitions; the limit cannot go below that."]})
+    return {"broker_count": brokers, "max_partitions": partitions}
+
+
+def _validate_name(name: str) -> None:
+    if not CLUSTER_NAME_RE.match(name):
+        raise ValidationFailed({"name": ["Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit."]})
+
+
+@transaction.atomic
+def cluster_create(*, tenant: Tenant, name: str, plan: str, actor: Actor, broker_count: int | None = None,
+                   max_partitions: int | None = None) -> Cluster:
+    _validate_name(name)
+    spec = cluster_spec(plan=plan, broker_count=broker_count, max_partitions=max_partitions)
+    if Cluster.objects.filter(tenant=tenant, name=name).exists():
+        raise Conflict(f"A cluster named '{name}' already exists.", extra={"field": "name"})
+    cluster = Cluster.objects.create(tenant=tenant, name=name, plan=plan, spec=spec, generation=1,
+                                     status=pending_status("cluster"))
+    audit_record(tenant=tenant, actor=actor, action="cluster.create", target_type="cluster",
+                 target_id=str(cluster.id), data={"name": name, "plan": plan, "spec": spec})
+    return cluster
+
+
+@transaction.atomic
+def cluster_update(*, cluster: Cluster, actor: Actor, name: str | None = None, plan: str | None = None,
+                   broker_count: int | None = None, max_partitions: int | None = None) -> Cluster:
+    cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    changes: dict[str, Any] = {}
+    if name is not None and name != cluster.name:
+        _validate_name(name)
+        if Cluster.objects.filter(tenant=cluster.tenant_id, name=name).exclude(pk=cluster.pk).exists():
+            raise Conflict(f"A cluster named '{name}' already exists.", extra={"field": "name"})
+        changes["name"] = [cluster.name, name]
+        cluster.name = name
+    new_plan = plan or cluster.plan
+    if plan is not None or broker_count is not None or max_partitions is not None:
+        from controlplane.streams.selectors import cluster_partition_count
+
+        keep_brokers = broker_count if broker_count is not None else (
+            cluster.broker_count if new_plan == cluster.plan else None)
+        keep_partitions = max_partitions if max_partitions is not None else (
+            cluster.max_partitions if new_plan == cluster.plan else None)
+        spec = cluster_spec(plan=new_plan, broker_count=keep_brokers, max_partitions=keep_partitions,
+                            current_partitions=cluster_partition_count(cluster))
+        if new_plan != cluster.plan:
+            changes["plan"] = [cluster.plan, new_plan]
+            cluster.plan = new_plan
+        if spec != cluster.spec:
+            from controlplane.streams.selectors import cluster_max_replication_factor
+
+            if spec["broker_count"] < cluster_max_replication_factor(cluster):
+                raise ValidationFailed({"broker_count": [
+                    "Topics with a higher replication factor exist; the cluster cannot shrink below it."]})
+            changes["spec"] = [cluster.spec, spec]
+            cluster.spec = spec
+            cluster.generation += 1
+            cluster.status = mark_spec_changed(cluster.status, "cluster")
+    if changes:
+        cluster.save()
+        audit_record(tenant=cluster.tenant, actor=actor, action="cluster.update", target_type="cluster",
+                     target_id=str(cluster.id), data=changes)
+    return cluster
+
+
+@transaction.atomic
+def cluster_delete(*, cluster: Cluster, actor: Actor) -> None:
+    audit_record(tenant=cluster.tenant, actor=actor, action="cluster.delete", target_type="cluster",
+                 target_id=str(cluster.id), data={"name": cluster.name})
+    cluster.delete()

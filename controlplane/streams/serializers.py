@@ -1,0 +1,56 @@
+"""Request and response shapes for topics and ACLs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from controlplane.streams.models import AclBinding, Topic
+from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
+
+
+class TopicSerializer(serializers.ModelSerializer[Topic]):
+    cluster = serializers.UUIDField(source="cluster_id", read_only=True)
+
+    class Meta:
+        model = Topic
+        fields = ["name", "cluster", "partitions", "replication_factor", "configs", "generation", "status",
+                  "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class TopicCreateSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(max_length=300, trim_whitespace=False)
+    partitions = serializers.IntegerField(required=False, allow_null=True, default=None)
+    replication_factor = serializers.IntegerField(required=False, allow_null=True, default=None)
+    configs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict,
+                                    help_text="Kafka topic configs, e.g. {\"retention.ms\": \"86400000\"}.")
+
+
+class TopicUpdateSerializer(serializers.Serializer[Any]):
+    partitions = serializers.IntegerField(required=False)
+    configs = serializers.DictField(child=serializers.JSONField(allow_null=True), required=False,
+                                    help_text="PATCH merges (null removes an override); PUT replaces.")
+
+
+def _names(enum: type) -> list[str]:
+    return [member.name for member in enum]  # type: ignore[attr-defined]
+
+
+class AclSerializer(serializers.ModelSerializer[AclBinding]):
+    class Meta:
+        model = AclBinding
+        fields = ["id", "principal", "resource_type", "pattern_type", "resource_name", "operation", "permission",
+                  "host", "created_at"]
+        read_only_fields = fields
+
+
+class AclWriteSerializer(serializers.Serializer[Any]):
+    principal = serializers.CharField(max_length=300)
+    resource_type = serializers.ChoiceField(choices=_names(ResourceType))
+    pattern_type = serializers.ChoiceField(choices=_names(PatternType), default="LITERAL")
+    resource_name = serializers.CharField(max_length=300)
+    operation = serializers.ChoiceField(choices=_names(AclOperation))
+    permission = serializers.ChoiceField(choices=_names(AclPermission), default="ALLOW")
+    host = serializers.CharField(max_length=64, default="*")

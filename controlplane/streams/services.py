@@ -1,0 +1,222 @@
+"""Every way a cluster's topics and ACL bindings change."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+
+from controlplane.audit.services import audit_record
+from controlplane.clusters.models import Cluster
+from controlplane.core.actors import Actor
+from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
+from controlplane.core.status import mark_spec_changed, pending_status
+from controlplane.streams.models import AclBinding, Topic
+from controlplane.streams.selectors import cluster_partition_count
+from controlplane.tenancy.models import Membership, ServiceAccount, user_principal
+from dataplane.config.topic import ConfigError, validate_topic_configs
+from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
+from dataplane.security.acl import (
+    WILDCARD,
+    AclOperation,
+    AclPermission,
+    InvalidAcl,
+    PatternType,
+    ResourceType,
+    validate_binding,
+)
+
+DEFAULT_PARTITIONS = 6
+
+
+def _check_name(name: str) -> None:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicName as exc:
+        raise ValidationFailed({"name": [str(exc)]}) from exc
+    if name.startswith("__"):
+        raise ValidationFailed({"name": ["Names starting with '__' are reserved for internal topics."]})
+
+
+def _check_configs(configs: Mapping[str, Any], replication_factor: int) -> dict[str, str]:
+    if not isinstance(configs, Mapping):
+        raise ValidationFailed({"configs": ["Expected an object of config names to values."]})
+    try:
+        canonical = validate_topic_configs(configs)
+    except ConfigError as exc:
+        raise ValidationFailed({f"configs.{exc.name}": [exc.message]}) from exc
+    min_isr = int(canonical.get("min.insync.replicas", "1"))
+    if min_isr > replication_factor:
+        raise ValidationFailed({"configs.min.insync.replicas": [
+            f"min.insync.replicas ({min_isr}) cannot exceed the replication factor ({replication_factor})."]})
+    return canonical
+
+
+def _check_partition_budget(cluster: Cluster, wanted: int, excluding: Topic | None = None) -> None:
+    used = cluster_partition_count(cluster, excluding=excluding)
+    if used + wanted > cluster.max_partitions:
+        raise QuotaExceeded(
+            f"The cluster allows {cluster.max_partitions} partitions; {used} are in use, so {wanted} more do not fit.",
+            extra={"field": "partitions", "limit": cluster.max_partitions, "used": used})
+
+
+@transaction.atomic
+def topic_create(*, cluster: Cluster, name: str, actor: Actor, partitions: int | None = None,
+                 replication_factor: int | None = None, configs: Mapping[str, Any] | None = None) -> Topic:
+    # Serialise topic changes per cluster: the partition budget is a cluster-wide sum.
+    cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    _check_name(name)
+    partitions = DEFAULT_PARTITIONS if partitions is None else partitions
+    if partitions < 1:
+        raise ValidationFailed({"partitions": ["A topic needs at least 1 partition."]})
+    replication_factor = min(3, cluster.broker_count) if replication_factor is None else replication_factor
+    if not 1 <= replication_factor <= cluster.broker_count:
+        raise ValidationFailed({"replication_factor": [
+            f"Must be between 1 and the cluster's broker count ({cluster.broker_count})."]})
+    canonical = _check_configs(configs or {}, replication_factor)
+    clash = Topic.objects.filter(cluster=cluster, collision_key=collision_key(name)).first()
+    if clash is not None:
+        message = (f"Topic '{name}' already exists." if clash.name == name else
+                   f"Topic '{name}' collides with existing topic '{clash.name}' ('.' and '_' are interchangeable).")
+        raise Conflict(message, code="topic_exists", extra={"field": "name"})
+    _check_partition_budget(cluster, partitions)
+    topic = Topic.objects.create(cluster=cluster, name=name, collision_key=collision_key(name),
+                                 partitions=partitions, replication_factor=replication_factor, configs=canonical,
+                                 status=pending_status("topic"))
+    audit_record(tenant=cluster.tenant, actor=actor, action="topic.create", target_type="topic",
+                 target_id=f"{cluster.id}/{name}",
+                 data={"partitions": partitions, "replication_factor": replication_factor, "configs": canonical})
+    return topic
+
+
+@transaction.atomic
+def topic_update(*, topic: Topic, actor: Actor, partitions: int | None = None,
+                 configs: Mapping[str, Any] | None = None, replace_configs: bool = False) -> Topic:
+    """Grow partitions and change configs.
+
+    With ``replace_configs`` the given configs become the whole override set;
+    otherwise they merge, and a ``None`` value removes an override.
+    """
+    cluster = Cluster.objects.select_for_update().get(pk=topic.cluster_id)
+    topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    changes: dict[str, Any] = {}
+    if partitions is not None and partitions != topic.partitions:
+        if partitions < topic.partitions:
+            raise ValidationFailed({"partitions": [
+                f"Partitions can only grow: the topic has {topic.partitions}, asked for {partitions}."]})
+        _check_partition_budget(cluster, partitions, excluding=topic)
+        changes["partitions"] = [topic.partitions, partitions]
+        topic.partitions = partitions
+    if configs is not None:
+        if not isinstance(configs, Mapping):
+            raise ValidationFailed({"configs": ["Expected an object of config names to values."]})
+        merged: dict[str, Any] = {} if replace_configs else dict(topic.configs)
+        for key, value in configs.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        canonical = _check_configs(merged, topic.replication_factor)
+        if canonical != topic.configs:
+            changes["configs"] = [topic.configs, canonical]
+            topic.configs = canonical
+    if changes:
+        topic.generation += 1
+        topic.status = mark_spec_changed(topic.status, "topic")
+        topic.save()
+        audit_record(tenant=cluster.tenant, actor=actor, action="topic.update", target_type="topic",
+                     target_id=f"{cluster.id}/{topic.name}", data=changes)
+    return topic
+
+
+@transaction.atomic
+def topic_delete(*, topic: Topic, actor: Actor) -> None:
+    audit_record(tenant=topic.cluster.tenant, actor=actor, action="topic.delete", target_type="topic",
+                 target_id=f"{topic.cluster_id}/{topic.name}")
+    topic.delete()
+
+
+def _known_principal(cluster: Cluster, principal: str) -> bool:
+    """Only principals that exist in the cluster's tenant (or the wildcard) may be bound."""
+    if principal == f"User:{WILDCARD}":
+        return True
+    kind, _, ident = principal.partition(":")
+    if kind != "User":
+        return False
+    if ident.startswith("sa-"):
+        try:
+            account_id = uuid.UUID(ident[3:])
+        except ValueError:
+            return False
+        return ServiceAccount.objects.filter(tenant=cluster.tenant_id, id=account_id).exists()
+    if ident.startswith("u-") and ident[2:].isdigit():
+        user_id = int(ident[2:])
+        return (user_principal(user_id) == principal and
+                Membership.objects.filter(tenant=cluster.tenant_id, user_id=user_id).exists()
+                and get_user_model().objects.filter(pk=user_id).exists())
+    return False
+
+
+def _binding_fields(**fields: Any) -> dict[str, Any]:
+    try:
+        resource_type = ResourceType[fields["resource_type"]]
+        pattern_type = PatternType[fields["pattern_type"]]
+        operation = AclOperation[fields["operation"]]
+        AclPermission[fields["permission"]]
+    except KeyError as exc:  # serializers check choices; this guards direct callers
+        raise ValidationFailed({str(exc.args[0]): ["Not a valid choice."]}) from exc
+    try:
+        validate_binding(principal=fields["principal"], resource_type=resource_type, pattern_type=pattern_type,
+                         resource_name=fields["resource_name"], operation=operation, host=fields["host"])
+    except InvalidAcl as exc:
+        raise ValidationFailed({exc.field: [exc.message]}) from exc
+    return fields
+
+
+@transaction.atomic
+def acl_create(*, cluster: Cluster, actor: Actor, principal: str, resource_type: str, resource_name: str,
+               operation: str, pattern_type: str = "LITERAL", permission: str = "ALLOW",
+               host: str = WILDCARD) -> AclBinding:
+    fields = _binding_fields(principal=principal, resource_type=resource_type, pattern_type=pattern_type,
+                             resource_name=resource_name, operation=operation, permission=permission, host=host)
+    if not _known_principal(cluster, principal):
+        raise ValidationFailed({"principal": [
+            f"'{principal}' is not a service account or member of this tenant (nor 'User:*')."]})
+    if AclBinding.objects.filter(cluster=cluster, **fields).exists():
+        raise Conflict("An identical ACL binding already exists.", code="acl_exists")
+    acl = AclBinding.objects.create(cluster=cluster, **fields)
+    audit_record(tenant=cluster.tenant, actor=actor, action="acl.create", target_type="acl",
+                 target_id=str(acl.id), data=fields)
+    return acl
+
+
+@transaction.atomic
+def acl_update(*, acl: AclBinding, actor: Actor, **changes: Any) -> AclBinding:
+    current = {f: getattr(acl, f) for f in ("principal", "resource_type", "pattern_type", "resource_name",
+                                           "operation", "permission", "host")}
+    wanted = _binding_fields(**{**current, **{k: v for k, v in changes.items() if v is not None}})
+    if wanted == current:
+        return acl
+    if wanted["principal"] != current["principal"] and not _known_principal(acl.cluster, wanted["principal"]):
+        raise ValidationFailed({"principal": [
+            f"'{wanted['principal']}' is not a service account or member of this tenant (nor 'User:*')."]})
+    for field, value in wanted.items():
+        setattr(acl, field, value)
+    try:
+        with transaction.atomic():
+            acl.save()
+    except IntegrityError as exc:
+        raise Conflict("An identical ACL binding already exists.", code="acl_exists") from exc
+    audit_record(tenant=acl.cluster.tenant, actor=actor, action="acl.update", target_type="acl",
+                 target_id=str(acl.id), data={"from": current, "to": wanted})
+    return acl
+
+
+@transaction.atomic
+def acl_delete(*, acl: AclBinding, actor: Actor) -> None:
+    audit_record(tenant=acl.cluster.tenant, actor=actor, action="acl.delete", target_type="acl",
+                 target_id=str(acl.id), data={"binding": str(acl)})
+    acl.delete()

@@ -1,0 +1,125 @@
+"""Topic and ACL endpoints, nested under a cluster of the caller's tenant."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, mixins, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from controlplane.clusters.models import Cluster
+from controlplane.core.viewsets import TenantScopedViewSet
+from controlplane.streams import services
+from controlplane.streams.models import AclBinding, Topic
+from controlplane.streams.serializers import (
+    AclSerializer,
+    AclWriteSerializer,
+    TopicCreateSerializer,
+    TopicSerializer,
+    TopicUpdateSerializer,
+)
+from controlplane.tenancy.models import Role, Tenant
+
+
+class ClusterChildViewSet(TenantScopedViewSet):
+    """Resolves ``cluster_pk`` within the tenant: another tenant's cluster is a 404."""
+
+    cluster: Cluster
+
+    def resolve_parents(self, kwargs: dict[str, Any]) -> None:
+        try:
+            cluster_id = uuid.UUID(str(kwargs["cluster_pk"]))
+        except ValueError:
+            raise exceptions.NotFound("Not found.") from None
+        cluster = Cluster.objects.filter(tenant=self.tenant, pk=cluster_id).first()
+        if cluster is None:
+            raise exceptions.NotFound("Not found.")
+        self.cluster = cluster
+
+
+class TopicFilter(django_filters.FilterSet):
+    name = django_filters.CharFilter(lookup_expr="icontains")
+    prefix = django_filters.CharFilter(field_name="name", lookup_expr="startswith")
+
+    class Meta:
+        model = Topic
+        fields = ["name", "prefix"]
+
+
+class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):
+    model = Topic
+    queryset = Topic.objects.none()
+    serializer_class = TopicSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    write_role = Role.MEMBER
+    filterset_class = TopicFilter
+    ordering_fields = ["name", "created_at", "partitions"]
+
+    def tenant_queryset(self, tenant: Tenant) -> QuerySet[Topic]:
+        return Topic.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
+
+    @extend_schema(request=TopicCreateSerializer, responses={201: TopicSerializer})
+    def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
+        data = TopicCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        topic = services.topic_create(cluster=self.cluster, actor=self.actor, **data.validated_data)
+        return Response(TopicSerializer(topic).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=TopicUpdateSerializer, responses={200: TopicSerializer})
+    def update(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
+        data = TopicUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        topic = services.topic_update(topic=self.get_object(), actor=self.actor,
+                                      replace_configs=request.method == "PUT", **data.validated_data)
+        return Response(TopicSerializer(topic).data)
+
+    @extend_schema(request=TopicUpdateSerializer, responses={200: TopicSerializer})
+    def partial_update(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
+        return self.update(request, tenant_slug, cluster_pk, name)
+
+    def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
+        services.topic_delete(topic=self.get_object(), actor=self.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):
+    model = AclBinding
+    queryset = AclBinding.objects.none()
+    serializer_class = AclSerializer
+    write_role = Role.ADMIN
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    filterset_fields = ["principal", "resource_type", "pattern_type", "resource_name", "operation", "permission",
+                        "host"]
+    ordering_fields = ["created_at", "principal", "resource_name"]
+
+    def tenant_queryset(self, tenant: Tenant) -> QuerySet[AclBinding]:
+        return AclBinding.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
+
+    @extend_schema(request=AclWriteSerializer, responses={201: AclSerializer})
+    def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
+        data = AclWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        acl = services.acl_create(cluster=self.cluster, actor=self.actor, **data.validated_data)
+        return Response(AclSerializer(acl).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=AclWriteSerializer, responses={200: AclSerializer})
+    def update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        data = AclWriteSerializer(data=request.data, partial=request.method == "PATCH")
+        data.is_valid(raise_exception=True)
+        given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
+        acl = services.acl_update(acl=self.get_object(), actor=self.actor, **given)
+        return Response(AclSerializer(acl).data)
+
+    @extend_schema(request=AclWriteSerializer, responses={200: AclSerializer})
+    def partial_update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        return self.update(request, tenant_slug, cluster_pk, pk)
+
+    def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        services.acl_delete(acl=self.get_object(), actor=self.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,123 @@
+"""Tenants, who belongs to them, and the credentials that act for them.
+
+Models hold data and constraints only; every change goes through
+``controlplane.tenancy.services``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+
+class Role(models.TextChoices):
+    """Roles in increasing power; each includes everything the ones before allow."""
+
+    VIEWER = "viewer", "Viewer"
+    MEMBER = "member", "Member"
+    ADMIN = "admin", "Admin"
+    OWNER = "owner", "Owner"
+
+
+ROLE_RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{1,61}[a-z0-9])$",
+    "Use 3-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit.",
+)
+
+
+class Tenant(models.Model):
+    slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="uniq_membership")]
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.tenant_id}:{self.role}"
+
+
+def user_principal(user_id: int) -> str:
+    """The Kafka principal a user's API keys act as."""
+    return f"User:u-{user_id}"
+
+
+class ServiceAccount(models.Model):
+    """A non-human identity owned by a tenant, used by applications."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="service_accounts")
+    name = models.CharField(max_length=64)
+    description = models.CharField(max_length=500, blank=True, default="")
+    role = models.CharField(max_length=16, choices=[c for c in Role.choices if c[0] != Role.OWNER],
+                            default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="uniq_service_account_name")]
+        ordering = ["name"]
+
+    @property
+    def principal(self) -> str:
+        return f"User:sa-{self.id}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKey(models.Model):
+    """A key id plus a secret; only a SHA-256 of the secret is stored.
+
+    The secret is 256 bits from ``secrets``, so a fast hash is safe here (no
+    dictionary to attack) and keeps authentication cheap on every request.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    key_id = models.CharField(max_length=32, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    owner_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="api_keys")
+    owner_service_account = models.ForeignKey(ServiceAccount, null=True, blank=True, on_delete=models.CASCADE,
+                                              related_name="api_keys")
+    description = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(owner_user__isnull=False, owner_service_account__isnull=True)
+                           | models.Q(owner_user__isnull=True, owner_service_account__isnull=False)),
+                name="api_key_exactly_one_owner",
+            )
+        ]
+
+    @property
+    def principal(self) -> str:
+        if self.owner_service_account_id is not None:
+            return f"User:sa-{self.owner_service_account_id}"
+        assert self.owner_user_id is not None
+        return user_principal(self.owner_user_id)
+
+    def __str__(self) -> str:
+        return self.key_id

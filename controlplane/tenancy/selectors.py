@@ -1,0 +1,39 @@
+"""Reads: who the caller is within a tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from controlplane.core.actors import Actor
+from controlplane.tenancy.authentication import ServiceAccountIdentity
+from controlplane.tenancy.models import ApiKey, Membership, Tenant
+
+
+def actor_for(user: Any) -> Actor:
+    if isinstance(user, ServiceAccountIdentity):
+        account = user.service_account
+        return Actor(type="service_account", id=str(account.id), display=account.name)
+    return Actor(type="user", id=str(user.pk), display=user.get_username())
+
+
+def caller_role(*, tenant: Tenant, user: Any, api_key: ApiKey | None) -> str | None:
+    """The caller's role in ``tenant``, or None when it has no access at all.
+
+    A key is bound to its tenant: it grants nothing anywhere else, even when its
+    owner is a member of another tenant.
+    """
+    if api_key is not None and api_key.tenant_id != tenant.pk:
+        return None
+    if isinstance(user, ServiceAccountIdentity):
+        return str(user.service_account.role)
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
+
+
+def tenants_for(*, user: Any, api_key: ApiKey | None) -> QuerySet[Tenant]:
+    if api_key is not None:
+        return Tenant.objects.filter(pk=api_key.tenant_id)
+    return Tenant.objects.filter(memberships__user=user).distinct()

@@ -1,0 +1,115 @@
+"""Request and response shapes for tenancy endpoints. No business rules here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant, user_principal
+
+NON_OWNER_ROLES = [c for c in Role.choices if c[0] != Role.OWNER]
+
+
+class TenantSerializer(serializers.ModelSerializer[Tenant]):
+    role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "created_at", "role"]
+        read_only_fields = fields
+
+    def get_role(self, tenant: Tenant) -> str | None:
+        roles: dict[int, str] = self.context.get("roles", {})
+        return roles.get(tenant.pk)
+
+
+class TenantCreateSerializer(serializers.Serializer[Any]):
+    slug = serializers.CharField(max_length=63)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class TenantUpdateSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(max_length=200)
+
+
+class MembershipSerializer(serializers.ModelSerializer[Membership]):
+    email = serializers.EmailField(source="user.email", read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+    principal = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Membership
+        fields = ["id", "username", "email", "role", "principal", "created_at"]
+        read_only_fields = fields
+
+    def get_principal(self, membership: Membership) -> str:
+        return user_principal(membership.user_id)
+
+
+class MembershipCreateSerializer(serializers.Serializer[Any]):
+    email = serializers.EmailField()
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
+
+
+class MembershipUpdateSerializer(serializers.Serializer[Any]):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class ServiceAccountSerializer(serializers.ModelSerializer[ServiceAccount]):
+    principal = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = ServiceAccount
+        fields = ["id", "name", "description", "role", "principal", "created_at"]
+        read_only_fields = fields
+
+
+class ServiceAccountWriteSerializer(serializers.Serializer[Any]):
+    name = serializers.RegexField(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$", max_length=64,
+                                  error_messages={"invalid": "Use 1-64 letters, digits, '.', '_' or '-'."})
+    description = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    role = serializers.ChoiceField(choices=NON_OWNER_ROLES, default=Role.MEMBER)
+
+
+class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
+    """A key as listed: never the secret, nor its hash."""
+
+    owner = serializers.SerializerMethodField()
+    principal = serializers.CharField(read_only=True)
+    revoked = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiKey
+        fields = ["key_id", "description", "owner", "principal", "created_at", "last_used_at", "revoked",
+                  "revoked_at"]
+        read_only_fields = fields
+
+    def get_owner(self, key: ApiKey) -> dict[str, str]:
+        if key.owner_service_account_id is not None:
+            return {"type": "service_account", "id": str(key.owner_service_account_id)}
+        return {"type": "user", "id": str(key.owner_user_id)}
+
+    def get_revoked(self, key: ApiKey) -> bool:
+        return key.revoked_at is not None
+
+
+class IssuedApiKeySerializer(ApiKeySerializer):
+    secret = serializers.SerializerMethodField(help_text="Shown only in this response; store it now.")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+    def get_secret(self, key: ApiKey) -> str:
+        return str(self.context["secret"])
+
+
+class ApiKeyCreateSerializer(serializers.Serializer[Any]):
+    description = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    service_account = serializers.UUIDField(required=False, allow_null=True, default=None,
+                                            help_text="Owner service account; omit for a key of your own.")
+
+
+class ApiKeyUpdateSerializer(serializers.Serializer[Any]):
+    description = serializers.CharField(max_length=500, allow_blank=True)

@@ -1,0 +1,206 @@
+"""Every way tenants, memberships, service accounts and API keys change.
+
+Each function is one transaction with one audit row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from controlplane.audit.services import audit_record
+from controlplane.core.actors import Actor
+from controlplane.core.errors import ApplicationError, Conflict, ValidationFailed
+from controlplane.tenancy import keys
+from controlplane.tenancy.models import (
+    ROLE_RANK,
+    ApiKey,
+    Membership,
+    Role,
+    ServiceAccount,
+    Tenant,
+    slug_validator,
+)
+
+
+def _validate_slug(slug: str) -> None:
+    from django.core.exceptions import ValidationError
+
+    try:
+        slug_validator(slug)
+    except ValidationError as exc:
+        raise ValidationFailed({"slug": list(exc.messages)}) from exc
+
+
+@transaction.atomic
+def tenant_create(*, slug: str, name: str, owner: AbstractBaseUser, actor: Actor) -> Tenant:
+    _validate_slug(slug)
+    if Tenant.objects.filter(slug=slug).exists():
+        raise Conflict(f"A tenant with slug '{slug}' already exists.", extra={"field": "slug"})
+    tenant = Tenant.objects.create(slug=slug, name=name or slug)
+    Membership.objects.create(tenant=tenant, user=owner, role=Role.OWNER)
+    audit_record(tenant=tenant, actor=actor, action="tenant.create", target_type="tenant", target_id=slug,
+                 data={"name": tenant.name})
+    return tenant
+
+
+@transaction.atomic
+def tenant_update(*, tenant: Tenant, name: str, actor: Actor) -> Tenant:
+    old = tenant.name
+    tenant.name = name
+    tenant.save(update_fields=["name"])
+    audit_record(tenant=tenant, actor=actor, action="tenant.update", target_type="tenant", target_id=tenant.slug,
+                 data={"name": [old, name]})
+    return tenant
+
+
+@transaction.atomic
+def tenant_delete(*, tenant: Tenant, actor: Actor) -> None:
+    audit_record(tenant=tenant, actor=actor, action="tenant.delete", target_type="tenant", target_id=tenant.slug)
+    tenant.delete()
+
+
+def _owner_count(tenant: Tenant) -> int:
+    return Membership.objects.filter(tenant=tenant, role=Role.OWNER).count()
+
+
+@transaction.atomic
+def membership_add(*, tenant: Tenant, email: str, role: str, actor: Actor) -> Membership:
+    """Add a user by e-mail, creating a login-less account if none exists (an invitation)."""
+    user_model = get_user_model()
+    email = email.strip().lower()
+    user = user_model.objects.filter(email__iexact=email).order_by("pk").first()
+    if user is None:
+        user = user_model.objects.create_user(username=email, email=email)
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    if Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise Conflict(f"{email} is already a member of this tenant.", extra={"field": "email"})
+    membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+    audit_record(tenant=tenant, actor=actor, action="membership.create", target_type="membership",
+                 target_id=str(membership.id), data={"email": email, "role": role})
+    return membership
+
+
+@transaction.atomic
+def membership_update(*, membership: Membership, role: str, actor: Actor) -> Membership:
+    # Lock the tenant's owner rows so two demotions cannot both pass the check.
+    list(Membership.objects.select_for_update().filter(tenant=membership.tenant, role=Role.OWNER))
+    if membership.role == Role.OWNER and role != Role.OWNER and _owner_count(membership.tenant) <= 1:
+        raise ApplicationError("A tenant must keep at least one owner.", code="last_owner")
+    old = membership.role
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit_record(tenant=membership.tenant, actor=actor, action="membership.update", target_type="membership",
+                 target_id=str(membership.id), data={"role": [old, role]})
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership, actor: Actor) -> None:
+    list(Membership.objects.select_for_update().filter(tenant=membership.tenant, role=Role.OWNER))
+    if membership.role == Role.OWNER and _owner_count(membership.tenant) <= 1:
+        raise ApplicationError("A tenant must keep at least one owner.", code="last_owner")
+    # The user's keys in this tenant stop working with the membership.
+    now = timezone.now()
+    ApiKey.objects.filter(tenant=membership.tenant, owner_user=membership.user, revoked_at__isnull=True).update(
+        revoked_at=now)
+    audit_record(tenant=membership.tenant, actor=actor, action="membership.delete", target_type="membership",
+                 target_id=str(membership.id), data={"user_id": membership.user_id})
+    membership.delete()
+
+
+@transaction.atomic
+def service_account_create(*, tenant: Tenant, name: str, description: str, role: str,
+                           actor: Actor) -> ServiceAccount:
+    if ServiceAccount.objects.filter(tenant=tenant, name=name).exists():
+        raise Conflict(f"A service account named '{name}' already exists.", extra={"field": "name"})
+    account = ServiceAccount.objects.create(tenant=tenant, name=name, description=description, role=role)
+    audit_record(tenant=tenant, actor=actor, action="service_account.create", target_type="service_account",
+                 target_id=str(account.id), data={"name": name, "role": role})
+    return account
+
+
+@transaction.atomic
+def service_account_update(*, account: ServiceAccount, actor: Actor, name: str | None = None,
+                           description: str | None = None, role: str | None = None) -> ServiceAccount:
+    changes: dict[str, list[str]] = {}
+    for field, value in (("name", name), ("description", description), ("role", role)):
+        if value is not None and getattr(account, field) != value:
+            changes[field] = [getattr(account, field), value]
+            setattr(account, field, value)
+    if changes:
+        try:
+            with transaction.atomic():
+                account.save(update_fields=list(changes))
+        except IntegrityError as exc:
+            raise Conflict(f"A service account named '{name}' already exists.", extra={"field": "name"}) from exc
+        audit_record(tenant=account.tenant, actor=actor, action="service_account.update",
+                     target_type="service_account", target_id=str(account.id), data=changes)
+    return account
+
+
+@transaction.atomic
+def service_account_delete(*, account: ServiceAccount, actor: Actor) -> None:
+    audit_record(tenant=account.tenant, actor=actor, action="service_account.delete",
+                 target_type="service_account", target_id=str(account.id), data={"name": account.name})
+    account.delete()
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    """A freshly created key: the only moment the secret exists in clear."""
+
+    api_key: ApiKey
+    secret: str
+
+
+@transaction.atomic
+def api_key_create(*, tenant: Tenant, actor: Actor, description: str = "",
+                   owner_user: AbstractBaseUser | None = None,
+                   owner_service_account: ServiceAccount | None = None) -> IssuedKey:
+    if (owner_user is None) == (owner_service_account is None):
+        raise ValidationFailed({"owner": ["Give exactly one owner: a user or a service account."]})
+    if owner_service_account is not None and owner_service_account.tenant_id != tenant.pk:
+        raise ValidationFailed({"service_account": ["No such service account in this tenant."]})
+    if owner_user is not None and not Membership.objects.filter(tenant=tenant, user=owner_user).exists():
+        raise ValidationFailed({"owner": ["The key's owner must be a member of the tenant."]})
+    secret = keys.new_secret()
+    while True:
+        key_id = keys.new_key_id()
+        if not ApiKey.objects.filter(key_id=key_id).exists():
+            break
+    api_key = ApiKey.objects.create(key_id=key_id, secret_hash=keys.hash_secret(secret), tenant=tenant,
+                                    owner_user=owner_user, owner_service_account=owner_service_account,
+                                    description=description)
+    audit_record(tenant=tenant, actor=actor, action="api_key.create", target_type="api_key", target_id=key_id,
+                 data={"principal": api_key.principal, "description": description})
+    return IssuedKey(api_key=api_key, secret=secret)
+
+
+@transaction.atomic
+def api_key_update(*, api_key: ApiKey, description: str, actor: Actor) -> ApiKey:
+    old = api_key.description
+    api_key.description = description
+    api_key.save(update_fields=["description"])
+    audit_record(tenant=api_key.tenant, actor=actor, action="api_key.update", target_type="api_key",
+                 target_id=api_key.key_id, data={"description": [old, description]})
+    return api_key
+
+
+@transaction.atomic
+def api_key_revoke(*, api_key: ApiKey, actor: Actor) -> ApiKey:
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+        audit_record(tenant=api_key.tenant, actor=actor, action="api_key.revoke", target_type="api_key",
+                     target_id=api_key.key_id)
+    return api_key
+
+
+def role_at_least(role: str | None, required: str) -> bool:
+    return role is not None and ROLE_RANK[role] >= ROLE_RANK[required]

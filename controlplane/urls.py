@@ -1,0 +1,62 @@
+"""URL map. Every tenant object lives under /api/v1/tenants/{tenant_slug}/."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from controlplane.audit.views import AuditEventViewSet
+from controlplane.clusters.views import ClusterViewSet
+from controlplane.core.views import HealthView
+from controlplane.streams.views import AclViewSet, TopicViewSet
+from controlplane.tenancy.auth_views import LoginView, LogoutView
+from controlplane.tenancy.views import (
+    ApiKeyViewSet,
+    MembershipViewSet,
+    MeView,
+    ServiceAccountViewSet,
+    TenantViewSet,
+)
+
+TENANT = r"tenants/(?P<tenant_slug>[^/]+)"
+CLUSTER = TENANT + r"/clusters/(?P<cluster_pk>[^/]+)"
+
+class OptionalSlashRouter(SimpleRouter):
+    """Accept paths with or without a trailing slash (no redirects that drop a POST body)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trailing_slash = "/?"
+
+
+router = OptionalSlashRouter()
+router.register(r"tenants", TenantViewSet, basename="tenant")
+router.register(TENANT + r"/members", MembershipViewSet, basename="member")
+router.register(TENANT + r"/service-accounts", ServiceAccountViewSet, basename="service-account")
+router.register(TENANT + r"/api-keys", ApiKeyViewSet, basename="api-key")
+router.register(TENANT + r"/audit-events", AuditEventViewSet, basename="audit-event")
+router.register(TENANT + r"/clusters", ClusterViewSet, basename="cluster")
+router.register(CLUSTER + r"/topics", TopicViewSet, basename="topic")
+router.register(CLUSTER + r"/acls", AclViewSet, basename="acl")
+
+api_v1 = [
+    re_path(r"^me/?$", MeView.as_view(), name="me"),
+    re_path(r"^auth/login/?$", LoginView.as_view(), name="login"),
+    re_path(r"^auth/logout/?$", LogoutView.as_view(), name="logout"),
+    *router.urls,
+]
+
+urlpatterns = [
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(api_version="v1"), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("healthz", HealthView.as_view(), name="healthz"),
+    path("admin/", admin.site.urls),
+]
+
+handler400 = "controlplane.core.errors.json_bad_request"
+handler403 = "controlplane.core.errors.json_permission_denied"
+handler404 = "controlplane.core.errors.json_not_found"
+handler500 = "controlplane.core.errors.json_server_error"

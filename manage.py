@@ -1,0 +1,21 @@
+#!/usr/bin/env python
+"""Django's command-line utility, with the embedded data services when none are configured."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    from sluice.runtime import ensure_environment
+
+    ensure_environment()
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""``sluice``: the one command line for running and operating Sluice."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from sluice import runtime
+
+
+def _wait_for_port(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def _hold_lock(var: Path) -> int:
+    """One `sluice up` per var/ directory. flock dies with the process: never stale."""
+    var.mkdir(parents=True, exist_ok=True)
+    fd = os.open(var / "sluice-up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"sluice: another `sluice up` is already running on {var}") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from sluice.supervisor import Child, Supervisor
+
+    var = runtime.var_dir()
+    lock_fd = _hold_lock(var)
+    print(f"sluice: data under {var}", flush=True)
+    services = runtime.ensure_environment()
+    if services is not None:
+        embedded = [name for name, part in (("PostgreSQL", services.postgres), ("Redis", services.redis)) if part]
+        if embedded:
+            print(f"sluice: started embedded {' and '.join(embedded)}", flush=True)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", interactive=False, verbosity=0)
+    from controlplane.tenancy.bootstrap import demo_bootstrap
+
+    demo = demo_bootstrap(var)
+    from django.db import connections
+
+    connections.close_all()
+
+    python = sys.executable
+    env = dict(os.environ)
+    supervisor = Supervisor([
+        Child("web", [python, "-m", "uvicorn", "controlplane.asgi:application", "--host", args.host,
+                      "--port", str(args.port), "--no-access-log" if args.quiet else "--access-log"], env),
+        Child("worker", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", "INFO",
+                         "--concurrency", str(args.workers), "--hostname", f"worker-{os.getpid()}@%h"], env),
+        Child("beat", [python, "-m", "celery", "-A", "controlplane.celery_app", "beat", "--loglevel", "INFO",
+                       "--pidfile=", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"], env),
+    ])
+    supervisor.install_signal_handlers()
+    supervisor.start()
+    base = f"http://{args.host}:{args.port}"
+    if _wait_for_port(args.host, args.port, 30):
+        print("\n".join([
+            "",
+            "Sluice is up.",
+            f"  API         {base}/api/v1/",
+            f"  API docs    {base}/api/docs/",
+            f"  Health      {base}/healthz",
+            f"  Admin       {base}/admin/   (user '{demo.username}', password '{demo.password}')",
+            f"  Demo tenant '{demo.tenant_slug}', API key {demo.key_id} (credentials in {demo.credentials_path})",
+            f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "
+            f"{base}/api/v1/tenants/{demo.tenant_slug}/clusters",
+            "Press Ctrl-C to stop.",
+            "",
+        ]), flush=True)
+    code = supervisor.run()
+    if services is not None:
+        services.stop()
+    os.close(lock_fd)
+    print("sluice: stopped", flush=True)
+    return code
+
+
+def cmd_manage(args: argparse.Namespace) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    runtime.ensure_environment()
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["sluice manage", *args.rest])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluice", description="Sluice event streaming.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run the control plane: web, worker and beat (embedded Postgres/Redis "
+                                   "unless DATABASE_URL/REDIS_URL are set)")
+    up.add_argument("--host", default=os.environ.get("SLUICE_HOST", "127.0.0.1"))
+    up.add_argument("--port", type=int, default=int(os.environ.get("SLUICE_PORT", "8000")))
+    up.add_argument("--workers", type=int, default=2, help="Celery worker concurrency")
+    up.add_argument("--quiet", action="store_true", help="no HTTP access log")
+    up.set_defaults(func=cmd_up)
+    manage = sub.add_parser("manage", help="Django management commands (migrate, createsuperuser, ...)")
+    manage.add_argument("rest", nargs=argparse.REMAINDER)
+    manage.set_defaults(func=cmd_manage)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
