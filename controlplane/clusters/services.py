@@ -39,7 +39,8 @@ def cluster_spec(*, plan: str, broker_count: int | None, max_partitions: int | N
 
 def _validate_name(name: str) -> None:
     if not CLUSTER_NAME_RE.match(name):
-        raise ValidationFailed({"name": ["Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit."]})
+        raise ValidationFailed({"name": [
+            "Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit."]})
 
 
 @transaction.atomic

@@ -8,7 +8,9 @@ from django.contrib.auth import authenticate, login, logout
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
+
+from controlplane.core.errors import ApplicationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -35,7 +37,8 @@ class LoginView(APIView):
         data.is_valid(raise_exception=True)
         user = authenticate(request._request, **data.validated_data)
         if user is None:
-            raise exceptions.AuthenticationFailed("Wrong username or password.")
+            # A 401 from a view without authenticators needs the explicit status.
+            raise ApplicationError("Wrong username or password.", code="authentication_failed", http_status=401)
         login(request._request, user)
         return Response({"username": user.get_username()})
 
