@@ -186,7 +186,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {},
+    "ENUM_NAME_OVERRIDES": {
+        "RoleEnum": "controlplane.tenancy.models.Role.choices",
+        "ServiceAccountRoleEnum": "controlplane.tenancy.serializers.NON_OWNER_ROLES",
+    },
 }
 
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import psycopg
 
+from sluice.proc import die_with_parent
+
 log = logging.getLogger(__name__)
 logging.getLogger("pgserver").setLevel(logging.WARNING)
 
@@ -102,7 +104,8 @@ class EmbeddedRedis:
             "--logfile", str(self.data_dir / "redis.log"),
             "--pidfile", "",
         ]
-        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True,
+                                      preexec_fn=die_with_parent)
         url = f"redis://127.0.0.1:{self.port}/0"
         self._wait_ready()
         return url

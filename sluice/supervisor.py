@@ -9,7 +9,6 @@ whole process group, waits, then SIGKILLs what is left.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -20,19 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sluice.proc import die_with_parent
+
 log = logging.getLogger(__name__)
-
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec (Linux only; elsewhere a no-op)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
 
 @dataclass
 class Child:
@@ -44,7 +33,7 @@ class Child:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(list(self.argv), env=self.env, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True, preexec_fn=die_with_parent)
         log.info("started %s (pid %d)", self.name, self.proc.pid)
 
     def running(self) -> bool:

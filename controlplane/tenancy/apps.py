@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class TenancyConfig(AppConfig):
     name = "controlplane.tenancy"
     label = "tenancy"
+
+    def ready(self) -> None:
+        from controlplane.tenancy import schema  # noqa: F401  (registers the OpenAPI auth extension)
