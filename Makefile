@@ -1,0 +1,39 @@
+# One command to run the service, one to run every test (see README.md).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test chaos lint typecheck schema bench clean-var
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/sluice up
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy dataplane
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+chaos: $(STAMP)
+	$(BIN)/python -m pytest -m slow -n 2
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy dataplane
+
+schema: $(STAMP)
+	$(BIN)/python manage.py spectacular --validate --fail-on-warn --format openapi --file api_schema/openapi.yaml
+
+bench: $(STAMP)
+	$(BIN)/python bench/storage.py
+
+clean-var:
+	rm -rf var

@@ -1,0 +1,14 @@
+from django.contrib import admin
+
+from controlplane.streams.models import AclBinding, Topic
+
+
+@admin.register(Topic)
+class TopicAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["name", "cluster", "partitions", "replication_factor", "generation"]
+    search_fields = ["name"]
+
+
+@admin.register(AclBinding)
+class AclBindingAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["principal", "permission", "operation", "resource_type", "pattern_type", "resource_name", "host"]
