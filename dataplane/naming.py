@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+\Z")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 

@@ -17,7 +17,7 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
 
 
 class ClusterWriteSerializer(serializers.Serializer[Any]):
-    name = serializers.CharField(max_length=64)
+    name = serializers.CharField(max_length=64, trim_whitespace=False)
     plan = serializers.ChoiceField(choices=Plan.choices, default=Plan.BASIC)
     broker_count = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
     max_partitions = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)

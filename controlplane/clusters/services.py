@@ -15,7 +15,7 @@ from controlplane.core.errors import Conflict, ValidationFailed
 from controlplane.core.status import mark_spec_changed, pending_status
 from controlplane.tenancy.models import Tenant
 
-CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$")
+CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}\Z")
 
 
 def cluster_spec(*, plan: str, broker_count: int | None, max_partitions: int | None,

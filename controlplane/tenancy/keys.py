@@ -16,8 +16,8 @@ import secrets
 
 KEY_ID_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 KEY_ID_LENGTH = 16
-KEY_ID_RE = re.compile(rf"^[{KEY_ID_ALPHABET}]{{{KEY_ID_LENGTH}}}$")
-SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{64}$")
+KEY_ID_RE = re.compile(rf"^[{KEY_ID_ALPHABET}]{{{KEY_ID_LENGTH}}}\Z")
+SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{64}\Z")
 
 
 def new_key_id() -> str:

@@ -25,7 +25,7 @@ class Role(models.TextChoices):
 ROLE_RANK: dict[str, int] = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2, Role.OWNER: 3}
 
 slug_validator = RegexValidator(
-    r"^[a-z0-9](?:[a-z0-9-]{1,61}[a-z0-9])$",
+    r"^[a-z0-9](?:[a-z0-9-]{1,61}[a-z0-9])\Z",
     "Use 3-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit.",
 )
 

@@ -25,7 +25,7 @@ class TenantSerializer(serializers.ModelSerializer[Tenant]):
 
 
 class TenantCreateSerializer(serializers.Serializer[Any]):
-    slug = serializers.CharField(max_length=63)
+    slug = serializers.CharField(max_length=63, trim_whitespace=False)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
@@ -66,7 +66,7 @@ class ServiceAccountSerializer(serializers.ModelSerializer[ServiceAccount]):
 
 
 class ServiceAccountWriteSerializer(serializers.Serializer[Any]):
-    name = serializers.RegexField(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$", max_length=64,
+    name = serializers.RegexField(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}\Z", max_length=64, trim_whitespace=False,
                                   error_messages={"invalid": "Use 1-64 letters, digits, '.', '_' or '-'."})
     description = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
     role = serializers.ChoiceField(choices=NON_OWNER_ROLES, default=Role.MEMBER)

@@ -12,7 +12,7 @@ from enum import IntEnum
 
 CLUSTER_RESOURCE_NAME = "kafka-cluster"
 WILDCARD = "*"
-_PRINCIPAL = re.compile(r"^[A-Za-z][A-Za-z0-9]*:.+$")
+_PRINCIPAL = re.compile(r"^[A-Za-z][A-Za-z0-9]*:[^\r\n]+\Z")
 
 
 class ResourceType(IntEnum):

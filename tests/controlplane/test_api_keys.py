@@ -8,8 +8,8 @@ import logging
 import pytest
 from rest_framework.test import APIClient
 
-from controlplane.tenancy.models import ApiKey, Role
 from controlplane.tenancy.keys import hash_secret
+from controlplane.tenancy.models import ApiKey, Role
 from tests.controlplane.conftest import TenantWorld, key_client
 
 pytestmark = pytest.mark.django_db

@@ -37,6 +37,7 @@ def _post(world: TenantWorld, url: str, body: dict[str, Any]) -> tuple[int, dict
     ({"name": "has space"}, "name"),
     ({"name": "ünïcode"}, "name"),
     ({"name": "slash/name"}, "name"),
+    ({"name": "newline\n"}, "name"),
     ({"name": "__internal"}, "name"),
     ({"name": "ok", "partitions": 0}, "partitions"),
     ({"name": "ok", "partitions": -3}, "partitions"),
@@ -142,6 +143,7 @@ def test_acl_for_a_tenant_principal_and_duplicates(world_a: TenantWorld) -> None
 
 @pytest.mark.parametrize(("body", "field"), [
     ({"name": "bad name"}, "name"),
+    ({"name": "trailing-newline\n"}, "name"),
     ({"name": "c", "plan": "gold"}, "plan"),
     ({"name": "c", "plan": "basic", "broker_count": 3}, "broker_count"),
     ({"name": "c", "plan": "dedicated", "broker_count": 13}, "broker_count"),
@@ -202,3 +204,14 @@ def test_int_config_bounds(value: int) -> None:
         assert 14 <= value < 2**31
     except ConfigError:
         assert not 14 <= value < 2**31
+
+
+def test_tenant_slug_rules(world_a: TenantWorld) -> None:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_login(world_a.users[Role.OWNER])
+    for slug in ("ab", "UPPER", "-lead", "trail-", "new\n", "x" * 64):
+        response = client.post("/api/v1/tenants", {"slug": slug}, format="json")
+        assert response.status_code == 400, slug
+        assert "slug" in response.json()["extra"]["fields"]
