@@ -39,9 +39,22 @@ def _hold_lock(var: Path) -> int:
     return fd
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Fail fast with one clear line instead of a web child that crash-loops."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise SystemExit(f"sluice: cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from sluice.supervisor import Child, Supervisor
 
+    if not 0 < args.port < 65536:
+        raise SystemExit(f"sluice: --port must be between 1 and 65535, not {args.port}")
+    _check_listen(args.host, args.port)
     var = runtime.var_dir()
     lock_fd = _hold_lock(var)
     print(f"sluice: data under {var}", flush=True)

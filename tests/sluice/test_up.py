@@ -151,3 +151,26 @@ def test_a_second_up_on_the_same_var_is_refused(tmp_path: Path) -> None:
         os.close(fd)
     assert result.returncode != 0
     assert "already running" in result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("argv", [["up", "--port", "0"], ["up", "--port", "http"], ["nonsense"], ["up", "--port"]])
+def test_bad_command_lines_exit_nonzero_with_a_message(tmp_path: Path, argv: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-m", "sluice", *argv], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "SLUICE_VAR_DIR": str(tmp_path)}, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.strip(), "no message"
+    assert "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_is_refused_up_front(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "sluice", "up", "--port", str(port)], cwd=ROOT,
+                                capture_output=True, text=True, env={**os.environ, "SLUICE_VAR_DIR": str(tmp_path)},
+                                timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == f"sluice: cannot listen on 127.0.0.1:{port}: Address already in use"
