@@ -173,4 +173,5 @@ def test_a_port_in_use_is_refused_up_front(tmp_path: Path) -> None:
                                 capture_output=True, text=True, env={**os.environ, "SLUICE_VAR_DIR": str(tmp_path)},
                                 timeout=60)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == f"sluice: cannot listen on 127.0.0.1:{port}: Address already in use"
+    expected = f"sluice: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert result.stderr.strip().splitlines()[-1] == expected
