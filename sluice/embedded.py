@@ -18,6 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -47,24 +48,24 @@ class EmbeddedPostgres:
     data_dir: Path
     database: str = DEFAULT_DATABASE
     delete_on_stop: bool = False
-    _server: object | None = None
+    _server: Any = None
 
     def start(self) -> str:
         import pgserver
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         mode = "delete" if self.delete_on_stop else "stop"
-        self._server = pgserver.get_server(self.data_dir, cleanup_mode=mode)
-        admin_uri = self._server.get_uri()  # type: ignore[attr-defined]
+        self._server = pgserver.get_server(self.data_dir, cleanup_mode=mode)  # type: ignore[attr-defined]
+        admin_uri = self._server.get_uri()
         with psycopg.connect(admin_uri, autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)).fetchone()
             if not exists:
                 conn.execute(f'CREATE DATABASE "{self.database}"')
-        return str(self._server.get_uri(self.database))  # type: ignore[attr-defined]
+        return str(self._server.get_uri(self.database))
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.cleanup()  # type: ignore[attr-defined]
+            self._server.cleanup()
             self._server = None
 
 

@@ -18,8 +18,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 class ApplicationError(Exception):
     """A business-rule failure raised by a service; rendered as a 4xx."""
 
-    code = "application_error"
-    http_status = status.HTTP_400_BAD_REQUEST
+    code: str = "application_error"
+    http_status: int = status.HTTP_400_BAD_REQUEST
 
     def __init__(self, message: str, *, code: str | None = None, extra: dict[str, Any] | None = None,
                  http_status: int | None = None) -> None:
@@ -45,7 +45,7 @@ class ValidationFailed(ApplicationError):
 
 class Conflict(ApplicationError):
     code = "conflict"
-    http_status = status.HTTP_409_CONFLICT
+    http_status: int = status.HTTP_409_CONFLICT
 
 
 class QuotaExceeded(ApplicationError):
@@ -110,8 +110,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         detail = exc.detail
         message = str(detail) if not isinstance(detail, (dict, list)) else "Request failed."
         extra: dict[str, Any] = {}
-        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-            extra["retry_after_seconds"] = exc.wait
+        wait = getattr(exc, "wait", None)
+        if isinstance(exc, exceptions.Throttled) and wait is not None:
+            extra["retry_after_seconds"] = wait
         response.data = error_body(code, message, extra)
     return response
 

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.viewsets import GenericViewSet
 
 from controlplane.core.actors import Actor
-from controlplane.tenancy.models import Role, Tenant
+from controlplane.tenancy.models import ApiKey, Role, Tenant
 from controlplane.tenancy.selectors import actor_for, caller_role
 from controlplane.tenancy.services import role_at_least
 
@@ -46,7 +46,8 @@ class TenantScopedViewSet(GenericViewSet):  # type: ignore[type-arg]
     @staticmethod
     def resolve_tenant(request: Request, slug: str) -> tuple[Tenant, str]:
         tenant = Tenant.objects.filter(slug=slug).first()
-        role = None if tenant is None else caller_role(tenant=tenant, user=request.user, api_key=request.auth)
+        api_key = request.auth if isinstance(request.auth, ApiKey) else None
+        role = None if tenant is None else caller_role(tenant=tenant, user=request.user, api_key=api_key)
         if tenant is None or role is None:
             raise exceptions.NotFound("Not found.")
         return tenant, role

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -37,7 +37,7 @@ def _validate_slug(slug: str) -> None:
 
 
 @transaction.atomic
-def tenant_create(*, slug: str, name: str, owner: AbstractBaseUser, actor: Actor) -> Tenant:
+def tenant_create(*, slug: str, name: str, owner: User, actor: Actor) -> Tenant:
     _validate_slug(slug)
     if Tenant.objects.filter(slug=slug).exists():
         raise Conflict(f"A tenant with slug '{slug}' already exists.", extra={"field": "slug"})
@@ -161,7 +161,7 @@ class IssuedKey:
 
 @transaction.atomic
 def api_key_create(*, tenant: Tenant, actor: Actor, description: str = "",
-                   owner_user: AbstractBaseUser | None = None,
+                   owner_user: User | None = None,
                    owner_service_account: ServiceAccount | None = None) -> IssuedKey:
     if (owner_user is None) == (owner_service_account is None):
         raise ValidationFailed({"owner": ["Give exactly one owner: a user or a service account."]})

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import django_filters
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import exceptions, mixins, serializers, status
@@ -34,10 +35,19 @@ from controlplane.tenancy.serializers import (
 )
 
 
+def _api_key(request: Request) -> ApiKey | None:
+    return request.auth if isinstance(request.auth, ApiKey) else None
+
+
+def _user(request: Request) -> User:
+    """The Django user behind a request that is not a service account's."""
+    return cast(User, request.user)
+
+
 def _roles(request: Request, tenants: list[Tenant]) -> dict[int, str]:
     if isinstance(request.user, ServiceAccountIdentity):
         return {t.pk: str(request.user.service_account.role) for t in tenants}
-    rows = Membership.objects.filter(user=request.user, tenant__in=tenants).values_list("tenant_id", "role")
+    rows = Membership.objects.filter(user=_user(request), tenant__in=tenants).values_list("tenant_id", "role")
     return dict(rows)
 
 
@@ -55,7 +65,7 @@ class TenantViewSet(mixins.ListModelMixin, GenericViewSet):  # type: ignore[type
     def get_queryset(self) -> QuerySet[Tenant]:
         if getattr(self, "swagger_fake_view", False):
             return Tenant.objects.none()
-        return tenants_for(user=self.request.user, api_key=self.request.auth).order_by("slug")
+        return tenants_for(user=self.request.user, api_key=_api_key(self.request)).order_by("slug")
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
@@ -79,7 +89,7 @@ class TenantViewSet(mixins.ListModelMixin, GenericViewSet):  # type: ignore[type
             raise exceptions.PermissionDenied("API keys are bound to one tenant and cannot create tenants.")
         data = TenantCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        tenant = services.tenant_create(owner=request.user, actor=actor_for(request.user), **data.validated_data)
+        tenant = services.tenant_create(owner=_user(request), actor=actor_for(request.user), **data.validated_data)
         return Response(TenantSerializer(tenant, context={"roles": {tenant.pk: Role.OWNER}}).data,
                         status=status.HTTP_201_CREATED)
 
@@ -212,7 +222,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
             return keys
         if isinstance(self.request.user, ServiceAccountIdentity):
             return keys.filter(owner_service_account=self.request.user.service_account)
-        return keys.filter(owner_user=self.request.user)
+        return keys.filter(owner_user=_user(self.request))
 
     def required_write_role(self) -> str:
         if self.request.method == "POST" and self.request.data.get("service_account"):
@@ -232,7 +242,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         elif isinstance(request.user, ServiceAccountIdentity):
             owner_account = request.user.service_account
         else:
-            owner_user = request.user
+            owner_user = _user(request)
         issued = services.api_key_create(tenant=self.tenant, actor=self.actor, owner_user=owner_user,
                                          owner_service_account=owner_account,
                                          description=data.validated_data["description"])
@@ -264,7 +274,7 @@ class MeView(APIView):
         "tenants": TenantSerializer(many=True)})})
     def get(self, request: Request) -> Response:
         actor = actor_for(request.user)
-        tenants = list(tenants_for(user=request.user, api_key=request.auth).order_by("slug"))
+        tenants = list(tenants_for(user=request.user, api_key=_api_key(request)).order_by("slug"))
         principal = (request.user.service_account.principal if isinstance(request.user, ServiceAccountIdentity)
                      else f"User:u-{request.user.pk}")
         return Response({
