@@ -30,9 +30,11 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.ENTRY.size)
+        self.existed = True
         try:
             self._buf = bytearray(path.read_bytes())
         except FileNotFoundError:
+            self.existed = False
             self._buf = bytearray()
             path.touch()
         self._persisted = len(self._buf)

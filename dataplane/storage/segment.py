@@ -143,12 +143,29 @@ class LogSegment:
         if not self.offset_index.sane(self.size):
             self.recover()
             return
+        if not (self.offset_index.existed and self.time_index.existed):
+            self.recover()
+            return
         last: BatchHeader | None = None
         tail_max: tuple[int, int] = (-1, -1)
-        for _, h in self.scan_headers(start):
-            last = h
-            if h.max_timestamp > tail_max[0]:
-                tail_max = (h.max_timestamp, h.last_offset)
+        since = 0
+        end = start
+        try:
+            for pos, h in self.scan_headers(start):
+                if since > self.config.index_interval_bytes or pos != end:
+                    # The index rule would have added an entry here: entries are missing.
+                    self.recover()
+                    return
+                since += h.size
+                end = pos + h.size
+                last = h
+                if h.max_timestamp > tail_max[0]:
+                    tail_max = (h.max_timestamp, h.last_offset)
+        except CorruptRecordError:
+            end = -1
+        if end != self.size:
+            self.recover()  # the index pointed into the middle of a batch, or the tail is torn
+            return
         if last is not None:
             self.next_offset = last.next_offset
         elif len(self.offset_index):

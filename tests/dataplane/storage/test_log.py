@@ -74,7 +74,7 @@ def test_log_append_time(open_log: OpenLog, clock: Clock) -> None:
 @pytest.mark.parametrize(
     "mutate,exc,code",
     [
-        (lambda b: b"" if b else b"", InvalidRecordError, ErrorCode.INVALID_RECORD),
+        (lambda b: b[:0], InvalidRecordError, ErrorCode.INVALID_RECORD),
         (lambda b: b[:16] + b"\x05" + b[17:], CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
         (lambda b: b[:-1] + bytes([b[-1] ^ 0xFF]), CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
         (lambda b: b[:8] + (len(b) * 2).to_bytes(4, "big") + b[12:], CorruptRecordError,
