@@ -400,14 +400,10 @@ class Log:
 
     def _roll_locked(self, new_base: int, now: int) -> LogSegment:
         active = self._segments[-1]
-        if active.size == 0:
-            if active.base_offset == new_base:
-                return active
-            self._segments.pop()
-            self._bases.pop()
-            active.delete_files()
-        else:
-            active.seal()
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        # An empty active segment with a lower base stays (it anchors the log start offset).
+        active.seal()
         seg = LogSegment(self.dir, new_base, self.config, now_ms=now)
         self._segments = [*self._segments, seg]
         self._bases = [*self._bases, new_base]
@@ -565,7 +561,7 @@ class Log:
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch whose last offset ≥ ``offset`` (replication: KIP-101 truncation)."""
+        """Remove every batch whose last offset ≥ ``offset``; the log end becomes ``offset``."""
         with self._flush_lock, self._lock:
             self._check_open()
             if offset >= self._leo:
@@ -573,12 +569,18 @@ class Log:
             if offset < self._log_start:
                 self._truncate_fully_locked(offset)
                 return
-            doomed = [s for s in self._segments if s.base_offset > offset]
             keep = [s for s in self._segments if s.base_offset <= offset]
+            if not keep:
+                self._truncate_fully_locked(offset)
+                return
+            doomed = [s for s in self._segments if s.base_offset > offset]
             self._segments = keep
             self._bases = [s.base_offset for s in keep]
             keep[-1].truncate_to(offset)
-            self._leo = keep[-1].next_offset
+            # Kafka's rule: the log end becomes ``offset`` even when it fell inside a batch
+            # (the whole batch goes). After a restart the end is re-derived from the bytes.
+            keep[-1].next_offset = offset
+            self._leo = offset
             self._recovery_point = min(self._recovery_point, self._leo)
             self._cleaner_offset = min(self._cleaner_offset, self._leo)
             self._epochs.truncate_from_end(self._leo)

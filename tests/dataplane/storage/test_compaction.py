@@ -10,7 +10,9 @@ from tests.dataplane.conftest import Clock
 OpenLog = Callable[..., Log]
 
 
-def kv_batch(pairs: list[tuple[bytes, bytes | None]], ts: int, codec: Compression = Compression.NONE) -> bytes:
+def kv_batch(
+    pairs: list[tuple[bytes, bytes | None]], ts: int, codec: Compression = Compression.NONE
+) -> bytes:
     recs = [Record(i, ts + i, k, v) for i, (k, v) in enumerate(pairs)]
     return build_batch(recs, compression=codec, producer_id=42, producer_epoch=3, base_sequence=0)
 

@@ -178,10 +178,12 @@ def test_truncate_to_and_fully(open_log: OpenLog) -> None:
     for e in range(10):
         log.append_as_leader(make_batch(5, value_size=50), leader_epoch=e)
     assert len(log.segment_base_offsets) > 2
-    log.truncate_to(23)  # inside batch [20, 24]: that batch goes
-    assert log.log_end_offset == 20
+    log.truncate_to(23)  # inside batch [20, 24]: that whole batch goes, the end becomes 23
+    assert log.log_end_offset == 23
     assert [r.offset for r in log.read_records(0)] == list(range(20))
-    assert log.epoch_entries()[-1] == (3, 15)
+    assert log.epoch_entries()[-1] == (4, 20)
+    log.truncate_to(20)
+    assert log.log_end_offset == 20 and log.epoch_entries()[-1] == (3, 15)
     assert log.end_offset_for_epoch(3).end_offset == 20
     log.append_as_leader(make_batch(2), leader_epoch=11)
     assert log.log_end_offset == 22 and log.end_offset_for_epoch(3).end_offset == 20
