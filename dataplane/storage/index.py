@@ -30,6 +30,7 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.ENTRY.size)
+        self._max_bytes = self.max_entries * self.ENTRY.size
         self.existed = True
         try:
             self._buf = bytearray(path.read_bytes())
@@ -45,7 +46,7 @@ class _Index:
 
     @property
     def is_full(self) -> bool:
-        return len(self) >= self.max_entries
+        return len(self._buf) >= self._max_bytes
 
     def entry(self, i: int) -> tuple[int, int]:
         a, b = self.ENTRY.unpack_from(self._buf, i * self.ENTRY.size)
@@ -128,6 +129,14 @@ class OffsetIndex(_Index):
         i = self._bsearch(position, 1)
         return 0 if i < 0 else self.entry(i)[1]
 
+    def floor_entry(self, position: int, offset: int) -> tuple[int, int] | None:
+        """(offset, position) of the last entry with position ≤ ``position`` and offset ≤ ``offset``."""
+        i = min(self._bsearch(position, 1), self._bsearch(offset - self.base_offset, 0))
+        if i < 0:
+            return None
+        rel, pos = self.entry(i)
+        return self.base_offset + rel, pos
+
     @property
     def last_position(self) -> int | None:
         return self.entry(len(self) - 1)[1] if len(self) else None
@@ -154,11 +163,12 @@ class TimeIndex(_Index):
     ENTRY = TIME_ENTRY
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        if len(self):
-            last_ts, last_rel = self.entry(len(self) - 1)
+        buf = self._buf
+        if buf:
+            last_ts, last_rel = TIME_ENTRY.unpack_from(buf, len(buf) - 12)
             if timestamp <= last_ts or offset - self.base_offset < last_rel:
                 return
-        self._buf += TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+        buf += TIME_ENTRY.pack(timestamp, offset - self.base_offset)
 
     @property
     def last_entry(self) -> tuple[int, int] | None:
