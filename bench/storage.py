@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataplane.protocol.records import Record, build_batch  # noqa: E402
-from dataplane.storage.config import LogConfig  # noqa: E402
-from dataplane.storage.log import Log  # noqa: E402
+from dataplane.protocol.records import Record, build_batch
+from dataplane.storage.config import LogConfig
+from dataplane.storage.log import Log
 
 MiB = 1024 * 1024
 READ_CHUNK = 1 * MiB
@@ -59,7 +59,14 @@ def mbps(nbytes: int, seconds: float) -> float:
     return nbytes / MiB / seconds
 
 
+def settle() -> None:
+    """Let the previous run's writeback and discards finish outside any timed section."""
+    os.sync()
+
+
 def plain_write(path: Path, batch: bytes, count: int, fsync_every: int | None) -> float:
+    path.unlink(missing_ok=True)
+    settle()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     t = time.perf_counter()
     since = 0
@@ -78,6 +85,7 @@ def plain_write(path: Path, batch: bytes, count: int, fsync_every: int | None) -
 
 def log_write(path: Path, batch: bytes, count: int, config: LogConfig) -> tuple[float, Log]:
     shutil.rmtree(path, ignore_errors=True)
+    settle()
     log = Log.open(path, config)
     t = time.perf_counter()
     for _ in range(count):
@@ -201,7 +209,7 @@ def run(root: Path, size: int, fsync_size: int, rounds: int, null_fd: int) -> No
     # fsync runs on a separate pair of files, interleaved too
     fplain = root / "plain-fsync.bin"
     flog = root / "f-0"
-    for r in range(rounds):
+    for r in range(max(rounds, 5)):  # fsync timings on a VM disk are the noisiest
         steps: list[Callable[[], None]] = [
             lambda: res["pf"].append(plain_write(fplain, batch, fcount, MiB)),
             lambda: res["lf"].append(_timed_close(log_write(flog, batch, fcount, flush_cfg))),
@@ -212,6 +220,7 @@ def run(root: Path, size: int, fsync_size: int, rounds: int, null_fd: int) -> No
             s()
     shutil.rmtree(flog, ignore_errors=True)
     fplain.unlink(missing_ok=True)
+    settle()
 
     # reads from the middle of the log: the second half, by offset
     mid_offset = (count // 2) * per_batch
@@ -259,7 +268,8 @@ def run(root: Path, size: int, fsync_size: int, rounds: int, null_fd: int) -> No
         ("read by offset (pread)", mbps(read_bytes, lr), "plain pread", mbps(read_bytes, pr), 0.7),
         ("read by offset (sendfile)", mbps(read_bytes, ls), "plain sendfile", mbps(read_bytes, ps), 0.7),
     ]
-    print(f"\nsize {total / MiB:.0f} MiB (fsync runs {ftotal / MiB:.0f} MiB), best of {rounds} interleaved rounds")
+    print(f"\nsize {total / MiB:.0f} MiB (fsync runs {ftotal / MiB:.0f} MiB), "
+          f"best of {rounds} interleaved rounds")
     print(f"{'measure':42} {'log MB/s':>10} {'baseline':>26} {'MB/s':>9} {'ratio':>6} {'target':>7}")
     for name, v, bname, b, target in rows:
         ok = "ok" if v / b >= target else "MISS"

@@ -594,7 +594,8 @@ class Log:
                 if target <= self._recovery_point and up_to is not None:
                     return
                 first = self._segments_from(self._recovery_point)[0].base_offset
-                work = [(s, s.take_pending()) for s in self._segments
+                active = self._segments[-1]
+                work = [(s, s.take_pending(with_indexes=s is not active)) for s in self._segments
                         if s.base_offset >= first or s.has_pending()]
             for seg, pending in work:
                 seg.sync(pending)
@@ -609,6 +610,10 @@ class Log:
     def checkpoint(self) -> None:
         """Persist recovery point and log start offset (the manager calls this periodically)."""
         with self._flush_lock:
+            with self._lock:
+                pending = [(s, s.take_pending()) for s in self._segments if s.has_pending()]
+            for seg, p in pending:
+                seg.sync(p, fsync_data=False)  # data durability is flush()'s job
             write_offset(self.dir / RECOVERY_POINT_FILE, self._recovery_point)
             write_offset(self.dir / LOG_START_FILE, self._log_start)
 

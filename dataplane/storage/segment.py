@@ -42,6 +42,7 @@ TIMEINDEX_SUFFIX = ".timeindex"
 SCAN_CHUNK = 4096
 RECOVER_CHUNK = 8 * 1024 * 1024
 _IOV_MAX = 1024
+_Pending = tuple[int, bytes, int] | None
 
 
 def segment_name(base_offset: int) -> str:
@@ -376,24 +377,29 @@ class LogSegment:
             self.time_index.has_pending()
         )
 
-    def take_pending(self) -> tuple[int, tuple[int, bytes, int], tuple[int, bytes, int]]:
+    def take_pending(self, *, with_indexes: bool = True) -> tuple[int, _Pending, _Pending]:
         """Snapshot what a flush must write (call under the Log lock)."""
+        if not with_indexes:
+            return self.size, None, None
         return self.size, self.offset_index.take_pending(), self.time_index.take_pending()
 
-    def sync(self, pending: tuple[int, tuple[int, bytes, int], tuple[int, bytes, int]], *,
-             fsync_indexes: bool = False) -> None:
+    def sync(self, pending: tuple[int, _Pending, _Pending], *, fsync_indexes: bool = False,
+             fsync_data: bool = True) -> None:
         """fsync the data and write the index tails (call without the Log lock).
 
-        Index files are written but not fsynced on the regular flush path: they are hints
-        that :meth:`load` validates (monotonic, in bounds, no entry missing at the tail)
-        and rebuilds when wrong, so an fsync per flush would triple the cost for nothing.
+        Index files are written but not fsynced on the regular flush path, and the active
+        segment's are written only at checkpoints, roll and close: indexes are hints that
+        :meth:`load` validates (monotonic, in bounds, no entry missing at the tail) and
+        rebuilds when wrong, so keeping them out of the fsync path costs nothing in safety.
         """
         size, oi, ti = pending
-        if size > self._synced_size and self.file.fd >= 0:
+        if fsync_data and size > self._synced_size and self.file.fd >= 0:
             os.fsync(self.file.fd)
             self._synced_size = size
-        self.offset_index.write_pending(*oi, fsync=fsync_indexes)
-        self.time_index.write_pending(*ti, fsync=fsync_indexes)
+        if oi is not None:
+            self.offset_index.write_pending(*oi, fsync=fsync_indexes)
+        if ti is not None:
+            self.time_index.write_pending(*ti, fsync=fsync_indexes)
 
     def flush(self) -> None:
         """Flush data and indexes, fsyncing both (close, compaction output)."""
