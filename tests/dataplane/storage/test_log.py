@@ -268,3 +268,26 @@ def test_clean_reopen_skips_recovery(open_log: OpenLog, tmp_path: Path) -> None:
     assert not (log2.dir / ".clean_shutdown").exists()
     assert log2.log_end_offset == 80
     assert [r.offset for r in log2.read_records(0)] == list(range(80))
+
+
+def test_follower_offset_overflow_rolls(open_log: OpenLog) -> None:
+    log = open_log()
+    log.append_as_follower(make_batch(2, base_offset=0))
+    far = 3_000_000_000
+    log.append_as_follower(make_batch(2, base_offset=far))
+    assert log.segment_base_offsets == (0, far)
+    assert log.log_end_offset == far + 2
+    assert [r.offset for r in log.read_records(0)] == [0, 1, far, far + 1]
+    log.close()
+    log = open_log()
+    assert log.log_end_offset == far + 2 and log.segment_base_offsets == (0, far)
+
+
+def test_multi_batch_leader_append_with_log_append_time(open_log: OpenLog, clock: Clock) -> None:
+    log = open_log(LogConfig(message_timestamp_type="LogAppendTime"))
+    info = log.append_as_leader(make_batch(2) + make_batch(3, compression=Compression.GZIP), leader_epoch=1)
+    assert (info.first_offset, info.last_offset, info.log_append_time) == (0, 4, clock.now)
+    batches = log.read_batches(0)
+    assert [b.header.base_offset for b in batches] == [0, 2]
+    assert all(b.header.timestamp_type == TimestampType.LOG_APPEND_TIME for b in batches)
+    assert all(r.timestamp == clock.now for b in batches for r in b.records)
