@@ -732,7 +732,7 @@ class Log:
             if self.config.delete:
                 if self.config.retention_ms >= 0:
                     horizon = self._time() - self.config.retention_ms
-                    while n < sealed and self._segments[n].max_timestamp < horizon:
+                    while n < sealed and _retention_time(self._segments[n]) < horizon:
                         n += 1
                 if self.config.retention_bytes >= 0:
                     total = sum(s.size for s in self._segments[n:])
@@ -821,9 +821,11 @@ class Log:
                 cleaned = LogSegment(
                     self.dir, seg.base_offset, self.config, now_ms=now, suffix=CLEANED_SUFFIX
                 )
-                if cleaned.size:
+                if cleaned.size or len(cleaned.offset_index) or len(cleaned.time_index):
                     os.ftruncate(cleaned.file.fd, 0)
                     cleaned.size = 0
+                    cleaned.offset_index.reset()
+                    cleaned.time_index.reset()
                 cleaned.append(out, placements)
                 cleaned.seal()
                 cleaned.flush()
@@ -857,6 +859,11 @@ class Log:
         for old in doomed:
             old.delete_files()
         return CleanResult(len(outputs), before, after)
+
+
+def _retention_time(seg: LogSegment) -> int:
+    """A segment's age for retention.ms: its newest timestamp, or when it was opened if none."""
+    return seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
 
 
 def _segment_batches(seg: LogSegment, size: int) -> Iterator[RecordBatch]:
