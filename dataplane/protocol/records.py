@@ -334,9 +334,19 @@ def validate_single_batch(buf: bytes | bytearray | memoryview, *, strict_offsets
     h = BatchHeader._make(_unpack_header(buf, 0))
     if h.magic != 2:
         _bad_magic(h.magic)
-    if h.batch_length + LOG_OVERHEAD != len(buf) or h.batch_length < MIN_BATCH_LENGTH:
-        raise CorruptRecordError(f"batch length {h.batch_length} does not match {len(buf)} bytes")
-    check_batch(buf, 0, h)
+    size = len(buf)
+    if h.batch_length + LOG_OVERHEAD != size or h.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"batch length {h.batch_length} does not match {size} bytes")
+    count, lod = h.record_count, h.last_offset_delta
+    if (
+        _crc32c.crc32c(memoryview(buf)[CRC_START:]) != h.crc
+        or count < 0
+        or lod < 0
+        or count > lod + 1
+        or h.attributes & CODEC_MASK > Compression.ZSTD
+        or (h.attributes & CODEC_MASK == 0 and count * MIN_RECORD_SIZE > size - HEADER_SIZE)
+    ):
+        check_batch(buf, 0, h)  # slow path: raise the precise error
     if strict_offsets and (h.record_count == 0 or h.last_offset_delta != h.record_count - 1):
         raise InvalidRecordError(
             f"batch has {h.record_count} records but last offset delta {h.last_offset_delta}"

@@ -151,6 +151,7 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig, *, time_ms: Callable[[], int] = _now_ms) -> None:
         self.dir = directory
         self.config = config
+        self._fast_path = not config.log_append_time
         self._time = time_ms
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
@@ -297,6 +298,7 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
+            self._fast_path = not config.log_append_time
             for s in self._segments:
                 s.config = config
 
@@ -305,8 +307,7 @@ class Log:
     def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
         """Validate client batches, assign offsets and the leader epoch, and append them."""
         n = len(batches)
-        if (n >= HEADER_SIZE and batch_length_at(batches) + LOG_OVERHEAD == n
-                and not self.config.log_append_time):
+        if self._fast_path and n >= HEADER_SIZE and batch_length_at(batches) + LOG_OVERHEAD == n:
             return self._append_single_as_leader(batches, leader_epoch)
         summary = validate_batches(batches, strict_offsets=True)
         self._check_sizes(summary)
@@ -354,7 +355,8 @@ class Log:
         """The common produce case (one batch per partition), with as little Python as possible."""
         h = validate_single_batch(batch)
         n = len(batch)
-        if n > self.config.max_message_bytes or n > self.config.segment_bytes:
+        config = self.config
+        if n > config.max_message_bytes or n > config.segment_bytes:
             self._check_sizes(BatchesSummary(((0, h),), n, h.last_offset_delta + 1))
         rest = memoryview(batch)[_PREFIX.size :]
         with self._lock:
@@ -365,9 +367,11 @@ class Log:
             now = self._time()
             active = self._segments[-1]
             if (
-                not active.can_hold(n, last)
-                or (active.size > 0 and now - active.created_ms >= self.config.segment_ms)
-            ):
+                active.size + n > config.segment_bytes
+                or last - active.base_offset > INT32_MAX
+                or active.index_full
+                or (active.size > 0 and now - active.created_ms >= config.segment_ms)
+            ) and not (active.size == 0 and active.can_hold(n, last)):
                 active = self._roll_locked(first, now)
             before = active.size
             try:

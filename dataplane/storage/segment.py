@@ -187,6 +187,10 @@ class LogSegment:
 
     # ------------------------------------------------------------ append
 
+    @property
+    def index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
     def can_hold(self, incoming_bytes: int, last_offset: int) -> bool:
         size = self.size
         return (
@@ -227,7 +231,16 @@ class LogSegment:
         written = os.pwritev(self.file.fd, [prefix, rest], position)
         if written < size:  # short write: finish the rest by hand
             self._pwrite_all((prefix + bytes(rest))[written:], position + written)
-        self._index_batch(position, size, last_offset, max_ts)
+        # _index_batch inlined: this runs once per produced batch.
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = size
+        else:
+            self.bytes_since_last_index_entry += size
         self.size = position + size
         self.next_offset = last_offset + 1
 
