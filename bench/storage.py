@@ -137,7 +137,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="1G", help="bytes per run, e.g. 1G, 256M (default 1G)")
     ap.add_argument("--fsync-size", default=None, help="bytes for the fsync runs (default: --size)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
     size = parse_size(args.size)
@@ -274,6 +274,13 @@ def run(root: Path, size: int, fsync_size: int, rounds: int, null_fd: int) -> No
     for name, v, bname, b, target in rows:
         ok = "ok" if v / b >= target else "MISS"
         print(f"{name:42} {v:10.0f} {bname:>26} {b:9.0f} {v / b:6.2f} {'>=' + str(target):>5} {ok}")
+    print("median ratios: " + ", ".join(
+        f"{label} {statistics.median(res_or_reads[lk]) and statistics.median(res_or_reads[bk]) / statistics.median(res_or_reads[lk]):.2f}"  # noqa: E501
+        for label, lk, bk, res_or_reads in (
+            ("append", "lw", "pw", res), ("append+fsync", "lf", "pf", res),
+            ("pread", "lr", "pr", reads), ("sendfile", "ls", "ps", reads),
+        )
+    ))
     print(f"{'reopen after clean shutdown':42} {clean_open * 1000:9.1f} ms   target < 1000 ms "
           f"{'ok' if clean_open < 1 else 'MISS'}")
     rec_rate = mbps(recovered, unclean_open)

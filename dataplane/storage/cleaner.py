@@ -17,7 +17,12 @@ logger = logging.getLogger(__name__)
 
 
 class LogCleaner:
-    """Compacts the dirtiest eligible log, over and over, until stopped."""
+    """Compacts the dirtiest eligible log, over and over, until stopped.
+
+    On disk: nothing of its own (each Log keeps ``cleaner-offset-checkpoint`` and writes
+    ``.cleaned``/``.swap`` files). Thread-safety: one background thread; ``clean_once``,
+    ``wakeup`` and ``stop`` may be called from any thread.
+    """
 
     def __init__(self, logs: Callable[[], Iterable[Log]], *, backoff_ms: int = 15_000) -> None:
         self._logs = logs

@@ -29,7 +29,11 @@ class EpochEndOffset:
 
 
 class LeaderEpochCache:
-    """Epochs with strictly increasing epoch and start offset; persisted on every change."""
+    """Epochs with strictly increasing epoch and start offset; persisted on every change.
+
+    On disk: ``leader-epoch-checkpoint`` (``0``, count, ``<epoch> <startOffset>`` lines),
+    rewritten atomically. Thread-safety: none; the owning Log calls it under its lock.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -109,7 +109,11 @@ class _Index:
 
 
 class OffsetIndex(_Index):
-    """Maps a batch's last offset to the file position where that batch starts."""
+    """Maps a batch's last offset to the file position where that batch starts.
+
+    On disk: ``<base>.index``, 8-byte big-endian entries ``(relativeOffset i32, position i32)``.
+    Thread-safety: none; the owning Log serialises access.
+    """
 
     ENTRY = OFFSET_ENTRY
 
@@ -158,7 +162,11 @@ class OffsetIndex(_Index):
 
 
 class TimeIndex(_Index):
-    """Maps a timestamp to the offset of the batch where it became the segment maximum."""
+    """Maps a timestamp to the offset of the batch where it became the segment maximum.
+
+    On disk: ``<base>.timeindex``, 12-byte big-endian entries ``(timestamp i64, relativeOffset i32)``.
+    Thread-safety: none; the owning Log serialises access.
+    """
 
     ENTRY = TIME_ENTRY
 

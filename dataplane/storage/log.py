@@ -146,7 +146,13 @@ class CleanResult:
 
 
 class Log:
-    """A partition's log. See the module docstring for files and locking."""
+    """A partition's log.
+
+    On disk: one directory of segments (``<base:020d>.log/.index/.timeindex``), four
+    checkpoint files and a ``.clean_shutdown`` marker (details in the module docstring).
+    Thread-safety: every public method is thread-safe; ``_lock`` is never held across an
+    fsync, ``_flush_lock`` serialises flushes and truncations (taken before ``_lock``).
+    """
 
     def __init__(self, directory: Path, config: LogConfig, *, time_ms: Callable[[], int] = _now_ms) -> None:
         self.dir = directory
@@ -594,6 +600,8 @@ class Log:
         """fsync everything appended before the call; appends may proceed meanwhile."""
         with self._flush_lock:
             with self._lock:
+                if self._closed:
+                    return
                 target = self._leo if up_to is None else min(up_to, self._leo)
                 if target <= self._recovery_point and up_to is not None:
                     return

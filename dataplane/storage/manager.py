@@ -58,6 +58,12 @@ class ManagerSettings:
 
 
 class LogManager:
+    """Every partition log under one data directory, plus retention, flush and cleaning.
+
+    On disk: ``<data_dir>/<topic>-<partition>/`` per log; ``*-delete`` directories are logs
+    being deleted. Thread-safety: all public methods are thread-safe.
+    """
+
     def __init__(
         self,
         data_dir: Path,

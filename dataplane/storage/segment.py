@@ -83,7 +83,12 @@ class BatchPlacement(NamedTuple):
 
 
 class LogSegment:
-    """A single-threaded primitive: a log file plus indexes, see the module docstring."""
+    """A log file plus its two indexes.
+
+    On disk: ``<base:020d>.log`` (v2 batches back to back, as stored), ``.index`` and
+    ``.timeindex`` (see :mod:`index`), optionally suffixed ``.cleaned``/``.swap``/``.deleted``.
+    Thread-safety: none; a single-threaded primitive that the owning Log serialises.
+    """
 
     def __init__(
         self, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int, suffix: str = ""
