@@ -3,6 +3,7 @@ DeleteRecords, compaction, flush, clean and unclean reopen."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ KEYS = [b"a", b"b", b"c", b"d", b"e"]
 class MBatch:
     base: int
     last: int
+    ts: int
     records: dict[int, tuple[bytes, bytes | None]] = field(default_factory=dict)
 
 
@@ -71,7 +73,7 @@ class LogMachine(RuleBasedStateMachine):
         recs = [Record(i, self.clock.now, k, v) for i, (k, v) in enumerate(pairs)]
         info = self.log.append_as_leader(build_batch(recs, compression=codec), leader_epoch=epoch)
         assert info.first_offset == self.leo
-        b = MBatch(self.leo, self.leo + len(pairs) - 1)
+        b = MBatch(self.leo, self.leo + len(pairs) - 1, self.clock.now)
         for i, (k, v) in enumerate(pairs):
             b.records[self.leo + i] = (k, v)
         self.batches.append(b)
@@ -92,6 +94,16 @@ class LogMachine(RuleBasedStateMachine):
             return
         got = [(r.offset, r.key, r.value) for r in self.log.read_records(offset)]
         assert got == expected
+
+    @rule(data=st.data())
+    def offset_for_timestamp(self, data: st.DataObject) -> None:
+        target = data.draw(st.integers(self.clock.now - 60, self.clock.now + 1))
+        want = next(
+            (off for b in self.batches if b.ts >= target for off in sorted(b.records) if off >= self.start),
+            None,
+        )
+        got = self.log.offset_for_timestamp(target)
+        assert (got.offset if got is not None else None) == want
 
     @rule(data=st.data())
     def read_out_of_range(self, data: st.DataObject) -> None:
@@ -190,6 +202,8 @@ class LogMachine(RuleBasedStateMachine):
 
 TestLogStateful = LogMachine.TestCase
 TestLogStateful.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
+    # SLUICE_HYPOTHESIS_EXAMPLES=1000 for a soak run; the default keeps the suite fast.
+    max_examples=int(os.environ.get("SLUICE_HYPOTHESIS_EXAMPLES", "60")),
+    stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
