@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from dataplane.storage.log import Log
-from tests.dataplane.storage.crash_child import CONFIG, value_for
+from tests.dataplane.storage.crash_child import COMPACT_CONFIG, CONFIG, KEYS, key_for, value_for
 
 CHILD = Path(__file__).with_name("crash_child.py")
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def run_and_kill(path: Path, seed: int, rnd: random.Random) -> int:
+def run_and_kill(path: Path, seed: int, rnd: random.Random, *extra: str) -> int:
     """Start the child, let it report a random number of flushes, SIGKILL it. Returns durable LEO."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(CHILD), str(path), str(seed)], stdout=subprocess.PIPE,
-                            env=env, text=True)
+    proc = subprocess.Popen([sys.executable, str(CHILD), str(path), str(seed), *extra],
+                            stdout=subprocess.PIPE, env=env, text=True)
     assert proc.stdout is not None
     durable = 0
     try:
@@ -69,6 +69,51 @@ def crash_loop(path: Path, kills: int, seed: int) -> None:
 
 def test_sigkill_writer_10_times(tmp_path: Path) -> None:
     crash_loop(tmp_path / "t-0", kills=10, seed=1)
+
+
+def verify_compacted(path: Path, durable: int) -> None:
+    """Compaction may drop superseded records, never the newest durable value of a key."""
+    log = Log.open(path, COMPACT_CONFIG)
+    try:
+        assert log.log_end_offset >= durable, "lost fsynced data"
+        assert not list(path.glob("*.cleaned")) and not list(path.glob("*.swap"))
+        assert not list(path.glob("*.deleted"))
+        last = -1
+        seen: set[int] = set()
+        for r in log.read_records(log.log_start_offset):
+            assert r.offset > last, "offsets not increasing"
+            assert r.key == key_for(r.offset) and r.value == value_for(r.offset), f"corrupt at {r.offset}"
+            last = r.offset
+            seen.add(r.offset)
+        end = log.log_end_offset
+        for k in range(KEYS):
+            newest = max((o for o in range(k, end, KEYS)), default=None)
+            if newest is not None:
+                assert newest in seen, f"newest value of key {k} (offset {newest}) lost"
+    finally:
+        log.close_unclean()
+
+
+def compaction_crash_loop(path: Path, kills: int, seed: int) -> None:
+    rnd = random.Random(seed)
+    for i in range(kills):
+        durable = run_and_kill(path, seed * 1000 + i, rnd, "compact")
+        verify_compacted(path, durable)
+    log = Log.open(path, COMPACT_CONFIG)
+    try:
+        kept = sum(1 for _ in log.read_records(log.log_start_offset))
+        assert kept < log.log_end_offset - log.log_start_offset, "compaction never ran"
+    finally:
+        log.close_unclean()
+
+
+def test_sigkill_during_compaction_10_times(tmp_path: Path) -> None:
+    compaction_crash_loop(tmp_path / "c-0", kills=10, seed=3)
+
+
+@pytest.mark.slow
+def test_sigkill_during_compaction_200_times(tmp_path: Path) -> None:
+    compaction_crash_loop(tmp_path / "c-0", kills=200, seed=4)
 
 
 @pytest.mark.slow
