@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dataplane.protocol.errors import (
+    InvalidRecordError,
     KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -157,7 +158,7 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig, *, time_ms: Callable[[], int] = _now_ms) -> None:
         self.dir = directory
         self.config = config
-        self._fast_path = not config.log_append_time
+        self._fast_path = not (config.log_append_time or config.compact)
         self._time = time_ms
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
@@ -304,7 +305,7 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
-            self._fast_path = not config.log_append_time
+            self._fast_path = not (config.log_append_time or config.compact)
             for s in self._segments:
                 s.config = config
 
@@ -317,6 +318,8 @@ class Log:
             return self._append_single_as_leader(batches, leader_epoch)
         summary = validate_batches(batches, strict_offsets=True)
         self._check_sizes(summary)
+        if self.config.compact:
+            _require_keys(batches, summary)
         log_append = self.config.log_append_time
         mv = memoryview(batches)
         with self._lock:
@@ -871,6 +874,15 @@ class Log:
         for old in doomed:
             old.delete_files()
         return CleanResult(len(outputs), before, after)
+
+
+def _require_keys(buf: bytes | bytearray | memoryview, summary: BatchesSummary) -> None:
+    """Compacted topics reject null keys (Kafka does too); this is the one decode on produce."""
+    for pos, h in summary.headers:
+        if h.is_control:
+            continue
+        if any(r.key is None for r in decode_batch(buf, pos, verify_crc=False).records):
+            raise InvalidRecordError("compacted topic cannot accept a record without a key")
 
 
 def _retention_time(seg: LogSegment) -> int:

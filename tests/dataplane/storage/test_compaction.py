@@ -84,3 +84,19 @@ def test_delete_policy_log_is_not_compacted(open_log: OpenLog, clock: Clock) -> 
     for _ in range(5):
         log.append_as_leader(kv_batch([(b"a", b"1")], clock.now), leader_epoch=0)
     assert log.compact() is None
+
+
+def test_compacted_topic_rejects_null_keys(open_log: OpenLog, clock: Clock) -> None:
+    from dataplane.protocol.errors import ErrorCode, InvalidRecordError
+
+    log = open_log(LogConfig(cleanup_policy="compact"))
+    recs = [Record(0, clock.now, b"k", b"v"), Record(1, clock.now, None, b"v")]
+    try:
+        log.append_as_leader(build_batch(recs, compression=Compression.SNAPPY), leader_epoch=0)
+    except InvalidRecordError as exc:
+        assert exc.code == ErrorCode.INVALID_RECORD
+    else:
+        raise AssertionError("null key accepted by a compacted topic")
+    assert log.log_end_offset == 0
+    log.append_as_leader(kv_batch([(b"a", b"1")], clock.now), leader_epoch=0)
+    assert log.log_end_offset == 1
