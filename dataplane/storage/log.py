@@ -782,11 +782,13 @@ class Log:
             dirty = sum(s.size for s in sealed if s.next_offset > self._cleaner_offset)
             return dirty / total
 
-    def compact(self) -> CleanResult | None:
+    def compact(self, *, max_map_keys: int = 4_000_000) -> CleanResult | None:
         """Keep the newest record per key in sealed segments, preserving offsets.
 
         Runs mostly without the lock: segments are snapshotted, cleaned into ``.cleaned``
         files, and swapped in under the lock only if the log layout did not change.
+        The key map covers whole dirty segments until it holds ``max_map_keys`` keys
+        (Kafka's dedupe-buffer bound); the rest waits for the next pass.
         """
         with self._lock:
             if self._closed or not self.config.compact or len(self._segments) < 2:
@@ -800,9 +802,13 @@ class Log:
         if first_dirty >= dirty_end:
             return None
         offset_map: dict[bytes, int] = {}
-        for seg, size in snapshot:
+        for i, (seg, size) in enumerate(snapshot):
             if seg.next_offset <= first_dirty:
                 continue
+            if len(offset_map) >= max_map_keys and seg.base_offset > first_dirty:
+                dirty_end = seg.base_offset  # map full: clean up to here this time
+                snapshot = snapshot[:i]
+                break
             for batch in _segment_batches(seg, size):
                 if batch.header.is_control:
                     continue

@@ -100,3 +100,21 @@ def test_compacted_topic_rejects_null_keys(open_log: OpenLog, clock: Clock) -> N
     assert log.log_end_offset == 0
     log.append_as_leader(kv_batch([(b"a", b"1")], clock.now), leader_epoch=0)
     assert log.log_end_offset == 1
+
+
+def test_bounded_key_map_cleans_in_several_passes(open_log: OpenLog, clock: Clock) -> None:
+    log = open_log(LogConfig(cleanup_policy="compact", segment_bytes=120, delete_retention_ms=10**13))
+    for rnd in range(3):
+        for k in range(6):
+            log.append_as_leader(kv_batch([(b"key%d" % k, b"v%d" % rnd)], clock.now), leader_epoch=0)
+    log.roll()
+    active_base = log.segment_base_offsets[-1]
+    passes = 0
+    while log.compact(max_map_keys=2) is not None:
+        passes += 1
+        assert passes < 50
+    assert passes > 1
+    survivors = {r.key: r.value for r in log.read_records(0)}
+    assert survivors == {b"key%d" % k: b"v2" for k in range(6)}
+    assert sum(1 for _ in log.read_records(0)) == 6
+    assert log.segment_base_offsets[-1] == active_base
