@@ -291,3 +291,25 @@ def test_multi_batch_leader_append_with_log_append_time(open_log: OpenLog, clock
     assert [b.header.base_offset for b in batches] == [0, 2]
     assert all(b.header.timestamp_type == TimestampType.LOG_APPEND_TIME for b in batches)
     assert all(r.timestamp == clock.now for b in batches for r in b.records)
+
+
+def test_region_can_be_sendfiled_to_a_socket(open_log: OpenLog) -> None:
+    import socket
+
+    log = open_log(LogConfig(segment_bytes=2000))
+    for _ in range(12):
+        log.append_as_leader(make_batch(4, value_size=60), leader_epoch=0)
+    region = log.read(17, 1500)
+    expect = region.read_bytes()
+    a, b = socket.socketpair()
+    with a, b:
+        sent = 0
+        while sent < region.length:
+            sent += os.sendfile(a.fileno(), region.fd, region.position + sent, region.length - sent)
+        got = bytearray()
+        while len(got) < region.length:
+            got += b.recv(region.length - len(got))
+    assert bytes(got) == expect
+    batch = decode_batch(expect)
+    assert batch.header.base_offset <= 17 <= batch.header.last_offset
+    assert region.next_offset > 17
