@@ -26,6 +26,17 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
 
+    def __post_init__(self) -> None:
+        # Positions in the offset index are int32, as in Kafka (segment.bytes is an int there).
+        if not 14 <= self.segment_bytes <= 2**31 - 1:
+            raise KafkaError(f"segment.bytes {self.segment_bytes} out of range",
+                             code=ErrorCode.INVALID_CONFIG)
+        if self.index_interval_bytes < 0 or self.segment_index_bytes < 12:
+            raise KafkaError("bad index settings", code=ErrorCode.INVALID_CONFIG)
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise KafkaError(f"bad message.timestamp.type {self.message_timestamp_type}",
+                             code=ErrorCode.INVALID_CONFIG)
+
     @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy

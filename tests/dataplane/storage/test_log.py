@@ -313,3 +313,14 @@ def test_region_can_be_sendfiled_to_a_socket(open_log: OpenLog) -> None:
     batch = decode_batch(expect)
     assert batch.header.base_offset <= 17 <= batch.header.last_offset
     assert region.next_offset > 17
+
+
+def test_config_overrides_and_validation() -> None:
+    cfg = LogConfig().with_overrides({"segment.bytes": "2048", "cleanup.policy": "compact,delete",
+                                      "message.timestamp.type": "LogAppendTime"})
+    assert cfg.segment_bytes == 2048 and cfg.compact and cfg.delete and cfg.log_append_time
+    for bad in ({"segment.bytes": str(2**31)}, {"no.such": "1"}, {"cleanup.policy": "zap"},
+                {"retention.ms": "soon"}):
+        with pytest.raises(KafkaError) as ei:
+            LogConfig().with_overrides(bad)
+        assert ei.value.code == ErrorCode.INVALID_CONFIG
