@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import crc32c as crc32c_module
+
 from dataplane.protocol.errors import (
+    CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     MessageTooLargeError,
@@ -43,8 +46,12 @@ from dataplane.protocol.errors import (
     UnexpectedAppendOffsetError,
 )
 from dataplane.protocol.records import (
+    BATCH_HEADER,
+    CODEC_MASK,
+    CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MIN_RECORD_SIZE,
     BatchesSummary,
     BatchHeader,
     Record,
@@ -89,6 +96,8 @@ MAX_TIMESTAMP = -3
 
 
 _PREFIX = struct.Struct(">q" "i" "i")  # baseOffset, batchLength, partitionLeaderEpoch
+_unpack_header = BATCH_HEADER.unpack_from
+_crc32c = crc32c_module.crc32c
 
 
 def _now_ms() -> int:
@@ -361,18 +370,35 @@ class Log:
     def _append_single_as_leader(
         self, batch: bytes | bytearray | memoryview, leader_epoch: int
     ) -> AppendInfo:
-        """The common produce case (one batch per partition), with as little Python as possible."""
-        h = validate_single_batch(batch)
+        """The common produce case (one batch per partition), with as little Python as possible.
+
+        The checks are :func:`validate_single_batch` inlined over the raw header tuple; on
+        any failure that function is called to raise the precise typed error.
+        """
         n = len(batch)
+        (_, batch_length, _, magic, crc, attrs, lod, _, max_ts, _, _, _, count) = _unpack_header(batch, 0)
+        codec = attrs & CODEC_MASK
+        if (
+            magic != 2
+            or batch_length + LOG_OVERHEAD != n
+            or count <= 0
+            or lod != count - 1
+            or codec > 4
+            or (codec == 0 and count * MIN_RECORD_SIZE > n - HEADER_SIZE)
+            or _crc32c(memoryview(batch)[CRC_START:]) != crc
+        ):
+            validate_single_batch(batch)
+            raise CorruptRecordError("invalid batch")  # unreachable: the line above raises
         config = self.config
         if n > config.max_message_bytes or n > config.segment_bytes:
-            self._check_sizes(BatchesSummary(((0, h),), n, h.last_offset_delta + 1))
+            h = BatchHeader.parse(batch)
+            self._check_sizes(BatchesSummary(((0, h),), n, lod + 1))
         rest = memoryview(batch)[_PREFIX.size :]
         with self._lock:
             if self._closed:
                 self._check_open()
             first = self._leo
-            last = first + h.last_offset_delta
+            last = first + lod
             now = self._time()
             active = self._segments[-1]
             if (
@@ -384,8 +410,7 @@ class Log:
                 active = self._roll_locked(first, now)
             before = active.size
             try:
-                active.append_batch(_PREFIX.pack(first, h.batch_length, leader_epoch), rest, n, last,
-                                    h.max_timestamp)
+                active.append_batch(_PREFIX.pack(first, batch_length, leader_epoch), rest, n, last, max_ts)
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     os.ftruncate(active.file.fd, before)
@@ -394,8 +419,8 @@ class Log:
             self._leo = last + 1
             if leader_epoch > self._epochs.latest_epoch:
                 self._epochs.assign(leader_epoch, first)
-            info = AppendInfo(first, last, h.max_timestamp, last, -1, self._log_start, last + 1 - first, n)
-            need_flush = last + 1 - self._recovery_point >= self.config.flush_messages
+            info = AppendInfo(first, last, max_ts, last, -1, self._log_start, lod + 1, n)
+            need_flush = last + 1 - self._recovery_point >= config.flush_messages
         if need_flush:
             self.flush()
         return info

@@ -24,6 +24,20 @@ from tests.dataplane.conftest import Clock, make_batch
 OpenLog = Callable[..., Log]
 
 
+def _rebase(buf: bytes, offset: int) -> bytes:
+    """Give well-formed leading batches follower offsets; leave the bytes otherwise untouched."""
+    out = bytearray(buf)
+    pos = 0
+    while pos + 61 <= len(out):
+        size = int.from_bytes(out[pos + 8 : pos + 12], "big", signed=True) + 12
+        if size < 61:
+            break
+        out[pos : pos + 8] = offset.to_bytes(8, "big")
+        offset += int.from_bytes(out[pos + 23 : pos + 27], "big") + 1
+        pos += size
+    return bytes(out)
+
+
 def snapshot(log: Log) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(log.dir.iterdir()) if p.is_file()}
 
@@ -84,10 +98,16 @@ def test_log_append_time(open_log: OpenLog, clock: Clock) -> None:
     ],
     ids=["empty", "magic", "crc", "lying-length", "short", "trailing-garbage"],
 )
+@pytest.mark.parametrize("leader", [True, False], ids=["leader", "follower"])
 def test_bad_input_is_rejected_and_log_unchanged(
-    open_log: OpenLog, mutate: Callable[[bytes], bytes], exc: type[KafkaError], code: ErrorCode
+    open_log: OpenLog, mutate: Callable[[bytes], bytes], exc: type[KafkaError], code: ErrorCode,
+    leader: bool,
 ) -> None:
     log = open_log()
+    if not leader:
+        log.append_as_leader = lambda b, leader_epoch: log.append_as_follower(  # type: ignore[method-assign]
+            _rebase(b, log.log_end_offset)
+        )
     log.append_as_leader(make_batch(2), leader_epoch=0)
     before = snapshot(log)
     good = make_batch(3)
@@ -97,6 +117,11 @@ def test_bad_input_is_rejected_and_log_unchanged(
         log.append_as_leader(good + bad if bad else bad, leader_epoch=0)
     assert ei.value.code == code
     assert snapshot(log) == before and log.log_end_offset == 2
+    if bad:  # the same bytes alone take the single-batch fast path
+        with pytest.raises(KafkaError) as ei2:
+            log.append_as_leader(bad, leader_epoch=0)
+        assert ei2.value.code in (code, ErrorCode.CORRUPT_MESSAGE)
+        assert snapshot(log) == before and log.log_end_offset == 2
 
 
 def test_size_limits(open_log: OpenLog) -> None:
