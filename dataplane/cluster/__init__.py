@@ -1,0 +1,1 @@
+"""Cluster metadata in PostgreSQL, in the dataplane's own schema (no Django)."""
