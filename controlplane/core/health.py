@@ -24,7 +24,7 @@ def _timed(name: str, check: Callable[[], str]) -> PartHealth:
     try:
         detail = check()
         ok = True
-    except Exception as exc:
+    except Exception as exc:  # any failure of a part is reported, not raised
         detail, ok = f"{type(exc).__name__}: {exc}", False
     return PartHealth(name, ok, round((time.monotonic() - started) * 1000, 2), detail)
 

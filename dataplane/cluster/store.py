@@ -1,0 +1,161 @@
+"""Reads and writes of cluster metadata in Postgres.
+
+Every change bumps ``clusters.metadata_version`` and sends a NOTIFY on the
+cluster's channel in the same transaction, so brokers that LISTEN learn of it
+at commit; brokers also re-read on a timer, so a missed notification only
+delays. Not thread-safe: one store (one connection) per thread.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from dataplane.cluster.assignment import AssignmentError, assign_replicas
+from dataplane.cluster.migrations import DEFAULT_SCHEMA, validate_schema_name
+from dataplane.config.topic import ConfigError, validate_topic_configs
+from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
+from dataplane.protocol.errors import ErrorCode, KafkaError
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    topic_id: uuid.UUID
+    name: str
+    configs: Mapping[str, str]
+    internal: bool
+    partitions: tuple[PartitionState, ...]
+
+
+_TopicRow = tuple[uuid.UUID, str, dict[str, str], bool, int, list[int], list[int], int, int, int]
+
+
+def notify_channel(cluster_id: str) -> str:
+    return f"sluice_meta_{cluster_id}"
+
+
+class MetadataStore:
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]], cluster_id: str,
+                 schema: str = DEFAULT_SCHEMA) -> None:
+        self.conn = conn
+        self.cluster_id = cluster_id
+        self.schema = validate_schema_name(schema)
+        conn.autocommit = True
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    def ensure_cluster(self) -> None:
+        self.conn.execute("INSERT INTO clusters (cluster_id) VALUES (%s) ON CONFLICT DO NOTHING", (self.cluster_id,))
+
+    def metadata_version(self) -> int:
+        row = self.conn.execute("SELECT metadata_version FROM clusters WHERE cluster_id = %s",
+                                (self.cluster_id,)).fetchone()
+        return int(str(row[0])) if row else -1
+
+    def _changed(self) -> None:
+        """Inside a write transaction: bump the version and notify listeners at commit."""
+        self.conn.execute("UPDATE clusters SET metadata_version = metadata_version + 1 WHERE cluster_id = %s",
+                          (self.cluster_id,))
+        self.conn.execute("SELECT pg_notify(%s, '')", (notify_channel(self.cluster_id),))
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, brokers: Sequence[int], *,
+                     configs: Mapping[str, object] | None = None, internal: bool = False,
+                     rng: random.Random | None = None) -> TopicState:
+        """Create a topic with partitions spread over ``brokers`` (Kafka's CreateTopics rules)."""
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as exc:
+            raise KafkaError(str(exc), code=ErrorCode.INVALID_TOPIC_EXCEPTION) from exc
+        try:
+            canonical = validate_topic_configs(configs or {})
+        except ConfigError as exc:
+            raise KafkaError(exc.message, code=ErrorCode.INVALID_CONFIG) from exc
+        if partitions < 1:
+            raise KafkaError(f"number of partitions must be at least 1, got {partitions}",
+                             code=ErrorCode.INVALID_PARTITIONS)
+        pick = rng or random.Random()
+        count = max(1, len(set(brokers)))
+        try:
+            layout = assign_replicas(brokers, partitions, replication_factor,
+                                     start_index=pick.randrange(count), shift=pick.randrange(count))
+        except AssignmentError as exc:
+            raise KafkaError(str(exc), code=ErrorCode.INVALID_REPLICATION_FACTOR) from exc
+        topic_id = uuid.uuid4()
+        try:
+            with self.conn.transaction():
+                self.conn.execute(
+                    "INSERT INTO topics (topic_id, cluster_id, name, collision_key, configs, internal) "
+                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                    (topic_id, self.cluster_id, name, collision_key(name), Jsonb(canonical),
+                     internal))
+                with self.conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO partitions (topic_id, partition, replicas, isr, leader) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        [(topic_id, index, replicas, replicas, replicas[0]) for index, replicas in enumerate(layout)])
+                self._changed()
+        except psycopg.errors.UniqueViolation as exc:
+            raise KafkaError(f"Topic '{name}' already exists (or collides with one that differs only by '.'/'_').",
+                             code=ErrorCode.TOPIC_ALREADY_EXISTS) from exc
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise KafkaError(f"cluster {self.cluster_id} is not registered", code=ErrorCode.UNKNOWN_SERVER_ERROR) \
+                from exc
+        topic = self.topic(name)
+        assert topic is not None
+        return topic
+
+    def delete_topic(self, name: str) -> uuid.UUID:
+        with self.conn.transaction():
+            row = self.conn.execute("DELETE FROM topics WHERE cluster_id = %s AND name = %s RETURNING topic_id",
+                                    (self.cluster_id, name)).fetchone()
+            if row is None:
+                raise KafkaError(f"Topic '{name}' does not exist.", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            self._changed()
+        value = row[0]
+        assert isinstance(value, uuid.UUID)
+        return value
+
+    def topics(self) -> list[TopicState]:
+        """Every topic of the cluster with its partitions, in one round trip."""
+        rows = self.conn.execute(
+            "SELECT t.topic_id, t.name, t.configs, t.internal, p.partition, p.replicas, p.isr, p.leader,"
+            " p.leader_epoch, p.partition_epoch FROM topics t JOIN partitions p USING (topic_id)"
+            " WHERE t.cluster_id = %s ORDER BY t.name, p.partition", (self.cluster_id,)).fetchall()
+        found: dict[uuid.UUID, tuple[str, dict[str, str], bool, list[PartitionState]]] = {}
+        for row in rows:
+            topic_id, name, configs, internal, part, replicas, isr, leader, epoch, pepoch = cast(_TopicRow, row)
+            entry = found.setdefault(topic_id, (name, dict(configs), internal, []))
+            entry[3].append(PartitionState(part, tuple(replicas), tuple(isr), leader, epoch, pepoch))
+        return [TopicState(tid, name, configs, internal, tuple(parts))
+                for tid, (name, configs, internal, parts) in found.items()]
+
+    def topic(self, name: str) -> TopicState | None:
+        return next((t for t in self.topics() if t.name == name), None)
+
+    def allocate_producer_ids(self, block_size: int = 1000) -> range:
+        """A block of producer ids no other broker of the cluster will ever get."""
+        if block_size < 1:
+            raise ValueError("block_size must be positive")
+        row = self.conn.execute(
+            "INSERT INTO producer_id_blocks AS b (cluster_id, next_producer_id) VALUES (%s, %s)"
+            " ON CONFLICT (cluster_id) DO UPDATE SET next_producer_id = b.next_producer_id + %s"
+            " RETURNING next_producer_id", (self.cluster_id, block_size, block_size)).fetchone()
+        assert row is not None
+        end = int(str(row[0]))
+        return range(end - block_size, end)

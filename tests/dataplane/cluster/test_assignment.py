@@ -1,0 +1,51 @@
+"""Properties of Kafka's round-robin replica assignment."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dataplane.cluster.assignment import AssignmentError, assign_replicas
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> tuple[list[int], int, int, int, int]:
+    brokers = draw(st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=12, unique=True))
+    rf = draw(st.integers(min_value=1, max_value=len(brokers)))
+    partitions = draw(st.integers(min_value=1, max_value=60))
+    return brokers, partitions, rf, draw(st.integers(0, 50)), draw(st.integers(0, 50))
+
+
+@given(layouts())
+def test_every_partition_gets_distinct_live_replicas(layout: tuple[list[int], int, int, int, int]) -> None:
+    brokers, partitions, rf, start, shift = layout
+    result = assign_replicas(brokers, partitions, rf, start_index=start, shift=shift)
+    assert len(result) == partitions
+    for replicas in result:
+        assert len(replicas) == rf == len(set(replicas))
+        assert set(replicas) <= set(brokers)
+
+
+@given(layouts())
+def test_leaders_spread_evenly(layout: tuple[list[int], int, int, int, int]) -> None:
+    brokers, partitions, rf, start, shift = layout
+    leaders = Counter(r[0] for r in assign_replicas(brokers, partitions, rf, start_index=start, shift=shift))
+    counts = [leaders.get(b, 0) for b in brokers]
+    assert max(counts) - min(counts) <= 1
+
+
+def test_matches_kafkas_layout_for_a_known_case() -> None:
+    # Kafka's AdminUtils example: 5 brokers, 10 partitions, RF 3, start index 0, shift 0.
+    assert assign_replicas([0, 1, 2, 3, 4], 10, 3) == [
+        [0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 0], [4, 0, 1],
+        [0, 2, 3], [1, 3, 4], [2, 4, 0], [3, 0, 1], [4, 1, 2],
+    ]
+
+
+@pytest.mark.parametrize(("brokers", "partitions", "rf"), [([1, 2], 3, 3), ([1], 0, 1), ([1], 1, 0), ([], 1, 1)])
+def test_impossible_requests_raise(brokers: list[int], partitions: int, rf: int) -> None:
+    with pytest.raises(AssignmentError):
+        assign_replicas(brokers, partitions, rf)
