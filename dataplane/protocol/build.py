@@ -60,7 +60,7 @@ def _fields(cls: type) -> tuple[_Field, ...]:
 def build(cls: type[T], values: Mapping[str, Any]) -> T:
     """An instance of ``cls`` from ``values``; raises TypeError naming a missing required field."""
     kwargs: dict[str, Any] = {}
-    for field in _fields(cls):
+    for field in _fields(typing.cast(type, cls)):
         if field.name not in values:
             if field.required:
                 raise TypeError(f"{cls.__module__}.{cls.__qualname__} needs field {field.name!r}")
