@@ -121,6 +121,40 @@ def cmd_manage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from dataplane.server.app import main as broker_main
+    from dataplane.server.config import BrokerConfig
+
+    metadata_url = args.metadata_url or os.environ.get("DATABASE_URL", "")
+    postgres = None
+    if not metadata_url:
+        if not args.dev:
+            raise SystemExit("sluice: no metadata database: pass --metadata-url, set DATABASE_URL, or use --dev")
+        from sluice.embedded import EmbeddedPostgres
+
+        postgres = EmbeddedPostgres(runtime.var_dir() / "postgres")
+        metadata_url = postgres.start()
+    host, port = args.listen
+    advertised = args.advertise or (None, None)
+    config = BrokerConfig(node_id=args.node_id, host=host, port=port, data_dir=Path(args.data_dir),
+                          metadata_url=metadata_url, cluster_id=args.cluster_id,
+                          advertised_host=advertised[0], advertised_port=advertised[1],
+                          auto_create_topics=args.dev or args.auto_create_topics,
+                          num_partitions=args.num_partitions)
+    try:
+        return broker_main(config)
+    finally:
+        if postgres is not None:
+            postgres.stop()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice", description="Sluice event streaming.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -131,6 +165,18 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", type=int, default=2, help="Celery worker concurrency")
     up.add_argument("--quiet", action="store_true", help="no HTTP access log")
     up.set_defaults(func=cmd_up)
+    broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
+    broker.add_argument("--node-id", type=int, required=True)
+    broker.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9092), help="HOST:PORT")
+    broker.add_argument("--advertise", type=_host_port, default=None, help="HOST:PORT clients should use")
+    broker.add_argument("--data-dir", required=True)
+    broker.add_argument("--metadata-url", default="", help="Postgres URL (default: DATABASE_URL)")
+    broker.add_argument("--cluster-id", default="sluice-dev")
+    broker.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
+    broker.add_argument("--auto-create-topics", action="store_true", help="auto.create.topics.enable")
+    broker.add_argument("--dev", action="store_true",
+                        help="embedded Postgres under var/ when no metadata URL is given; auto-create topics")
+    broker.set_defaults(func=cmd_broker)
     manage = sub.add_parser("manage", help="Django management commands (migrate, createsuperuser, ...)")
     manage.add_argument("rest", nargs=argparse.REMAINDER)
     manage.set_defaults(func=cmd_manage)

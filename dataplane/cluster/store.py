@@ -76,7 +76,7 @@ class MetadataStore:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, brokers: Sequence[int], *,
                      configs: Mapping[str, object] | None = None, internal: bool = False,
-                     rng: random.Random | None = None) -> TopicState:
+                     rng: random.Random | None = None, dry_run: bool = False) -> TopicState:
         """Create a topic with partitions spread over ``brokers`` (Kafka's CreateTopics rules)."""
         try:
             validate_topic_name(name)
@@ -97,6 +97,14 @@ class MetadataStore:
         except AssignmentError as exc:
             raise KafkaError(str(exc), code=ErrorCode.INVALID_REPLICATION_FACTOR) from exc
         topic_id = uuid.uuid4()
+        if dry_run:  # CreateTopics validate_only: every check, no write
+            clash = self.conn.execute("SELECT 1 FROM topics WHERE cluster_id = %s AND collision_key = %s",
+                                      (self.cluster_id, collision_key(name))).fetchone()
+            if clash:
+                raise KafkaError(f"Topic '{name}' already exists.", code=ErrorCode.TOPIC_ALREADY_EXISTS)
+            return TopicState(topic_id, name, canonical, internal, tuple(
+                PartitionState(index, tuple(replicas), tuple(replicas), replicas[0], 0, 0)
+                for index, replicas in enumerate(layout)))
         try:
             with self.conn.transaction():
                 self.conn.execute(

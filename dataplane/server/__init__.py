@@ -1,0 +1,1 @@
+"""The broker process: asyncio TCP server speaking the Kafka protocol."""

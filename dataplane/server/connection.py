@@ -1,0 +1,64 @@
+"""One client connection: read frames, answer in request order, close on bad bytes.
+
+Requests on a connection are handled one at a time, as Kafka does (it mutes a
+channel until its response is sent), which keeps responses in request order
+even for a long-polling Fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.errors import ErrorCode as WireError
+
+from dataplane.protocol.build import build
+from dataplane.protocol.framing import SIZE, RemoteProtocolError
+from dataplane.protocol.messages import API_VERSIONS_KEY, UnsupportedRequest, encode_response, parse_request
+from dataplane.server.broker import SUPPORTED_APIS, Broker, api_version_entries
+
+log = logging.getLogger(__name__)
+
+
+def unsupported_api_versions() -> ApiVersionsResponseV0:
+    """KIP-511: a v0 body listing what we support, so the client can retry with a version we know."""
+    return build(ApiVersionsResponseV0, {"error_code": WireError.unsupported_version,
+                                         "api_keys": api_version_entries()})
+
+
+async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    peer = writer.get_extra_info("peername")
+    limit = broker.config.max_request_bytes
+    try:
+        while True:
+            head = await reader.readexactly(SIZE.size)
+            (size,) = SIZE.unpack(head)
+            if size < 0 or size > limit:
+                raise RemoteProtocolError(f"request size {size} outside 0..{limit} (socket.request.max.bytes)")
+            parsed = parse_request(await reader.readexactly(size))
+            low_high = SUPPORTED_APIS.get(parsed.api_key)
+            if (isinstance(parsed, UnsupportedRequest) or low_high is None
+                    or not low_high[0] <= parsed.api_version <= low_high[1]):
+                if parsed.api_key != API_VERSIONS_KEY:
+                    raise RemoteProtocolError(f"api key {parsed.api_key} v{parsed.api_version} is not served here")
+                writer.writelines(encode_response(parsed.correlation_id, unsupported_api_versions()))
+                await writer.drain()
+                continue
+            response = await broker.handle(parsed)
+            if response is not None:
+                writer.writelines(encode_response(parsed.correlation_id, response))
+                await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass  # the client went away
+    except RemoteProtocolError as exc:
+        log.warning("closing connection from %s: %s", peer, exc)
+    except Exception:
+        log.exception("closing connection from %s after an internal error", peer)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await writer.wait_closed()
+
+
