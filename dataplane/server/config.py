@@ -23,6 +23,7 @@ class BrokerConfig:
     num_partitions: int = 1
     default_replication_factor: int = 1
     max_request_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    rack: str | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:

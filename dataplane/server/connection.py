@@ -17,7 +17,8 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.framing import SIZE, RemoteProtocolError
 from dataplane.protocol.messages import API_VERSIONS_KEY, UnsupportedRequest, encode_response, parse_request
-from dataplane.server.broker import SUPPORTED_APIS, Broker, api_version_entries
+from dataplane.server.apis import REGISTRY, api_version_entries
+from dataplane.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,8 @@ async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer:
             if size < 0 or size > limit:
                 raise RemoteProtocolError(f"request size {size} outside 0..{limit} (socket.request.max.bytes)")
             parsed = parse_request(await reader.readexactly(size))
-            low_high = SUPPORTED_APIS.get(parsed.api_key)
-            if (isinstance(parsed, UnsupportedRequest) or low_high is None
-                    or not low_high[0] <= parsed.api_version <= low_high[1]):
+            served = REGISTRY.get(parsed.api_key)
+            if isinstance(parsed, UnsupportedRequest) or served is None or not served.supports(parsed.api_version):
                 if parsed.api_key != API_VERSIONS_KEY:
                     raise RemoteProtocolError(f"api key {parsed.api_key} v{parsed.api_version} is not served here")
                 writer.writelines(encode_response(parsed.correlation_id, unsupported_api_versions()))

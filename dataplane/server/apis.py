@@ -1,0 +1,54 @@
+"""The table of Kafka APIs this broker serves, filled by the handler modules.
+
+Each handler module registers its APIs with ``@api(key, min, max)``; ApiVersions
+advertises exactly this table, so what we claim and what we serve cannot drift.
+The version range is the intersection of what ``kio`` decodes and what the
+handler implements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dataplane.protocol.messages import Request
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
+
+Handler = Callable[["Broker", Request], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+REGISTRY: dict[int, Api] = {}
+
+
+def api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        if key in REGISTRY:
+            raise RuntimeError(f"api key {key} registered twice")
+        REGISTRY[key] = Api(key, name, min_version, max_version, handler)
+        return handler
+    return register
+
+
+def api_version_entries() -> list[dict[str, int]]:
+    return [{"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+            for a in sorted(REGISTRY.values(), key=lambda a: a.key)]
+
+
+def api_name(key: int) -> str:
+    found = REGISTRY.get(key)
+    return found.name if found else f"api{key}"

@@ -1,0 +1,63 @@
+"""ApiVersions and Metadata."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as WireError
+
+from dataplane.protocol.build import build
+from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.protocol.messages import Request
+from dataplane.server.apis import api, api_version_entries
+from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
+
+
+@api(18, "ApiVersions", 0, 4)
+async def api_versions(broker: Broker, request: Request) -> Any:
+    return build(load_response_schema(18, request.api_version), {
+        "error_code": WireError.none, "throttle_time": ZERO, "api_keys": api_version_entries()})
+
+
+def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": wire(code), "name": name, "topic_id": None, "is_internal": False,
+            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS, "partitions": ()}
+
+
+@api(3, "Metadata", 0, 12)
+async def metadata(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    await broker.refresh_topics()
+    if body.topics is None or (version == 0 and not body.topics):
+        wanted = sorted(broker.topics)
+    else:
+        wanted = [t.name for t in body.topics if t.name is not None]
+    allow_create = version < 4 or body.allow_auto_topic_creation
+    entries = []
+    for name in wanted:
+        try:
+            topic = await broker.topic_or_autocreate(name) if allow_create else broker.topics.get(name)
+        except KafkaError as exc:
+            entries.append(_topic_error(name, exc.code))
+            continue
+        if topic is None:
+            entries.append(_topic_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        entries.append({
+            "error_code": WireError.none, "name": topic.name, "topic_id": topic.topic_id,
+            "is_internal": topic.internal, "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+            "partitions": [{
+                "error_code": WireError.none, "partition_index": p.partition, "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
+                "offline_replicas": ()} for p in topic.partitions],
+        })
+    host, port = broker.config.advertised
+    return build(load_response_schema(3, version), {
+        "throttle_time": ZERO, "cluster_id": broker.config.cluster_id, "controller_id": broker.config.node_id,
+        "brokers": [{"node_id": broker.config.node_id, "host": host, "port": port, "rack": broker.config.rack}],
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS, "topics": entries,
+    })

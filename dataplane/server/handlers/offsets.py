@@ -1,0 +1,45 @@
+"""ListOffsets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as WireError
+
+from dataplane.protocol.build import build
+from dataplane.protocol.errors import KafkaError
+from dataplane.protocol.messages import Request
+from dataplane.server.apis import api
+from dataplane.server.broker import ZERO, wire
+from dataplane.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
+
+
+@api(2, "ListOffsets", 1, 7)
+async def list_offsets(broker: Broker, request: Request) -> Any:
+    topics = []
+    for topic_req in request.body.topics:
+        partitions = []
+        for part in topic_req.partitions:
+            entry: dict[str, Any] = {"partition_index": part.partition_index, "error_code": WireError.none,
+                                     "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": ()}
+            try:
+                topic, state = broker.partition_state(topic_req.name, part.partition_index)
+                partition_log = broker.partition_log(topic, part.partition_index)
+                if part.timestamp == LATEST_TIMESTAMP:
+                    entry.update(offset=partition_log.log_end_offset, leader_epoch=state.leader_epoch)
+                elif part.timestamp == EARLIEST_TIMESTAMP:
+                    entry.update(offset=partition_log.log_start_offset, leader_epoch=state.leader_epoch)
+                else:
+                    found = await asyncio.to_thread(partition_log.offset_for_timestamp, part.timestamp)
+                    if found is not None:
+                        entry.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=found.leader_epoch)
+            except KafkaError as exc:
+                entry["error_code"] = wire(exc.code)
+            partitions.append(entry)
+        topics.append({"name": topic_req.name, "partitions": partitions})
+    return build(load_response_schema(2, request.api_version), {"throttle_time": ZERO, "topics": topics})
