@@ -147,7 +147,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
                           metadata_url=metadata_url, cluster_id=args.cluster_id,
                           advertised_host=advertised[0], advertised_port=advertised[1],
                           auto_create_topics=args.dev or args.auto_create_topics,
-                          num_partitions=args.num_partitions)
+                          num_partitions=args.num_partitions, fetch_transfer=args.fetch_transfer)
     try:
         return broker_main(config)
     finally:
@@ -173,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--metadata-url", default="", help="Postgres URL (default: DATABASE_URL)")
     broker.add_argument("--cluster-id", default="sluice-dev")
     broker.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
+    broker.add_argument("--fetch-transfer", choices=("sendfile", "copy"), default="sendfile",
+                        help="how Fetch moves record data from segment files to sockets")
     broker.add_argument("--auto-create-topics", action="store_true", help="auto.create.topics.enable")
     broker.add_argument("--dev", action="store_true",
                         help="embedded Postgres under var/ when no metadata URL is given; auto-create topics")

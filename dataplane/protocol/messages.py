@@ -73,16 +73,37 @@ def parse_request(payload: bytes) -> Request | UnsupportedRequest:
     return Request(api_key, api_version, correlation_id, header.client_id, body)
 
 
-class _Chunks(list[bytes]):
+class Deferred:
+    """A ``records`` value the transport fills in while sending (a file region, say).
+
+    kio's writers only call ``len()`` on a records value and then ``write()`` it,
+    so the length prefix is right and the placeholder comes out as its own chunk:
+    the response is encoded without ever holding the record data in Python.
+    """
+
+    __slots__ = ("length", "source")
+
+    def __init__(self, source: object, length: int) -> None:
+        self.source = source
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+
+Chunk = bytes | Deferred
+
+
+class _Chunks(list[Chunk]):
     """A write target that keeps each written piece, so record data is never copied."""
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: Chunk) -> int:
         self.append(data)
         return len(data)
 
 
-def encode_response(correlation_id: int, response: Any) -> list[bytes]:
-    """A framed response as chunks for ``transport.writelines`` (size prefix first).
+def encode_response(correlation_id: int, response: Any) -> list[Chunk]:
+    """A framed response as chunks (size prefix first); ``Deferred`` chunks are sent by the transport.
 
     The response header version comes from the schema: ApiVersions always uses
     header v0, which librdkafka depends on.

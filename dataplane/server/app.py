@@ -9,32 +9,32 @@ import signal
 
 from dataplane.server.broker import Broker
 from dataplane.server.config import BrokerConfig
-from dataplane.server.connection import serve_connection
+from dataplane.server.connection import Listener
 
 log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_SECONDS = 5.0  # in-flight requests get this long; the whole stop stays under 10 s
 
 
 async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     broker = Broker(config)
     await broker.start()
-    server = await asyncio.start_server(lambda r, w: serve_connection(broker, r, w), config.host, config.port,
-                                        limit=2**20)
+    listener = Listener(broker, config.host, config.port)
+    listener.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    bound = server.sockets[0].getsockname()
-    log.info("broker %d listening on %s:%d", config.node_id, bound[0], bound[1])
-    print(f"sluice broker {config.node_id} listening on {bound[0]}:{bound[1]}", flush=True)
+    host, port = listener.address
+    log.info("broker %d listening on %s:%d", config.node_id, host, port)
+    print(f"sluice broker {config.node_id} listening on {host}:{port}", flush=True)
     if ready is not None:
         ready.set()
     try:
         await stop.wait()
     finally:
-        server.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(server.wait_closed(), 5)
+        broker.stopping = True
+        await listener.close(SHUTDOWN_GRACE_SECONDS)
         await broker.stop()
         log.info("broker %d stopped cleanly", config.node_id)
 

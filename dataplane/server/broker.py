@@ -60,6 +60,7 @@ class Broker:
         self._store: MetadataStore | None = None
         self.topics: dict[str, TopicState] = {}
         self.appended = asyncio.Condition()
+        self.stopping = False
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -1,26 +1,49 @@
-"""One client connection: read frames, answer in request order, close on bad bytes.
+"""Client connections over plain non-blocking sockets: frames in, responses out in request order.
 
 Requests on a connection are handled one at a time, as Kafka does (it mutes a
 channel until its response is sent), which keeps responses in request order
-even for a long-polling Fetch.
+even for a long-polling Fetch; frames that arrived together are decoded in one
+pass. There is no asyncio transport: the connection owns its socket so that
+Fetch record data can move from the segment file to the socket with
+``os.sendfile`` (uvloop does not implement ``loop.sendfile``) or with ``pread``
+into a reused buffer, as the ``fetch_transfer`` setting says. Either way the
+record bytes never become Python objects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
+import socket
+from typing import TYPE_CHECKING
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.framing import SIZE, RemoteProtocolError
-from dataplane.protocol.messages import API_VERSIONS_KEY, UnsupportedRequest, encode_response, parse_request
+from dataplane.protocol.framing import FrameDecoder, RemoteProtocolError
+from dataplane.protocol.messages import (
+    API_VERSIONS_KEY,
+    Chunk,
+    Deferred,
+    UnsupportedRequest,
+    encode_response,
+    parse_request,
+)
 from dataplane.server.apis import REGISTRY, api_version_entries
-from dataplane.server.broker import Broker
+from dataplane.storage import FileRegion
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+RECV_BYTES = 256 * 1024
+COPY_BUFFER_BYTES = 1024 * 1024
+_RETRY = (BlockingIOError, InterruptedError)
 
 
 def unsupported_api_versions() -> ApiVersionsResponseV0:
@@ -29,36 +52,188 @@ def unsupported_api_versions() -> ApiVersionsResponseV0:
                                          "api_keys": api_version_entries()})
 
 
-async def serve_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    peer = writer.get_extra_info("peername")
-    limit = broker.config.max_request_bytes
-    try:
+class Listener:
+    """Accepts connections and serves each on its own task; ``close`` stops accepting."""
+
+    def __init__(self, broker: Broker, host: str, port: int, backlog: int = 1024) -> None:
+        self.broker = broker
+        self.sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                         backlog=backlog)
+        self.sock.setblocking(False)
+        self.connections: dict[asyncio.Task[None], Connection] = {}
+        self._accepting: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.sock.getsockname()[:2]
+        return str(host), int(port)
+
+    def start(self) -> None:
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(), name="accept")
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            head = await reader.readexactly(SIZE.size)
-            (size,) = SIZE.unpack(head)
-            if size < 0 or size > limit:
-                raise RemoteProtocolError(f"request size {size} outside 0..{limit} (socket.request.max.bytes)")
-            parsed = parse_request(await reader.readexactly(size))
-            served = REGISTRY.get(parsed.api_key)
-            if isinstance(parsed, UnsupportedRequest) or served is None or not served.supports(parsed.api_version):
-                if parsed.api_key != API_VERSIONS_KEY:
-                    raise RemoteProtocolError(f"api key {parsed.api_key} v{parsed.api_version} is not served here")
-                writer.writelines(encode_response(parsed.correlation_id, unsupported_api_versions()))
-                await writer.drain()
+            try:
+                sock, _ = await loop.sock_accept(self.sock)
+            except OSError as exc:  # EMFILE and friends: keep serving the clients we have
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
                 continue
-            response = await broker.handle(parsed)
-            if response is not None:
-                writer.writelines(encode_response(parsed.correlation_id, response))
-                await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass  # the client went away
-    except RemoteProtocolError as exc:
-        log.warning("closing connection from %s: %s", peer, exc)
-    except Exception:
-        log.exception("closing connection from %s after an internal error", peer)
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await writer.wait_closed()
+            connection = Connection(self.broker, sock)
+            task = loop.create_task(connection.serve())
+            self.connections[task] = connection
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self.connections.pop(task, None)
+
+    async def close(self, grace: float) -> None:
+        """Stop accepting; give connections ``grace`` seconds to answer the request in hand, then cut them.
+
+        A connection between requests is closed at once; one in the middle of a
+        request reads nothing more once ``broker.stopping`` is set.
+        """
+        if self._accepting is not None:
+            self._accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accepting
+        self.sock.close()
+        for task, connection in list(self.connections.items()):
+            if not connection.busy:
+                task.cancel()
+        pending = list(self.connections)
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace)
+            for task in still:
+                task.cancel()
+            if still:
+                await asyncio.wait(still, timeout=1)
 
 
+class Connection:
+    """One client: its socket, its frame decoder, and how it sends record data."""
+
+    def __init__(self, broker: Broker, sock: socket.socket) -> None:
+        self.broker = broker
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.loop = asyncio.get_running_loop()
+        self.peer = _peer(sock)
+        self.decoder = FrameDecoder(broker.config.max_request_bytes)
+        self.use_sendfile = broker.config.fetch_transfer == "sendfile"
+        self._copy_buffer: bytearray | None = None
+        self.busy = False
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    async def serve(self) -> None:
+        try:
+            while not self.broker.stopping:
+                data = await self.loop.sock_recv(self.sock, RECV_BYTES)
+                if not data:
+                    return
+                self.busy = True
+                for payload in self.decoder.feed(data):
+                    await self._handle(payload)
+                self.busy = False
+        except (ConnectionError, TimeoutError):
+            pass  # the client went away
+        except RemoteProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+        except asyncio.CancelledError:
+            log.info("closing connection from %s: broker shutting down", self.peer)
+        except Exception:
+            log.exception("closing connection from %s after an internal error", self.peer)
+        finally:
+            self.sock.close()
+
+    async def _handle(self, payload: bytes) -> None:
+        parsed = parse_request(payload)
+        served = REGISTRY.get(parsed.api_key)
+        if isinstance(parsed, UnsupportedRequest) or served is None or not served.supports(parsed.api_version):
+            if parsed.api_key != API_VERSIONS_KEY:
+                raise RemoteProtocolError(f"api key {parsed.api_key} v{parsed.api_version} is not served here")
+            await self.send(encode_response(parsed.correlation_id, unsupported_api_versions()))
+            return
+        response = await served.handler(self.broker, parsed)
+        if response is not None:
+            await self.send(encode_response(parsed.correlation_id, response))
+
+    # ------------------------------------------------------------------ writing
+
+    async def send(self, chunks: list[Chunk]) -> None:
+        """Send a response: runs of plain chunks with one sendmsg, file regions per ``fetch_transfer``."""
+        run: list[bytes | memoryview] = []
+        for chunk in chunks:
+            if isinstance(chunk, Deferred):
+                if run:
+                    await self._send_buffers(run)
+                    run = []
+                region = chunk.source
+                assert isinstance(region, FileRegion)
+                await self._send_region(region)
+            elif chunk:
+                run.append(chunk)
+        if run:
+            await self._send_buffers(run)
+
+    async def _send_buffers(self, buffers: list[bytes | memoryview]) -> None:
+        views = [memoryview(b) for b in buffers]
+        while views:
+            try:
+                sent = self.sock.sendmsg(views[:1024])  # IOV_MAX
+            except _RETRY:
+                await self._writable()
+                continue
+            while sent:
+                if sent >= len(views[0]):
+                    sent -= len(views.pop(0))
+                else:
+                    views[0] = views[0][sent:]
+                    sent = 0
+
+    async def _send_region(self, region: FileRegion) -> None:
+        position, end = region.position, region.position + region.length
+        if self.use_sendfile:
+            while position < end:
+                try:
+                    sent = os.sendfile(self.fd, region.fd, position, end - position)
+                except _RETRY:
+                    await self._writable()
+                    continue
+                if sent == 0:  # the file got shorter (truncation): the length prefix is already out
+                    raise ConnectionError("file region shrank while being sent")
+                position += sent
+            return
+        if self._copy_buffer is None:
+            self._copy_buffer = bytearray(COPY_BUFFER_BYTES)
+        view = memoryview(self._copy_buffer)
+        while position < end:
+            got = os.preadv(region.fd, [view[: min(len(view), end - position)]], position)
+            if got == 0:
+                raise ConnectionError("file region shrank while being sent")
+            await self._send_buffers([view[:got]])
+            position += got
+
+    async def _writable(self) -> None:
+        waiter = self.loop.create_future()
+
+        def ready() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        self.loop.add_writer(self.fd, ready)
+        try:
+            await waiter
+        finally:
+            self.loop.remove_writer(self.fd)
+
+
+def _peer(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError as exc:
+        return f"<{errno.errorcode.get(exc.errno or 0, 'unknown')}>"

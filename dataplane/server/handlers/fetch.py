@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import KafkaError
-from dataplane.protocol.messages import Request
+from dataplane.protocol.messages import Deferred, Request
 from dataplane.server.apis import api
 from dataplane.server.broker import ZERO, wire
 
@@ -54,11 +54,12 @@ async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], 
                 limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
                 region = await asyncio.to_thread(partition_log.read, part.fetch_offset, max(limit, 1),
                                                  high_watermark)
-                data = await asyncio.to_thread(region.read_bytes)
-                total += len(data)
-                budget -= len(data)
+                total += region.length
+                budget -= region.length
+                # No transactions yet, so the last stable offset is the high watermark.
                 entry.update(high_watermark=high_watermark, last_stable_offset=high_watermark,
-                             log_start_offset=partition_log.log_start_offset, records=data)
+                             log_start_offset=partition_log.log_start_offset,
+                             records=Deferred(region, region.length) if region.length else b"")
             except KafkaError as exc:
                 entry["error_code"] = wire(exc.code)
             partitions.append(entry)
