@@ -27,6 +27,7 @@ from dataplane.protocol.messages import Request
 from dataplane.server.apis import REGISTRY
 from dataplane.server.config import BrokerConfig
 from dataplane.storage import Log, LogConfig, LogManager
+from dataplane.storage.producer_state import ProducerStateManager, rebuild_producer_state
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,6 +50,27 @@ def log_config(configs: dict[str, str] | Any) -> LogConfig:
     return LogConfig().with_overrides(overrides)
 
 
+class PartitionRuntime:
+    """What the broker keeps per hosted partition beside its log.
+
+    ``lock`` serialises idempotent appends (check sequence, append, record)
+    so two connections cannot interleave them; ``producers`` is loaded from the
+    log on first use.
+    """
+
+    __slots__ = ("lock", "log", "producers")
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.lock = asyncio.Lock()
+        self.producers: ProducerStateManager | None = None
+
+    async def producer_state(self) -> ProducerStateManager:
+        if self.producers is None:
+            self.producers = await asyncio.to_thread(rebuild_producer_state, self.log)
+        return self.producers
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         from dataplane.server import handlers  # noqa: F401  (registers every API)
@@ -60,6 +82,9 @@ class Broker:
         self._store: MetadataStore | None = None
         self.topics: dict[str, TopicState] = {}
         self.appended = asyncio.Condition()
+        self.runtimes: dict[tuple[str, int], PartitionRuntime] = {}
+        self._producer_ids: range = range(0)
+        self._producer_id_lock = asyncio.Lock()
         self.stopping = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -76,6 +101,7 @@ class Broker:
         self._store.ensure_cluster()
 
     async def stop(self) -> None:
+        await asyncio.to_thread(self._snapshot_producer_state)
         await asyncio.to_thread(self.manager.shutdown)
         if self._store is not None:
             await self.on_db(self._store.conn.close)
@@ -127,10 +153,32 @@ class Broker:
         return topic, topic.partitions[partition]
 
     def partition_log(self, topic: TopicState, partition: int) -> Log:
-        found = self.manager.get_log(topic.name, partition)
-        if found is not None:
-            return found
-        return self.manager.get_or_create_log(topic.name, partition, log_config(topic.configs))
+        return self.runtime(topic, partition).log
+
+    def runtime(self, topic: TopicState, partition: int) -> PartitionRuntime:
+        key = (topic.name, partition)
+        found = self.runtimes.get(key)
+        if found is None or found.log.closed:
+            log_ = self.manager.get_log(topic.name, partition)
+            if log_ is None:
+                log_ = self.manager.get_or_create_log(topic.name, partition, log_config(topic.configs))
+            found = self.runtimes[key] = PartitionRuntime(log_)
+        return found
+
+    def _snapshot_producer_state(self) -> None:
+        """At clean shutdown, so the next start need not rescan the logs for producer state."""
+        for runtime in self.runtimes.values():
+            if runtime.producers is not None and not runtime.log.closed:
+                runtime.producers.write_snapshot(runtime.log.dir, runtime.log.log_end_offset)
+
+    async def next_producer_id(self) -> int:
+        """A cluster-unique producer id, from blocks the metadata store hands out."""
+        async with self._producer_id_lock:
+            if not self._producer_ids:
+                self._producer_ids = await self.on_db(self.store.allocate_producer_ids)
+            producer_id = self._producer_ids[0]
+            self._producer_ids = self._producer_ids[1:]
+            return producer_id
 
     async def notify_appended(self) -> None:
         """Wake long-polling fetches."""

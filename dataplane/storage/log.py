@@ -274,6 +274,11 @@ class Log:
     # ------------------------------------------------------------------ properties
 
     @property
+    def closed(self) -> bool:
+        """True once closed or deleted: holders should fetch the log again from the manager."""
+        return self._closed
+
+    @property
     def log_start_offset(self) -> int:
         return self._log_start
 

@@ -1,10 +1,11 @@
-"""Produce."""
+"""Produce and InitProducerId: appends, acks, and the idempotent producer's sequence checks."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import datetime
+import struct
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
@@ -13,11 +14,16 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.protocol.records import NO_PRODUCER_ID, BatchHeader, validate_batches
 from dataplane.server.apis import api
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+    from dataplane.server.broker import Broker, PartitionRuntime
+
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_OFFSET = 43  # baseOffset 8, length 4, epoch 4, magic 1, crc 4, attributes 2, delta 4, timestamps 16
+VALID_ACKS = (-1, 0, 1)
 
 
 @api(0, "Produce", 3, 9)
@@ -34,16 +40,17 @@ async def produce(broker: Broker, request: Request) -> Any:
                                      "log_append_time": None, "log_start_offset": -1, "record_errors": (),
                                      "error_message": None}
             try:
+                if body.acks not in VALID_ACKS:
+                    raise KafkaError(f"acks must be -1, 0 or 1, not {body.acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
                 topic, state = broker.partition_state(topic_data.name, part.index)
                 if not part.records:
                     raise KafkaError("no records", code=ErrorCode.INVALID_RECORD)
-                partition_log = broker.partition_log(topic, part.index)
-                info = await asyncio.to_thread(partition_log.append_as_leader, part.records, state.leader_epoch)
-                appended = True
-                entry.update(base_offset=info.first_offset, log_start_offset=info.log_start_offset)
-                if info.log_append_time >= 0:
-                    entry["log_append_time"] = datetime.datetime.fromtimestamp(info.log_append_time / 1000,
-                                                                               tz=datetime.UTC)
+                base_offset, log_start, append_time, fresh = await _append(
+                    broker.runtime(topic, part.index), part.records, state.leader_epoch)
+                appended = appended or fresh
+                entry.update(base_offset=base_offset, log_start_offset=log_start)
+                if append_time >= 0:
+                    entry["log_append_time"] = datetime.datetime.fromtimestamp(append_time / 1000, tz=datetime.UTC)
             except KafkaError as exc:
                 entry.update(error_code=wire(exc.code), error_message=str(exc))
             partitions.append(entry)
@@ -53,3 +60,40 @@ async def produce(broker: Broker, request: Request) -> Any:
     if body.acks == 0:
         return None
     return build(load_response_schema(0, request.api_version), {"responses": results, "throttle_time": ZERO})
+
+
+async def _append(runtime: PartitionRuntime, records: bytes, leader_epoch: int) -> tuple[int, int, int, bool]:
+    """(base offset, log start offset, log append time or -1, whether anything was written)."""
+    log = runtime.log
+    producer_id = (_PRODUCER_ID.unpack_from(records, _PRODUCER_ID_OFFSET)[0]
+                   if len(records) >= _PRODUCER_ID_OFFSET + 8 else NO_PRODUCER_ID)
+    if producer_id == NO_PRODUCER_ID:
+        info = await asyncio.to_thread(log.append_as_leader, records, leader_epoch)
+        return info.first_offset, info.log_start_offset, info.log_append_time, True
+    # Idempotent: the sequence check, the append and the state update must not interleave with another
+    # append of this partition. Validate first so a corrupt batch is CORRUPT_MESSAGE, not a sequence error.
+    validate_batches(records)
+    header = BatchHeader.parse(records)
+    if header.size != len(records):
+        raise KafkaError("an idempotent produce must carry exactly one batch per partition",
+                         code=ErrorCode.INVALID_RECORD)
+    async with runtime.lock:
+        producers = await runtime.producer_state()
+        duplicate = producers.check(header)
+        if duplicate is not None:  # Kafka answers a retried batch with its original offsets, no error
+            return duplicate.first_offset, log.log_start_offset, -1, False
+        info = await asyncio.to_thread(log.append_as_leader, records, leader_epoch)
+        producers.update(header, info.first_offset)
+    return info.first_offset, info.log_start_offset, info.log_append_time, True
+
+
+@api(22, "InitProducerId", 0, 5)
+async def init_producer_id(broker: Broker, request: Request) -> Any:
+    """Idempotent producers get a fresh id at epoch 0; transactions are not served yet."""
+    values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "producer_id": -1,
+                              "producer_epoch": -1}
+    if request.body.transactional_id is not None:
+        values["error_code"] = wire(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    else:
+        values.update(producer_id=await broker.next_producer_id(), producer_epoch=0)
+    return build(load_response_schema(22, request.api_version), values)
