@@ -36,6 +36,16 @@ class PartitionState:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    incarnation: uuid.UUID
+    directory_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TopicState:
     topic_id: uuid.UUID
     name: str
@@ -62,6 +72,52 @@ class MetadataStore:
 
     def ensure_cluster(self) -> None:
         self.conn.execute("INSERT INTO clusters (cluster_id) VALUES (%s) ON CONFLICT DO NOTHING", (self.cluster_id,))
+
+    def register_broker(self, broker: BrokerRegistration, lease_seconds: float) -> None:
+        """Register (or re-register after a restart) with a lease that heartbeats renew.
+
+        A live registration of the same node id from another data directory is
+        refused with DUPLICATE_BROKER_REGISTRATION, as KRaft does; from the same
+        directory it is a restart after a crash and replaces the old one.
+        """
+        with self.conn.transaction():
+            row = self.conn.execute(
+                "SELECT incarnation, lease_expires_at > now(), directory_id FROM brokers"
+                " WHERE cluster_id = %s AND node_id = %s FOR UPDATE", (self.cluster_id, broker.node_id)).fetchone()
+            if row is not None and row[0] != broker.incarnation and row[1] and row[2] != broker.directory_id:
+                raise KafkaError(f"broker {broker.node_id} is already registered by a live process",
+                                 code=ErrorCode.DUPLICATE_BROKER_REGISTRATION)
+            self.conn.execute(
+                "INSERT INTO brokers (cluster_id, node_id, host, port, rack, incarnation, directory_id,"
+                " lease_expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, now() + make_interval(secs => %s))"
+                " ON CONFLICT (cluster_id, node_id) DO UPDATE SET host = EXCLUDED.host, port = EXCLUDED.port,"
+                " rack = EXCLUDED.rack, incarnation = EXCLUDED.incarnation, directory_id = EXCLUDED.directory_id,"
+                " lease_expires_at = EXCLUDED.lease_expires_at, registered_at = now()",
+                (self.cluster_id, broker.node_id, broker.host, broker.port, broker.rack, broker.incarnation,
+                 broker.directory_id, lease_seconds))
+            self._changed()
+
+    def renew_lease(self, node_id: int, incarnation: uuid.UUID, lease_seconds: float) -> bool:
+        """Extend our lease; False when another incarnation took the node id over."""
+        row = self.conn.execute(
+            "UPDATE brokers SET lease_expires_at = now() + make_interval(secs => %s)"
+            " WHERE cluster_id = %s AND node_id = %s AND incarnation = %s RETURNING 1",
+            (lease_seconds, self.cluster_id, node_id, incarnation)).fetchone()
+        return row is not None
+
+    def unregister_broker(self, node_id: int, incarnation: uuid.UUID) -> None:
+        """At clean shutdown: let the lease lapse now rather than at its expiry."""
+        with self.conn.transaction():
+            self.conn.execute("UPDATE brokers SET lease_expires_at = now() WHERE cluster_id = %s AND node_id = %s"
+                              " AND incarnation = %s", (self.cluster_id, node_id, incarnation))
+            self._changed()
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        rows = self.conn.execute(
+            "SELECT node_id, host, port, rack, incarnation, directory_id FROM brokers WHERE cluster_id = %s"
+            " AND lease_expires_at > now() ORDER BY node_id", (self.cluster_id,)).fetchall()
+        return [BrokerRegistration(int(str(r[0])), str(r[1]), int(str(r[2])), None if r[3] is None else str(r[3]),
+                                   cast(uuid.UUID, r[4]), cast("uuid.UUID | None", r[5])) for r in rows]
 
     def metadata_version(self) -> int:
         row = self.conn.execute("SELECT metadata_version FROM clusters WHERE cluster_id = %s",

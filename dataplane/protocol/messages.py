@@ -63,13 +63,12 @@ def parse_request(payload: bytes) -> Request | UnsupportedRequest:
         return UnsupportedRequest(api_key, api_version, correlation_id)
     try:
         header, offset = read_header(payload, 0)
-        body, size = read_body(payload, offset)
+        body, _ = read_body(payload, offset)
     except (DecodeError, KeyError, ValueError, TypeError, struct.error, UnicodeDecodeError) as exc:
         # kio raises KeyError for unknown tagged fields and BufferUnderflow (a DecodeError) for short input.
         raise RemoteProtocolError(f"malformed request api_key={api_key} v{api_version}: {exc!r}") from exc
-    if offset + size != len(payload):
-        raise RemoteProtocolError(
-            f"request api_key={api_key} v{api_version} has {len(payload) - offset - size} trailing bytes")
+    # Trailing bytes are ignored, as Kafka's own request parser does: librdkafka's all-topics
+    # Metadata v12 carries three bytes past the last field, and Kafka answers it.
     return Request(api_key, api_version, correlation_id, header.client_id, body)
 
 

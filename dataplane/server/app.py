@@ -7,9 +7,11 @@ import contextlib
 import logging
 import signal
 
+from dataplane.protocol.errors import KafkaError
 from dataplane.server.broker import Broker
 from dataplane.server.config import BrokerConfig
 from dataplane.server.connection import Listener
+from dataplane.server.identity import DirectoryMismatch
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 5.0  # in-flight requests get this long; the whole stop stays under 10 s
@@ -17,7 +19,11 @@ SHUTDOWN_GRACE_SECONDS = 5.0  # in-flight requests get this long; the whole stop
 
 async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     broker = Broker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    except (KafkaError, DirectoryMismatch) as exc:
+        await broker.stop()
+        raise SystemExit(f"sluice: broker {config.node_id}: {exc}") from None
     listener = Listener(broker, config.host, config.port)
     listener.start()
     stop = asyncio.Event()

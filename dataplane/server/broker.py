@@ -10,6 +10,7 @@ A single broker is its own controller and sole replica for now.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import uuid
@@ -21,11 +22,12 @@ import psycopg
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.cluster.migrations import migrate
-from dataplane.cluster.store import MetadataStore, PartitionState, TopicState
+from dataplane.cluster.store import BrokerRegistration, MetadataStore, PartitionState, TopicState
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.server.apis import REGISTRY
 from dataplane.server.config import BrokerConfig
+from dataplane.server.identity import claim_data_dir
 from dataplane.storage import Log, LogConfig, LogManager
 from dataplane.storage.producer_state import ProducerStateManager, rebuild_producer_state
 
@@ -78,6 +80,7 @@ class Broker:
         self.config = config
         self.manager = LogManager(config.data_dir)
         self.incarnation = uuid.uuid4()
+        self.directory_id: uuid.UUID | None = None
         self._db = ThreadPoolExecutor(1, "metadata")
         self._store: MetadataStore | None = None
         self.topics: dict[str, TopicState] = {}
@@ -86,13 +89,39 @@ class Broker:
         self._producer_ids: range = range(0)
         self._producer_id_lock = asyncio.Lock()
         self.stopping = False
+        self.live_brokers: list[BrokerRegistration] = []
+        self._heartbeat: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        self.directory_id = claim_data_dir(self.config.data_dir, self.config.cluster_id, self.config.node_id)
         await self.on_db(self._open_store)
+        await self.on_db(self.store.register_broker, self.registration, self.config.lease_seconds)
         await asyncio.to_thread(self.manager.startup)
         await self.refresh_topics()
+        self.live_brokers = await self.on_db(self.store.live_brokers)
+        self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name="heartbeat")
+
+    @property
+    def registration(self) -> BrokerRegistration:
+        host, port = self.config.advertised
+        return BrokerRegistration(self.config.node_id, host, port, self.config.rack, self.incarnation,
+                                  self.directory_id)
+
+    async def _heartbeat_loop(self) -> None:
+        """Renew the lease at a third of its length, and re-read who else is alive."""
+        while True:
+            await asyncio.sleep(self.config.lease_seconds / 3)
+            try:
+                if not await self.on_db(self.store.renew_lease, self.config.node_id, self.incarnation,
+                                        self.config.lease_seconds):
+                    log.error("broker %d lost its registration to another process; re-registering",
+                              self.config.node_id)
+                    await self.on_db(self.store.register_broker, self.registration, self.config.lease_seconds)
+                self.live_brokers = await self.on_db(self.store.live_brokers)
+            except (psycopg.Error, KafkaError) as exc:
+                log.warning("lease renewal failed (will retry): %s", exc)
 
     def _open_store(self) -> None:
         migrate(self.config.metadata_url, self.config.metadata_schema)
@@ -101,9 +130,13 @@ class Broker:
         self._store.ensure_cluster()
 
     async def stop(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
         await asyncio.to_thread(self._snapshot_producer_state)
         await asyncio.to_thread(self.manager.shutdown)
         if self._store is not None:
+            with contextlib.suppress(psycopg.Error):
+                await self.on_db(self._store.unregister_broker, self.config.node_id, self.incarnation)
             await self.on_db(self._store.conn.close)
         self._db.shutdown(wait=True)
 

@@ -24,6 +24,7 @@ class BrokerConfig:
     default_replication_factor: int = 1
     max_request_bytes: int = DEFAULT_MAX_FRAME_BYTES
     rack: str | None = None
+    lease_seconds: float = 10.0  # broker registration lease in the metadata store, renewed every third
     fetch_transfer: str = "sendfile"  # or "copy": how Fetch moves file data to the socket
 
     @property

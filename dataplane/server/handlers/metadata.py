@@ -55,9 +55,11 @@ async def metadata(broker: Broker, request: Request) -> Any:
                 "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
                 "offline_replicas": ()} for p in topic.partitions],
         })
-    host, port = broker.config.advertised
+    live = {b.node_id: b for b in broker.live_brokers}
+    live[broker.config.node_id] = broker.registration  # we answer, so we are alive whatever the lease says
     return build(load_response_schema(3, version), {
         "throttle_time": ZERO, "cluster_id": broker.config.cluster_id, "controller_id": broker.config.node_id,
-        "brokers": [{"node_id": broker.config.node_id, "host": host, "port": port, "rack": broker.config.rack}],
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(live.values(), key=lambda b: b.node_id)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS, "topics": entries,
     })
