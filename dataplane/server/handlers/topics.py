@@ -53,6 +53,7 @@ async def delete_topics(broker: Broker, request: Request) -> Any:
     wanted: list[tuple[str | None, uuid.UUID | None]] = (
         [(t.name, t.topic_id) for t in body.topics] if version >= 6 else [(name, None) for name in body.topic_names])
     results = []
+    deleted: list[TopicState] = []
     for name, topic_id in wanted:
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": WireError.none,
                                  "error_message": None}
@@ -61,18 +62,26 @@ async def delete_topics(broker: Broker, request: Request) -> Any:
                 raise KafkaError("Name a topic by exactly one of name and topic id.", code=ErrorCode.INVALID_REQUEST)
             topic = await broker.on_db(broker.store.delete_topic, name, topic_id=topic_id)
             entry.update(name=topic.name, topic_id=topic.topic_id)
-            await _delete_logs(broker, topic)
+            deleted.append(topic)
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
-    await broker.refresh_topics()
+    if deleted:
+        await broker.refresh_topics()
+        await _delete_logs(broker, deleted)
     return build(load_response_schema(20, version), {"throttle_time": ZERO, "responses": results})
 
 
-async def _delete_logs(broker: Broker, topic: TopicState) -> None:
-    """Metadata goes first, so a crash in between leaves orphan directories, never a topic without its data."""
-    for partition in topic.partitions:
-        await asyncio.to_thread(broker.manager.delete_log, topic.name, partition.partition)
+async def _delete_logs(broker: Broker, topics: list[TopicState]) -> None:
+    """Remove the partition directories of deleted topics.
+
+    Metadata goes first and the broker forgets the topics before the files go, so no
+    request can re-open a log half-way, and a crash in between leaves orphan
+    directories rather than a topic without its data.
+    """
+    for topic in topics:
+        for partition in topic.partitions:
+            await asyncio.to_thread(broker.manager.delete_log, topic.name, partition.partition)
 
 
 @api(37, "CreatePartitions", 0, 3)

@@ -354,6 +354,10 @@ def test_kafka_python_admin(broker: BrokerProcess) -> None:
         assert set(modified) == {"retention.ms"} and modified["retention.ms"]["value"] == "60000"
         everything = client.describe_configs([resource], config_filter="all")["topic"]["kp-admin"]
         assert everything["cleanup.policy"]["value"] == "delete" and len(everything) > 20
+        assert everything["cleanup.policy"]["config_type"] == "LIST"
+        with_synonyms = client.describe_configs([resource], include_synonyms=True)["topic"]["kp-admin"]
+        assert [(s["name"], s["value"], s["source"]) for s in with_synonyms["retention.ms"]["synonyms"]] == [
+            ("retention.ms", "60000", "DYNAMIC_TOPIC_CONFIG"), ("log.retention.ms", "604800000", "DEFAULT_CONFIG")]
 
         result = client.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-admin",
                                                       configs={"max.message.bytes": "4096"})])
