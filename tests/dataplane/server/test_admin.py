@@ -422,3 +422,63 @@ def test_advertised_admin_versions_are_all_decodable() -> None:
         for version in range(low, high + 1):
             load_request_schema(key, version)
             load_response_schema(key, version)
+
+
+def _call(broker: BrokerProcess, request: Any) -> Any:
+    """Send one kio request entity and decode the answer (for cases no client library produces)."""
+    import io
+    import socket
+    import struct
+
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader, entity_writer
+
+    header_type = type(request).__header_schema__
+    body = io.BytesIO()
+    entity_writer(header_type)(body, header_type(request_api_key=request.__api_key__,
+                                                 request_api_version=request.__version__,
+                                                 correlation_id=9, client_id="raw"))
+    entity_writer(type(request))(body, request)
+    payload = body.getvalue()
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed"
+            data += chunk
+    schema = load_response_schema(request.__api_key__, request.__version__)
+    header, header_size = entity_reader(schema.__header_schema__)(data, 4)
+    assert header.correlation_id == 9
+    return entity_reader(schema)(data, 4 + header_size)[0]
+
+
+def test_requests_no_client_library_sends(broker: BrokerProcess) -> None:
+    import datetime
+
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+    from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+    from kio.schema.errors import ErrorCode
+
+    cluster = _call(broker, DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2))
+    assert cluster.error_code == ErrorCode.mismatched_endpoint_type and cluster.brokers == ()
+    cluster = _call(broker, DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1))
+    assert cluster.cluster_authorized_operations == -(2**31) and [b.broker_id for b in cluster.brokers] == [1]
+
+    described = _call(broker, DescribeConfigsRequest(resources=(
+        DescribeConfigsResource(resource_type=32, resource_name="g", configuration_keys=None),
+        DescribeConfigsResource(resource_type=4, resource_name="7", configuration_keys=None),
+        DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=("log.retention.ms",)),
+        DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
+    ), include_synonyms=False, include_documentation=True))
+    errors = [r.error_code for r in described.results]
+    assert errors == [ErrorCode.invalid_request, ErrorCode.invalid_request, ErrorCode.none, ErrorCode.none]
+    [entry] = described.results[2].configs
+    assert (entry.name, entry.value, entry.config_type, entry.documentation is not None) == (
+        "log.retention.ms", "604800000", 5, True)
+    assert described.results[3].configs == ()  # no cluster default is set yet
+
+    both = _call(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name="x", topic_id=uuid.uuid4()),),
+                                             timeout=datetime.timedelta(seconds=5)))
+    assert both.responses[0].error_code == ErrorCode.invalid_request
