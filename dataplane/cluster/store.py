@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -55,6 +55,30 @@ class TopicState:
 
 
 _TopicRow = tuple[uuid.UUID, str, dict[str, str], bool, int, list[int], list[int], int, int, int]
+
+
+def _validated(configs: Mapping[str, object]) -> dict[str, str]:
+    try:
+        return validate_topic_configs(configs)
+    except ConfigError as exc:
+        raise KafkaError(exc.message, code=ErrorCode.INVALID_CONFIG) from exc
+
+
+def _check_assignments(layout: list[list[int]], added: int, replication_factor: int, brokers: Sequence[int]) -> None:
+    """Manual replica lists for new partitions: one per partition, the topic's replication factor, known brokers."""
+    def refuse(message: str) -> KafkaError:
+        return KafkaError(message, code=ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    if len(layout) != added:
+        raise refuse(f"Increasing the number of partitions by {added} but {len(layout)} assignments provided.")
+    for replicas in layout:
+        if len(replicas) != replication_factor:
+            raise refuse(f"Inconsistent replication factor between partitions, partition 0 has {replication_factor} "
+                         f"while the assignment {replicas} has {len(replicas)} replicas.")
+        if len(set(replicas)) != len(replicas):
+            raise refuse(f"Duplicate brokers not allowed in replica assignment: {replicas}.")
+        unknown = sorted(set(replicas) - set(brokers))
+        if unknown:
+            raise refuse(f"Unknown broker(s) in replica assignment: {unknown}.")
 
 
 def notify_channel(cluster_id: str) -> str:
@@ -184,23 +208,119 @@ class MetadataStore:
         assert topic is not None
         return topic
 
-    def delete_topic(self, name: str) -> uuid.UUID:
+    def delete_topic(self, name: str | None = None, *, topic_id: uuid.UUID | None = None) -> TopicState:
+        """Delete a topic by name or by id and return what it was; internal topics are refused."""
+        if (name is None) == (topic_id is None):
+            raise ValueError("give exactly one of name and topic_id")
         with self.conn.transaction():
-            row = self.conn.execute("DELETE FROM topics WHERE cluster_id = %s AND name = %s RETURNING topic_id",
-                                    (self.cluster_id, name)).fetchone()
-            if row is None:
-                raise KafkaError(f"Topic '{name}' does not exist.", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            topic = self._topic_for_update(name, topic_id)
+            if topic.internal:
+                raise KafkaError(f"Internal topic '{topic.name}' cannot be deleted.",
+                                 code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            self.conn.execute("DELETE FROM topics WHERE topic_id = %s", (topic.topic_id,))
             self._changed()
-        value = row[0]
-        assert isinstance(value, uuid.UUID)
-        return value
+        return topic
+
+    def _topic_for_update(self, name: str | None, topic_id: uuid.UUID | None = None) -> TopicState:
+        """Inside a transaction: the topic, its row locked until commit (the read half of read-modify-write)."""
+        key, value = ("name", name) if topic_id is None else ("topic_id", topic_id)
+        row = self.conn.execute(
+            sql.SQL("SELECT topic_id FROM topics WHERE cluster_id = %s AND {} = %s FOR UPDATE")
+            .format(sql.Identifier(key)), (self.cluster_id, value)).fetchone()
+        if row is None:
+            if topic_id is not None:
+                raise KafkaError(f"Topic id {topic_id} does not exist.", code=ErrorCode.UNKNOWN_TOPIC_ID)
+            raise KafkaError(f"Topic '{name}' does not exist.", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        found = self._topics("t.topic_id = %s", row[0])
+        assert found
+        return found[0]
+
+    def create_partitions(self, name: str, count: int, brokers: Sequence[int], *,
+                          assignments: Sequence[Sequence[int]] | None = None,
+                          rng: random.Random | None = None, dry_run: bool = False) -> TopicState:
+        """Grow a topic to ``count`` partitions (never shrink: Kafka's CreatePartitions rules)."""
+        with self.conn.transaction():
+            topic = self._topic_for_update(name)
+            current = len(topic.partitions)
+            if count < current:
+                raise KafkaError(f"Topic currently has {current} partitions, which is higher than the requested "
+                                 f"{count}.", code=ErrorCode.INVALID_PARTITIONS)
+            if count == current:
+                raise KafkaError(f"Topic already has {current} partitions.", code=ErrorCode.INVALID_PARTITIONS)
+            replication_factor = len(topic.partitions[0].replicas)
+            added = count - current
+            if assignments is not None:
+                layout = [list(replicas) for replicas in assignments]
+                _check_assignments(layout, added, replication_factor, brokers)
+            else:
+                pick = rng or random.Random()
+                known = max(1, len(set(brokers)))
+                try:
+                    layout = assign_replicas(brokers, added, replication_factor, start_index=pick.randrange(known),
+                                             shift=pick.randrange(known), first_partition=current)
+                except AssignmentError as exc:
+                    raise KafkaError(str(exc), code=ErrorCode.INVALID_REPLICATION_FACTOR) from exc
+            grown = topic.partitions + tuple(
+                PartitionState(current + i, tuple(replicas), tuple(replicas), replicas[0], 0, 0)
+                for i, replicas in enumerate(layout))
+            if dry_run:
+                return TopicState(topic.topic_id, topic.name, topic.configs, topic.internal, grown)
+            with self.conn.cursor() as cur:
+                cur.executemany("INSERT INTO partitions (topic_id, partition, replicas, isr, leader) "
+                                "VALUES (%s, %s, %s, %s, %s)",
+                                [(topic.topic_id, p.partition, list(p.replicas), list(p.isr), p.leader)
+                                 for p in grown[current:]])
+            self._changed()
+        return TopicState(topic.topic_id, topic.name, topic.configs, topic.internal, grown)
+
+    def alter_topic_configs(self, name: str, change: Callable[[Mapping[str, str]], Mapping[str, object]], *,
+                            dry_run: bool = False) -> dict[str, str]:
+        """Replace a topic's overrides with ``change(current overrides)``, validated; returns the new overrides.
+
+        The read and the write share one transaction with the row locked, so two
+        concurrent incremental changes (APPEND to ``cleanup.policy``…) cannot lose one another.
+        """
+        with self.conn.transaction():
+            topic = self._topic_for_update(name)
+            configs = _validated(change(dict(topic.configs)))
+            if not dry_run and configs != dict(topic.configs):
+                self.conn.execute("UPDATE topics SET configs = %s WHERE topic_id = %s",
+                                  (Jsonb(configs), topic.topic_id))
+                self._changed()
+        return configs
+
+    def cluster_configs(self) -> dict[str, str]:
+        """Cluster-wide defaults for topic configs, by topic config name (``retention.ms``…)."""
+        rows = self.conn.execute("SELECT name, value FROM cluster_configs WHERE cluster_id = %s",
+                                 (self.cluster_id,)).fetchall()
+        return {str(name): str(value) for name, value in rows}
+
+    def alter_cluster_configs(self, change: Callable[[Mapping[str, str]], Mapping[str, object]], *,
+                              dry_run: bool = False) -> dict[str, str]:
+        """Replace the cluster defaults with ``change(current)``, validated as topic configs; returns them."""
+        with self.conn.transaction():
+            # The cluster row lock serialises read-modify-write cycles of the defaults.
+            self.conn.execute("SELECT 1 FROM clusters WHERE cluster_id = %s FOR UPDATE", (self.cluster_id,))
+            current = self.cluster_configs()
+            configs = _validated(change(current))
+            if not dry_run and configs != current:
+                self.conn.execute("DELETE FROM cluster_configs WHERE cluster_id = %s", (self.cluster_id,))
+                with self.conn.cursor() as cur:
+                    cur.executemany("INSERT INTO cluster_configs (cluster_id, name, value) VALUES (%s, %s, %s)",
+                                    [(self.cluster_id, key, value) for key, value in sorted(configs.items())])
+                self._changed()
+        return configs
 
     def topics(self) -> list[TopicState]:
         """Every topic of the cluster with its partitions, in one round trip."""
+        return self._topics()
+
+    def _topics(self, where: str = "TRUE", *args: object) -> list[TopicState]:
         rows = self.conn.execute(
             "SELECT t.topic_id, t.name, t.configs, t.internal, p.partition, p.replicas, p.isr, p.leader,"
             " p.leader_epoch, p.partition_epoch FROM topics t JOIN partitions p USING (topic_id)"
-            " WHERE t.cluster_id = %s ORDER BY t.name, p.partition", (self.cluster_id,)).fetchall()
+            f" WHERE t.cluster_id = %s AND {where} ORDER BY t.name, p.partition",
+            (self.cluster_id, *args)).fetchall()
         found: dict[uuid.UUID, tuple[str, dict[str, str], bool, list[PartitionState]]] = {}
         for row in rows:
             topic_id, name, configs, internal, part, replicas, isr, leader, epoch, pepoch = cast(_TopicRow, row)
@@ -210,7 +330,8 @@ class MetadataStore:
                 for tid, (name, configs, internal, parts) in found.items()]
 
     def topic(self, name: str) -> TopicState | None:
-        return next((t for t in self.topics() if t.name == name), None)
+        found = self._topics("t.name = %s", name)
+        return found[0] if found else None
 
     def allocate_producer_ids(self, block_size: int = 1000) -> range:
         """A block of producer ids no other broker of the cluster will ever get."""

@@ -155,3 +155,37 @@ def effective_topic_configs(overrides: Mapping[str, str],
     values.update(cluster_defaults or {})
     values.update(overrides)
     return values
+
+
+# Each topic config's broker-level default in Kafka (``LogConfig.TopicConfigSynonyms``,
+# first synonym only): the name a BROKER resource shows and alters it under.
+BROKER_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+}
+TOPIC_NAME_FOR_BROKER_CONFIG: dict[str, str] = {broker: topic for topic, broker in BROKER_SYNONYMS.items()}
+if BROKER_SYNONYMS.keys() != TOPIC_CONFIGS.keys():
+    raise RuntimeError("every topic config needs its broker synonym")

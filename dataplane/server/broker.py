@@ -14,7 +14,7 @@ import contextlib
 import datetime
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -84,6 +84,7 @@ class Broker:
         self._db = ThreadPoolExecutor(1, "metadata")
         self._store: MetadataStore | None = None
         self.topics: dict[str, TopicState] = {}
+        self.cluster_defaults: dict[str, str] = {}  # cluster-wide topic config defaults (cluster_configs)
         self.appended = asyncio.Condition()
         self.runtimes: dict[tuple[str, int], PartitionRuntime] = {}
         self._producer_ids: range = range(0)
@@ -153,8 +154,25 @@ class Broker:
     # ------------------------------------------------------------------ topics and logs
 
     async def refresh_topics(self) -> None:
-        topics = await self.on_db(self.store.topics)
+        """Re-read topics and cluster defaults, and push changed configs to the live logs.
+
+        Changes made through any broker (or while this one was down) reach the logs
+        here, so AlterConfigs needs no path of its own to the storage layer.
+        """
+        topics, defaults = await self.on_db(lambda: (self.store.topics(), self.store.cluster_configs()))
+        previous, previous_defaults = self.topics, self.cluster_defaults
         self.topics = {t.name: t for t in topics}
+        self.cluster_defaults = defaults
+        for key in [k for k in self.runtimes if k[0] not in self.topics]:
+            del self.runtimes[key]  # deleted topics: their logs are closed or about to be
+        for topic in topics:
+            old = previous.get(topic.name)
+            if old is None or old.configs != topic.configs or defaults != previous_defaults:
+                self.manager.update_topic_config(topic.name, self.topic_log_config(topic.configs))
+
+    def topic_log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The log config for a topic's overrides on top of the cluster defaults."""
+        return log_config({**self.cluster_defaults, **overrides})
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, Any] | None = None, *, validate_only: bool = False) -> TopicState:
@@ -194,7 +212,7 @@ class Broker:
         if found is None or found.log.closed:
             log_ = self.manager.get_log(topic.name, partition)
             if log_ is None:
-                log_ = self.manager.get_or_create_log(topic.name, partition, log_config(topic.configs))
+                log_ = self.manager.get_or_create_log(topic.name, partition, self.topic_log_config(topic.configs))
             found = self.runtimes[key] = PartitionRuntime(log_)
         return found
 

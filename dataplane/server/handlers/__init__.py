@@ -1,5 +1,5 @@
 """Request handlers, one module per family of Kafka APIs; importing this package registers them all."""
 
-from dataplane.server.handlers import fetch, metadata, offsets, produce, topics
+from dataplane.server.handlers import cluster, configs, fetch, metadata, offsets, produce, records, topics
 
-__all__ = ["fetch", "metadata", "offsets", "produce", "topics"]
+__all__ = ["cluster", "configs", "fetch", "metadata", "offsets", "produce", "records", "topics"]

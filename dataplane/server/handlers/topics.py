@@ -1,12 +1,16 @@
-"""CreateTopics."""
+"""CreateTopics, DeleteTopics and CreatePartitions."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
+from dataplane.cluster.store import TopicState
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
@@ -40,3 +44,64 @@ async def create_topics(broker: Broker, request: Request) -> Any:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
     return build(load_response_schema(19, request.api_version), {"throttle_time": ZERO, "topics": results})
+
+
+@api(20, "DeleteTopics", 1, 6)
+async def delete_topics(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    # v6 names topics by name or by id; older versions by name only.
+    wanted: list[tuple[str | None, uuid.UUID | None]] = (
+        [(t.name, t.topic_id) for t in body.topics] if version >= 6 else [(name, None) for name in body.topic_names])
+    results = []
+    deleted: list[TopicState] = []
+    for name, topic_id in wanted:
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": WireError.none,
+                                 "error_message": None}
+        try:
+            if (topic_id is None) == (name is None):
+                raise KafkaError("Name a topic by exactly one of name and topic id.", code=ErrorCode.INVALID_REQUEST)
+            topic = await broker.on_db(broker.store.delete_topic, name, topic_id=topic_id)
+            entry.update(name=topic.name, topic_id=topic.topic_id)
+            deleted.append(topic)
+        except KafkaError as exc:
+            entry.update(error_code=wire(exc.code), error_message=str(exc))
+        results.append(entry)
+    if deleted:
+        await broker.refresh_topics()
+        await _delete_logs(broker, deleted)
+    return build(load_response_schema(20, version), {"throttle_time": ZERO, "responses": results})
+
+
+async def _delete_logs(broker: Broker, topics: list[TopicState]) -> None:
+    """Remove the partition directories of deleted topics.
+
+    Metadata goes first and the broker forgets the topics before the files go, so no
+    request can re-open a log half-way, and a crash in between leaves orphan
+    directories rather than a topic without its data.
+    """
+    for topic in topics:
+        for partition in topic.partitions:
+            await asyncio.to_thread(broker.manager.delete_log, topic.name, partition.partition)
+
+
+@api(37, "CreatePartitions", 0, 3)
+async def create_partitions(broker: Broker, request: Request) -> Any:
+    body = request.body
+    seen = Counter(item.name for item in body.topics)
+    results = []
+    changed = False
+    for item in body.topics:
+        entry: dict[str, Any] = {"name": item.name, "error_code": WireError.none, "error_message": None}
+        try:
+            if seen[item.name] > 1:
+                raise KafkaError("Duplicate topic in request.", code=ErrorCode.INVALID_REQUEST)
+            assignments = None if item.assignments is None else [a.broker_ids for a in item.assignments]
+            await broker.on_db(broker.store.create_partitions, item.name, item.count, [broker.config.node_id],
+                               assignments=assignments, dry_run=body.validate_only)
+            changed = changed or not body.validate_only
+        except KafkaError as exc:
+            entry.update(error_code=wire(exc.code), error_message=str(exc))
+        results.append(entry)
+    if changed:
+        await broker.refresh_topics()
+    return build(load_response_schema(37, request.api_version), {"throttle_time": ZERO, "results": results})

@@ -76,7 +76,7 @@ def test_duplicates_and_collisions_are_topic_already_exists(store: MetadataStore
 
 def test_delete_and_unknown_topic(store: MetadataStore) -> None:
     created = store.create_topic("gone", 2, 1, [1])
-    assert store.delete_topic("gone") == created.topic_id
+    assert store.delete_topic("gone") == created
     assert store.topics() == []
     with pytest.raises(KafkaError) as caught:
         store.delete_topic("gone")
@@ -101,3 +101,73 @@ def test_producer_id_blocks_never_overlap(store: MetadataStore) -> None:
         other.conn.close()
     ids = [pid for block in blocks for pid in block]
     assert len(ids) == len(set(ids)) == 25 and min(ids) == 0
+
+
+def test_delete_by_id_and_internal_topics_are_refused(store: MetadataStore) -> None:
+    created = store.create_topic("by-id", 1, 1, [1])
+    assert store.delete_topic(topic_id=created.topic_id).name == "by-id"
+    with pytest.raises(KafkaError) as caught:
+        store.delete_topic(topic_id=created.topic_id)
+    assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_ID
+    store.create_topic("__consumer_offsets", 1, 1, [1], internal=True)
+    with pytest.raises(KafkaError) as caught:
+        store.delete_topic("__consumer_offsets")
+    assert caught.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert [t.name for t in store.topics()] == ["__consumer_offsets"]
+
+
+def test_create_partitions_only_grows(store: MetadataStore) -> None:
+    store.create_topic("grow", 2, 2, [1, 2, 3])
+    version = store.metadata_version()
+    assert len(store.create_partitions("grow", 5, [1, 2, 3], dry_run=True).partitions) == 5
+    assert store.metadata_version() == version and len(store.topic("grow").partitions) == 2  # type: ignore[union-attr]
+    grown = store.create_partitions("grow", 5, [1, 2, 3], rng=random.Random(1))
+    assert store.topic("grow") == grown and store.metadata_version() == version + 1
+    assert [p.partition for p in grown.partitions] == list(range(5))
+    assert all(len(set(p.replicas)) == 2 and p.leader == p.replicas[0] for p in grown.partitions)
+    for count in (5, 3):
+        with pytest.raises(KafkaError) as caught:
+            store.create_partitions("grow", count, [1, 2, 3])
+        assert caught.value.code == ErrorCode.INVALID_PARTITIONS
+    manual = store.create_partitions("grow", 6, [1, 2, 3], assignments=[[3, 1]])
+    assert manual.partitions[5].replicas == (3, 1)
+    for bad in ([[1]], [[1, 1]], [[1, 9]], [[1, 2], [2, 3]]):
+        with pytest.raises(KafkaError) as caught:
+            store.create_partitions("grow", 7, [1, 2, 3], assignments=bad)
+        assert caught.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    with pytest.raises(KafkaError) as caught:
+        store.create_partitions("absent", 2, [1])
+    assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_alter_topic_configs_validates_persists_and_notifies(store: MetadataStore) -> None:
+    store.create_topic("cfg", 1, 1, [1], configs={"retention.ms": 1000})
+    version = store.metadata_version()
+    assert store.alter_topic_configs("cfg", lambda cur: {**cur, "cleanup.policy": "compact"},
+                                     dry_run=True) == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    assert store.metadata_version() == version
+    assert store.alter_topic_configs("cfg", lambda cur: {"max.message.bytes": 100}) == {"max.message.bytes": "100"}
+    assert store.topic("cfg").configs == {"max.message.bytes": "100"}  # type: ignore[union-attr]
+    assert store.metadata_version() == version + 1
+    for bad in ({"no.such": "1"}, {"retention.ms": "soon"}):
+        with pytest.raises(KafkaError) as caught:
+            store.alter_topic_configs("cfg", lambda cur, bad=bad: bad)  # type: ignore[misc]
+        assert caught.value.code == ErrorCode.INVALID_CONFIG
+    assert store.topic("cfg").configs == {"max.message.bytes": "100"}  # type: ignore[union-attr]
+    with pytest.raises(KafkaError) as caught:
+        store.alter_topic_configs("absent", dict)
+    assert caught.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_cluster_configs_replace_and_validate(store: MetadataStore) -> None:
+    assert store.cluster_configs() == {}
+    version = store.metadata_version()
+    assert store.alter_cluster_configs(lambda cur: {"retention.ms": 5}) == {"retention.ms": "5"}
+    assert store.alter_cluster_configs(lambda cur: {**cur, "segment.bytes": "1000"}) == {
+        "retention.ms": "5", "segment.bytes": "1000"}
+    assert store.cluster_configs() == {"retention.ms": "5", "segment.bytes": "1000"}
+    assert store.metadata_version() == version + 2
+    with pytest.raises(KafkaError) as caught:
+        store.alter_cluster_configs(lambda cur: {"segment.bytes": "1"})
+    assert caught.value.code == ErrorCode.INVALID_CONFIG
+    assert store.alter_cluster_configs(lambda cur: {}) == {} and store.cluster_configs() == {}

@@ -1,0 +1,45 @@
+"""DescribeCluster."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as WireError
+
+from dataplane.protocol.build import build
+from dataplane.protocol.errors import ErrorCode
+from dataplane.protocol.messages import Request
+from dataplane.security.acl import VALID_OPERATIONS, AclOperation, ResourceType
+from dataplane.server.apis import api
+from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
+
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
+# Without an authorizer every operation that applies to the cluster is allowed (Kafka
+# reports the same); ALL is a wildcard for ACLs, never an authorized operation.
+CLUSTER_OPERATIONS = reduce(lambda bits, op: bits | (1 << op),
+                            VALID_OPERATIONS[ResourceType.CLUSTER] - {AclOperation.ALL}, 0)
+
+
+@api(60, "DescribeCluster", 0, 2)
+async def describe_cluster(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    endpoint_type = body.endpoint_type if version >= 1 else BROKERS_ENDPOINT
+    error, message = WireError.none, None
+    if endpoint_type == CONTROLLERS_ENDPOINT:
+        # Kafka: a broker answers only for brokers; controllers are asked directly.
+        error, message = wire(ErrorCode.MISMATCHED_ENDPOINT_TYPE), "The request was sent to a broker, not a controller."
+    elif endpoint_type != BROKERS_ENDPOINT:
+        error, message = wire(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE), f"Unknown endpoint type {endpoint_type}."
+    host, port = broker.config.advertised
+    brokers = [] if message else [{"broker_id": broker.config.node_id, "host": host, "port": port,
+                                   "rack": broker.config.rack, "is_fenced": False}]
+    return build(load_response_schema(60, version), {
+        "throttle_time": ZERO, "error_code": error, "error_message": message, "endpoint_type": endpoint_type,
+        "cluster_id": broker.config.cluster_id, "controller_id": broker.config.node_id, "brokers": brokers,
+        "cluster_authorized_operations": (CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
+                                          else NO_AUTHORIZED_OPERATIONS)})

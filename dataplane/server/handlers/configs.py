@@ -1,0 +1,305 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker.
+
+Topic resources read and write a topic's overrides. The BROKER resource shows
+Kafka's broker-level names (``log.retention.ms``…) for the cluster-wide topic
+defaults in ``cluster_configs`` plus a few static, read-only settings. Brokers
+share one metadata store and have no dynamic configs of their own, so altering
+a BROKER resource, named ``""`` (Kafka's cluster default) or by this broker's id
+(librdkafka refuses empty names), changes the cluster-wide defaults; it is
+reported back as DYNAMIC_DEFAULT_BROKER_CONFIG, never as a per-broker value.
+Every change is a read-modify-write in one store transaction with the row locked;
+``Broker.refresh_topics`` then pushes the new values to the live logs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as WireError
+
+from dataplane.config.topic import (
+    BROKER_SYNONYMS,
+    TOPIC_CONFIGS,
+    TOPIC_NAME_FOR_BROKER_CONFIG,
+    ConfigError,
+    ConfigType,
+    validate_topic_configs,
+)
+from dataplane.protocol.build import build
+from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.protocol.messages import Request
+from dataplane.server.apis import api
+from dataplane.server.broker import ZERO, log_config, wire
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
+
+TOPIC, BROKER = 2, 4  # ConfigResource.Type on the wire
+CLUSTER_DEFAULT = ""  # the BROKER resource name of the cluster-wide defaults
+
+
+class ConfigSource(IntEnum):
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class AlterOp(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+# DescribeConfigsResponse's ConfigType numbers.
+WIRE_TYPES = {ConfigType.BOOLEAN: 1, ConfigType.STRING: 2, ConfigType.INT: 3, ConfigType.LONG: 5,
+              ConfigType.DOUBLE: 6, ConfigType.LIST: 7}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One described config; ``synonyms`` run from highest precedence down, the first is the value in force."""
+
+    name: str
+    synonyms: tuple[tuple[str, str, ConfigSource], ...]
+    type: ConfigType
+    doc: str
+    read_only: bool = False
+
+
+def _request_error(message: str) -> KafkaError:
+    return KafkaError(message, code=ErrorCode.INVALID_REQUEST)
+
+
+def _config_error(message: str) -> KafkaError:
+    return KafkaError(message, code=ErrorCode.INVALID_CONFIG)
+
+
+def _check_broker_name(broker: Broker, name: str) -> None:
+    if name == CLUSTER_DEFAULT:
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise _request_error(f"Broker id must be an integer, got '{name}'.") from None
+    if node != broker.config.node_id:
+        raise _request_error(f"Unexpected broker id, expected {broker.config.node_id} but received {node}.")
+
+
+# ---------------------------------------------------------------------------- describe
+
+
+def topic_entries(overrides: Mapping[str, str], defaults: Mapping[str, str]) -> list[Entry]:
+    entries = []
+    for name, definition in TOPIC_CONFIGS.items():
+        synonym = BROKER_SYNONYMS[name]
+        found: list[tuple[str, str, ConfigSource]] = []
+        if name in overrides:
+            found.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        if name in defaults:
+            found.append((synonym, defaults[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        found.append((synonym, definition.default, ConfigSource.DEFAULT_CONFIG))
+        entries.append(Entry(name, tuple(found), definition.type, definition.doc))
+    return entries
+
+
+def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic: bool) -> list[Entry]:
+    """The broker's view: topic defaults under Kafka's broker names, then the static settings."""
+    entries = []
+    for name, definition in TOPIC_CONFIGS.items():
+        synonym = BROKER_SYNONYMS[name]
+        found: list[tuple[str, str, ConfigSource]] = []
+        if name in defaults:
+            found.append((synonym, defaults[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        elif only_dynamic:
+            continue
+        found.append((synonym, definition.default, ConfigSource.DEFAULT_CONFIG))
+        entries.append(Entry(synonym, tuple(found), definition.type, definition.doc))
+    if only_dynamic:
+        return entries
+    config = broker.config
+    static = (
+        ("broker.id", str(config.node_id), ConfigType.INT, "this broker's node id"),
+        ("num.partitions", str(config.num_partitions), ConfigType.INT, "partitions of auto-created topics"),
+        ("default.replication.factor", str(config.default_replication_factor), ConfigType.INT,
+         "replication factor of auto-created topics"),
+        ("auto.create.topics.enable", str(config.auto_create_topics).lower(), ConfigType.BOOLEAN,
+         "create unknown topics on Metadata and Produce"),
+        ("log.dirs", str(config.data_dir), ConfigType.LIST, "where partition logs live"),
+    )
+    for name, value, kind, doc in static:
+        entries.append(Entry(name, ((name, value, ConfigSource.STATIC_BROKER_CONFIG),), kind, doc, read_only=True))
+    return entries
+
+
+def _describe_entry(entry: Entry, *, synonyms: bool, documentation: bool) -> dict[str, Any]:
+    _, value, source = entry.synonyms[0]
+    return {
+        "name": entry.name, "value": value, "read_only": entry.read_only, "config_source": int(source),
+        "is_sensitive": False,
+        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in entry.synonyms] if synonyms else (),
+        "config_type": WIRE_TYPES[entry.type], "documentation": entry.doc if documentation else None,
+    }
+
+
+@api(32, "DescribeConfigs", 1, 4)
+async def describe_configs(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    await broker.refresh_topics()
+    documentation = version >= 3 and body.include_documentation
+    results = []
+    for resource in body.resources:
+        result: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "configs": (),
+                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name}
+        try:
+            entries = _entries_for(broker, resource.resource_type, resource.resource_name)
+            keys = set(resource.configuration_keys or ())  # null or empty: every config (Kafka's reading)
+            result["configs"] = [_describe_entry(e, synonyms=body.include_synonyms, documentation=documentation)
+                                 for e in entries if not keys or e.name in keys]
+        except KafkaError as exc:
+            result.update(error_code=wire(exc.code), error_message=str(exc))
+        results.append(result)
+    return build(load_response_schema(32, version), {"throttle_time": ZERO, "results": results})
+
+
+def _entries_for(broker: Broker, resource_type: int, name: str) -> list[Entry]:
+    if resource_type == TOPIC:
+        topic = broker.topics.get(name)
+        if topic is None:
+            raise KafkaError(f"Topic '{name}' does not exist.", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic_entries(topic.configs, broker.cluster_defaults)
+    if resource_type == BROKER:
+        _check_broker_name(broker, name)
+        return broker_entries(broker, broker.cluster_defaults, only_dynamic=name == CLUSTER_DEFAULT)
+    raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
+
+
+# ---------------------------------------------------------------------------- alter
+
+Change = Callable[[Mapping[str, str]], dict[str, str]]
+
+
+def incremental_change(ops: Sequence[tuple[str, int, str | None]], base: Callable[[str], str]) -> Change:
+    """IncrementalAlterConfigs' operations as a function of the current overrides.
+
+    APPEND and SUBTRACT start from the value in force (``base``) when the config has
+    no override yet, so appending ``compact`` to a default ``delete`` gives both.
+    """
+    for name, op, _ in ops:
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise _config_error(f"Unknown topic config '{name}'.")
+        if op not in {o.value for o in AlterOp}:
+            raise _request_error(f"Unknown config operation {op} for '{name}'.")
+        if op in (AlterOp.APPEND, AlterOp.SUBTRACT) and definition.type is not ConfigType.LIST:
+            raise _config_error(f"Config value {AlterOp(op).name.lower()} is not allowed for config key: {name}.")
+
+    def change(current: Mapping[str, str]) -> dict[str, str]:
+        configs = dict(current)
+        for name, op, value in ops:
+            if op == AlterOp.DELETE:
+                configs.pop(name, None)
+                continue
+            if value is None:
+                raise _config_error(f"Null value not supported for: {name}.")
+            if op == AlterOp.SET:
+                configs[name] = value
+                continue
+            items = [i.strip() for i in configs.get(name, base(name)).split(",") if i.strip()]
+            given = [i.strip() for i in value.split(",") if i.strip()]
+            items = items + [i for i in given if i not in items] if op == AlterOp.APPEND \
+                else [i for i in items if i not in given]
+            configs[name] = ",".join(items)
+        return _validated(configs)
+    return change
+
+
+def _validated(configs: Mapping[str, object]) -> dict[str, str]:
+    try:
+        canonical = validate_topic_configs(configs)
+    except ConfigError as exc:
+        raise _config_error(exc.message) from exc
+    log_config(canonical)  # the storage layer's own checks, before anything is written
+    return canonical
+
+
+def _replacement(ops: Sequence[tuple[str, int, str | None]]) -> Change:
+    """AlterConfigs: the given configs become the whole set (a null value leaves a config out)."""
+    given = {key: value for key, _, value in ops if value is not None}
+    unknown = sorted(set(given) - TOPIC_CONFIGS.keys())
+    if unknown:
+        raise _config_error(f"Unknown topic config '{unknown[0]}'.")
+    validated = _validated(given)
+    return lambda _current: validated
+
+
+def _to_topic_names(names: Iterable[str]) -> None:
+    for name in names:
+        if name not in TOPIC_NAME_FOR_BROKER_CONFIG:
+            raise _config_error(f"Cannot update broker config '{name}' dynamically: the dynamic broker "
+                                f"configs are {', '.join(sorted(TOPIC_NAME_FOR_BROKER_CONFIG))}.")
+
+
+async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
+                 *, replace: bool, validate_only: bool) -> None:
+    """Apply ``ops`` to one resource; ``replace`` is AlterConfigs (the given set becomes the whole set)."""
+    counts = Counter(op[0] for op in ops)
+    duplicates = sorted(key for key, n in counts.items() if n > 1)
+    if duplicates:
+        raise _request_error(f"Error due to duplicate config keys: {', '.join(duplicates)}.")
+    if resource_type == TOPIC:
+        defaults = broker.cluster_defaults
+        change = (_replacement(ops) if replace
+                  else incremental_change(ops, lambda key: defaults.get(key, TOPIC_CONFIGS[key].default)))
+        await broker.on_db(broker.store.alter_topic_configs, name, change, dry_run=validate_only)
+    elif resource_type == BROKER:
+        _check_broker_name(broker, name)
+        _to_topic_names(op[0] for op in ops)
+        topic_ops = [(TOPIC_NAME_FOR_BROKER_CONFIG[key], op, value) for key, op, value in ops]
+        change = (_replacement(topic_ops) if replace
+                  else incremental_change(topic_ops, lambda key: TOPIC_CONFIGS[key].default))
+        await broker.on_db(broker.store.alter_cluster_configs, change, dry_run=validate_only)
+    else:
+        raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
+
+
+async def _alter_all(broker: Broker, request: Request, *, replace: bool) -> list[dict[str, Any]]:
+    body = request.body
+    seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
+    results = []
+    changed = False
+    for resource in body.resources:
+        result: dict[str, Any] = {"error_code": WireError.none, "error_message": None,
+                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name}
+        ops = [(c.name, AlterOp.SET if replace else c.config_operation, c.value) for c in resource.configs]
+        try:
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise _request_error("Duplicate resource in request.")
+            await _alter(broker, resource.resource_type, resource.resource_name, ops, replace=replace,
+                         validate_only=body.validate_only)
+            changed = changed or not body.validate_only
+        except KafkaError as exc:
+            result.update(error_code=wire(exc.code), error_message=str(exc))
+        results.append(result)
+    if changed:
+        await broker.refresh_topics()
+    return results
+
+
+@api(33, "AlterConfigs", 0, 2)
+async def alter_configs(broker: Broker, request: Request) -> Any:
+    results = await _alter_all(broker, request, replace=True)
+    return build(load_response_schema(33, request.api_version), {"throttle_time": ZERO, "responses": results})
+
+
+@api(44, "IncrementalAlterConfigs", 0, 1)
+async def incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    results = await _alter_all(broker, request, replace=False)
+    return build(load_response_schema(44, request.api_version), {"throttle_time": ZERO, "responses": results})
