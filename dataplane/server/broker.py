@@ -26,6 +26,7 @@ from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.server.apis import REGISTRY
 from dataplane.server.config import BrokerConfig
+from dataplane.server.metrics import BrokerMetrics
 from dataplane.storage import Log, LogConfig, LogManager
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ class Broker:
         self._store: MetadataStore | None = None
         self.topics: dict[str, TopicState] = {}
         self.appended = asyncio.Condition()
+        self.metrics = BrokerMetrics(self.manager)
+        self.stopping = False
+        self._busy: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -74,7 +78,20 @@ class Broker:
         self._store = MetadataStore(conn, self.config.cluster_id, self.config.metadata_schema)
         self._store.ensure_cluster()
 
+    async def begin_shutdown(self) -> list[asyncio.Task[Any]]:
+        """Refuse new requests and end long polls early; returns the tasks still inside a request.
+
+        Each of those tasks is cancelled as soon as its handler returns (its response is
+        already handed to the transport by then, and closing a transport flushes it), so
+        a connection ends after the request it is serving instead of reading another one.
+        """
+        self.stopping = True
+        await self.notify_appended()
+        return list(self._busy)
+
     async def stop(self) -> None:
+        """Flush every log and write the clean-shutdown markers; call after connections are gone."""
+        self.stopping = True
         await asyncio.to_thread(self.manager.shutdown)
         if self._store is not None:
             await self.on_db(self._store.conn.close)
@@ -139,4 +156,16 @@ class Broker:
     # ------------------------------------------------------------------ dispatch
 
     async def handle(self, request: Request) -> Any:
-        return await REGISTRY[request.api_key].handler(self, request)
+        if self.stopping:
+            # A ConnectionError is what the connection loop treats as "this connection is over".
+            raise ConnectionAbortedError("broker is shutting down")
+        task = asyncio.current_task()
+        if task is not None:
+            self._busy.add(task)
+        try:
+            return await REGISTRY[request.api_key].handler(self, request)
+        finally:
+            if task is not None:
+                self._busy.discard(task)
+                if self.stopping:
+                    task.cancel()  # lands on the connection's next await: after this response is written
