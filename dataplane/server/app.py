@@ -35,6 +35,8 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
         connections.add(task)
         try:
             await serve_connection(broker, reader, writer)
+        except asyncio.CancelledError:
+            pass  # only shutdown cancels these; a cancelled connection task is logged as an error by 3.11's streams
         finally:
             connections.discard(task)
 

@@ -162,9 +162,11 @@ class Broker:
         task = asyncio.current_task()
         if task is not None:
             self._busy.add(task)
+        self.metrics.request_started(request.api_key)
         try:
             return await REGISTRY[request.api_key].handler(self, request)
         finally:
+            self.metrics.request_finished(request.api_key)
             if task is not None:
                 self._busy.discard(task)
                 if self.stopping:

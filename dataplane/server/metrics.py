@@ -116,9 +116,12 @@ class BrokerMetrics:
         self.latency = Histogram("sluice_request_latency_seconds",
                                  "From a whole request frame read to its response handed to the socket.",
                                  ["api"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.in_flight = Gauge("sluice_requests_in_flight", "Requests being handled (a parked long poll counts).",
+                               ["api"], registry=self.registry)
         self.connections = Gauge("sluice_connections_open", "Client connections open.", registry=self.registry)
         self.registry.register(PartitionCollector(manager))
         self._request_children: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._in_flight_children: dict[int, Any] = {}
 
     def observe_request(self, api_key: int, error: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
         children = self._request_children.get((api_key, error))
@@ -132,6 +135,18 @@ class BrokerMetrics:
         self.bytes_in.inc(bytes_in)
         if bytes_out:
             self.bytes_out.inc(bytes_out)
+
+    def request_started(self, api_key: int) -> None:
+        self._in_flight(api_key).inc()
+
+    def request_finished(self, api_key: int) -> None:
+        self._in_flight(api_key).dec()
+
+    def _in_flight(self, api_key: int) -> Any:
+        child = self._in_flight_children.get(api_key)
+        if child is None:
+            child = self._in_flight_children[api_key] = self.in_flight.labels(api_name(api_key))
+        return child
 
     def connection_opened(self) -> None:
         self.connections.inc()
