@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.dataplane.server.processes import logged_broker
 from tests.dataplane.server.test_metrics import scrape
 
@@ -94,3 +96,32 @@ def test_sigterm_under_load_is_prompt_and_loses_no_acknowledged_record(tmp_path:
         broker.stop()
     missing = [offset for offset, value in acked.items() if stored.get(offset) != value]
     assert not missing, f"{len(missing)} acknowledged records lost or changed, first {missing[:5]}"
+
+
+def test_a_request_that_never_finishes_is_cancelled_after_the_grace_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound itself: idle connections go at once, a stuck request goes after the grace period."""
+    import asyncio
+    from typing import Any
+
+    from dataplane.server import app
+
+    monkeypatch.setattr(app, "SHUTDOWN_GRACE_SECONDS", 0.2)
+
+    class StuckBroker:
+        def __init__(self, busy: list[asyncio.Task[Any]]) -> None:
+            self.busy = busy
+
+        async def begin_shutdown(self) -> list[asyncio.Task[Any]]:
+            return self.busy
+
+    async def run() -> tuple[bool, bool, float]:
+        forever = asyncio.Event()
+        idle = asyncio.create_task(forever.wait())
+        stuck = asyncio.create_task(forever.wait())
+        started = time.monotonic()
+        await app._close_connections(StuckBroker([stuck]), {idle, stuck})  # type: ignore[arg-type]
+        return idle.cancelled(), stuck.cancelled(), time.monotonic() - started
+
+    idle_cancelled, stuck_cancelled, took = asyncio.run(run())
+    assert idle_cancelled and stuck_cancelled
+    assert 0.2 <= took < 2
