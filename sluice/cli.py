@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import logging
 import os
@@ -11,8 +12,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sluice import runtime
+
+if TYPE_CHECKING:
+    from dataplane.server.config import BrokerConfig
+
+DEV_METRICS_LISTEN = ("127.0.0.1", 9644)
 
 
 def _wait_for_port(host: str, port: int, timeout: float) -> bool:
@@ -122,32 +129,86 @@ def cmd_manage(args: argparse.Namespace) -> int:
 
 
 def _host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+    from dataplane.server.config import parse_host_port
+
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _optional_host_port(text: str) -> tuple[str, int] | None:
+    return None if text in ("", "off") else _host_port(text)
+
+
+def _fail(message: str) -> NoReturn:
+    """Configuration mistakes: one readable line and status 2, like argparse's own usage errors."""
+    print(f"sluice: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """BrokerConfig fields given on the command line (flags default to None so the file can set them)."""
+    fields: dict[str, Any] = {}
+    if args.listen is not None:
+        fields["host"], fields["port"] = args.listen
+    if args.advertise is not None:
+        fields["advertised_host"], fields["advertised_port"] = args.advertise
+    if args.data_dir is not None:
+        fields["data_dir"] = Path(args.data_dir)
+    if args.metrics_listen is not None:
+        try:
+            fields["metrics_listen"] = _optional_host_port(args.metrics_listen)
+        except argparse.ArgumentTypeError as exc:
+            _fail(f"--metrics-listen: {exc}")
+    for flag, field in (("node_id", "node_id"), ("metadata_url", "metadata_url"), ("cluster_id", "cluster_id"),
+                        ("num_partitions", "num_partitions"), ("auto_create_topics", "auto_create_topics"),
+                        ("default_replication_factor", "default_replication_factor"), ("rack", "rack"),
+                        ("fetch_transfer", "fetch_transfer"), ("socket_request_max_bytes", "max_request_bytes")):
+        if getattr(args, flag) is not None:
+            fields[field] = getattr(args, flag)
+    return fields
+
+
+def broker_config(args: argparse.Namespace) -> BrokerConfig:
+    """Defaults < config file < flags; --dev fills in what a laptop needs. The metadata URL may be ''."""
+    from dataplane.server.config import BrokerConfig, ConfigError, settings_from_file
+
+    placeholders: dict[str, Any] = {"node_id": 0, "host": "127.0.0.1", "port": 9092, "data_dir": Path("."),
+                                    "metadata_url": ""}
+    from_file: dict[str, Any] = {}
+    if args.config is not None:
+        try:
+            from_file = {field: value for field, (_, value) in settings_from_file(Path(args.config)).items()}
+            BrokerConfig(**{**placeholders, **from_file})  # so a bad value in the file is blamed on the file
+        except ConfigError as exc:
+            _fail(f"{args.config}: {exc}")
+    fields: dict[str, Any] = {"host": "127.0.0.1", "port": 9092, **from_file, **_flag_fields(args)}
+    for required, flag, setting in (("node_id", "--node-id", "node.id"), ("data_dir", "--data-dir", "log.dirs")):
+        if required not in fields:
+            _fail(f"broker: {flag} is required (or {setting} in --config)")
+    fields.setdefault("metadata_url", os.environ.get("DATABASE_URL", ""))
+    fields.setdefault("auto_create_topics", bool(args.dev))
+    if args.dev:
+        fields.setdefault("metrics_listen", DEV_METRICS_LISTEN)
+    try:
+        return BrokerConfig(**fields)
+    except ConfigError as exc:
+        _fail(str(exc))
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from dataplane.server.app import main as broker_main
-    from dataplane.server.config import BrokerConfig
 
-    metadata_url = args.metadata_url or os.environ.get("DATABASE_URL", "")
+    config = broker_config(args)
     postgres = None
-    if not metadata_url:
+    if not config.metadata_url:
         if not args.dev:
-            raise SystemExit("sluice: no metadata database: pass --metadata-url, set DATABASE_URL, or use --dev")
+            _fail("no metadata database: pass --metadata-url, set metadata.url or DATABASE_URL, or use --dev")
         from sluice.embedded import EmbeddedPostgres
 
         postgres = EmbeddedPostgres(runtime.var_dir() / "postgres")
-        metadata_url = postgres.start()
-    host, port = args.listen
-    advertised = args.advertise or (None, None)
-    config = BrokerConfig(node_id=args.node_id, host=host, port=port, data_dir=Path(args.data_dir),
-                          metadata_url=metadata_url, cluster_id=args.cluster_id,
-                          advertised_host=advertised[0], advertised_port=advertised[1],
-                          auto_create_topics=args.dev or args.auto_create_topics,
-                          num_partitions=args.num_partitions, fetch_transfer=args.fetch_transfer)
+        config = dataclasses.replace(config, metadata_url=postgres.start())
     try:
         return broker_main(config)
     finally:
@@ -166,18 +227,28 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--quiet", action="store_true", help="no HTTP access log")
     up.set_defaults(func=cmd_up)
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
-    broker.add_argument("--node-id", type=int, required=True)
-    broker.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9092), help="HOST:PORT")
+    broker.add_argument("--config", default=None, metavar="FILE",
+                        help="TOML file of settings with Kafka's names (node.id, log.dirs, ...); flags override it")
+    broker.add_argument("--node-id", type=int, default=None, help="node.id (required here or in --config)")
+    broker.add_argument("--listen", type=_host_port, default=None, help="HOST:PORT (default 127.0.0.1:9092)")
     broker.add_argument("--advertise", type=_host_port, default=None, help="HOST:PORT clients should use")
-    broker.add_argument("--data-dir", required=True)
-    broker.add_argument("--metadata-url", default="", help="Postgres URL (default: DATABASE_URL)")
-    broker.add_argument("--cluster-id", default="sluice-dev")
-    broker.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
-    broker.add_argument("--fetch-transfer", choices=("sendfile", "copy"), default="sendfile",
-                        help="how Fetch moves record data from segment files to sockets")
-    broker.add_argument("--auto-create-topics", action="store_true", help="auto.create.topics.enable")
+    broker.add_argument("--data-dir", default=None, help="log.dirs (required here or in --config)")
+    broker.add_argument("--metadata-url", default=None, help="Postgres URL (default: DATABASE_URL)")
+    broker.add_argument("--cluster-id", default=None, help="cluster.id (default sluice-dev)")
+    broker.add_argument("--num-partitions", type=int, default=None, help="partitions of auto-created topics")
+    broker.add_argument("--default-replication-factor", type=int, default=None)
+    broker.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None,
+                        help="auto.create.topics.enable (default: on with --dev, else off)")
+    broker.add_argument("--socket-request-max-bytes", type=int, default=None, help="largest request accepted")
+    broker.add_argument("--rack", default=None, help="broker.rack")
+    broker.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
+                        help=f"serve Prometheus /metrics here ('off' to disable; {DEV_METRICS_LISTEN[0]}:"
+                             f"{DEV_METRICS_LISTEN[1]} with --dev)")
+    broker.add_argument("--fetch-transfer", choices=("sendfile", "copy"), default=None,
+                        help="how Fetch sends record data")
     broker.add_argument("--dev", action="store_true",
-                        help="embedded Postgres under var/ when no metadata URL is given; auto-create topics")
+                        help="embedded Postgres under var/ when no metadata URL is given; auto-create topics; "
+                             "metrics on")
     broker.set_defaults(func=cmd_broker)
     manage = sub.add_parser("manage", help="Django management commands (migrate, createsuperuser, ...)")
     manage.add_argument("rest", nargs=argparse.REMAINDER)

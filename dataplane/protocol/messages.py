@@ -17,6 +17,7 @@ from kio.index import KioIndexError, load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
+from dataplane.protocol.bounds import BoundsError, check_bounds
 from dataplane.protocol.framing import RemoteProtocolError
 
 _HEAD = struct.Struct(">hhi")  # api key, api version, correlation id: the same in every header version
@@ -47,9 +48,9 @@ class UnsupportedRequest:
 
 
 @functools.cache
-def _readers(api_key: int, api_version: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def _readers(api_key: int, api_version: int) -> tuple[Callable[..., Any], Callable[..., Any], type[Any]]:
     schema = load_request_schema(api_key, api_version)
-    return entity_reader(schema.__header_schema__), entity_reader(schema)
+    return entity_reader(schema.__header_schema__), entity_reader(schema), schema
 
 
 def parse_request(payload: bytes) -> Request | UnsupportedRequest:
@@ -58,13 +59,18 @@ def parse_request(payload: bytes) -> Request | UnsupportedRequest:
         raise RemoteProtocolError(f"request of {len(payload)} bytes is shorter than any request header")
     api_key, api_version, correlation_id = _HEAD.unpack_from(payload)
     try:
-        read_header, read_body = _readers(api_key, api_version)
+        read_header, read_body, schema = _readers(api_key, api_version)
     except KioIndexError:
         return UnsupportedRequest(api_key, api_version, correlation_id)
     try:
+        # Before the native reader: it trusts array counts when allocating, and a failed allocation aborts.
+        check_bounds(schema.__header_schema__, schema, payload)
         header, offset = read_header(payload, 0)
         body, _ = read_body(payload, offset)
-    except (DecodeError, KeyError, ValueError, TypeError, struct.error, UnicodeDecodeError) as exc:
+    except BoundsError as exc:
+        raise RemoteProtocolError(f"malformed request api_key={api_key} v{api_version}: {exc}") from exc
+    except (DecodeError, KeyError, ValueError, TypeError, struct.error, UnicodeDecodeError, OverflowError,
+            IndexError, MemoryError, RecursionError) as exc:
         # kio raises KeyError for unknown tagged fields and BufferUnderflow (a DecodeError) for short input.
         raise RemoteProtocolError(f"malformed request api_key={api_key} v{api_version}: {exc!r}") from exc
     # Trailing bytes are ignored, as Kafka's own request parser does: librdkafka's all-topics

@@ -12,6 +12,7 @@ from dataplane.server.broker import Broker
 from dataplane.server.config import BrokerConfig
 from dataplane.server.connection import Listener
 from dataplane.server.identity import DirectoryMismatch
+from dataplane.server.metrics import serve_metrics
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 5.0  # in-flight requests get this long; the whole stop stays under 10 s
@@ -24,8 +25,20 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
     except (KafkaError, DirectoryMismatch) as exc:
         await broker.stop()
         raise SystemExit(f"sluice: broker {config.node_id}: {exc}") from None
-    listener = Listener(broker, config.host, config.port)
+    try:
+        listener = Listener(broker, config.host, config.port)
+        metrics_server = None
+        if config.metrics_listen is not None:
+            mhost, mport = config.metrics_listen
+            metrics_server = await asyncio.start_server(lambda r, w: serve_metrics(broker.metrics, r, w), mhost, mport)
+    except OSError as exc:
+        await broker.stop()
+        raise SystemExit(f"sluice: cannot listen: {exc.strerror} ({exc})") from None
     listener.start()
+    if metrics_server is not None:
+        mhost, mport = metrics_server.sockets[0].getsockname()[:2]
+        log.info("metrics on http://%s:%d/metrics", mhost, mport)
+        print(f"sluice broker {config.node_id} metrics on http://{mhost}:{mport}/metrics", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -39,7 +52,10 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
     try:
         await stop.wait()
     finally:
-        broker.stopping = True
+        log.info("broker %d shutting down: %d connections open", config.node_id, len(listener.connections))
+        await broker.begin_shutdown()
+        if metrics_server is not None:
+            metrics_server.close()
         await listener.close(SHUTDOWN_GRACE_SECONDS)
         await broker.stop()
         log.info("broker %d stopped cleanly", config.node_id)

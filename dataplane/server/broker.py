@@ -28,6 +28,7 @@ from dataplane.protocol.messages import Request
 from dataplane.server.apis import REGISTRY
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
+from dataplane.server.metrics import BrokerMetrics
 from dataplane.storage import Log, LogConfig, LogManager
 from dataplane.storage.producer_state import ProducerStateManager, rebuild_producer_state
 
@@ -92,6 +93,7 @@ class Broker:
         self.stopping = False
         self.live_brokers: list[BrokerRegistration] = []
         self._heartbeat: asyncio.Task[None] | None = None
+        self.metrics = BrokerMetrics(self.manager)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -129,6 +131,11 @@ class Broker:
         conn = psycopg.connect(self.config.metadata_url)
         self._store = MetadataStore(conn, self.config.cluster_id, self.config.metadata_schema)
         self._store.ensure_cluster()
+
+    async def begin_shutdown(self) -> None:
+        """Refuse new requests and end long polls early (connections stop reading once this is set)."""
+        self.stopping = True
+        await self.notify_appended()
 
     async def stop(self) -> None:
         if self._heartbeat is not None:
@@ -239,4 +246,11 @@ class Broker:
     # ------------------------------------------------------------------ dispatch
 
     async def handle(self, request: Request) -> Any:
-        return await REGISTRY[request.api_key].handler(self, request)
+        if self.stopping:
+            # A ConnectionError is what the connection loop treats as "this connection is over".
+            raise ConnectionAbortedError("broker is shutting down")
+        self.metrics.request_started(request.api_key)
+        try:
+            return await REGISTRY[request.api_key].handler(self, request)
+        finally:
+            self.metrics.request_finished(request.api_key)

@@ -1,11 +1,26 @@
-"""Broker settings."""
+"""Broker settings, and the config file that sets them with Kafka's names.
+
+``BrokerConfig`` validates itself, so a bad value is refused the same way whether
+it came from a flag, the file or code. ``settings_from_file`` turns a TOML table
+into ``BrokerConfig`` keyword arguments; dotted TOML keys (``node.id = 1``) and
+tables (``[log] dirs = ...``) both flatten to Kafka's dotted names.
+"""
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+
+FETCH_TRANSFERS = ("sendfile", "copy")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names it as an operator would write it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +40,171 @@ class BrokerConfig:
     max_request_bytes: int = DEFAULT_MAX_FRAME_BYTES
     rack: str | None = None
     lease_seconds: float = 10.0  # broker registration lease in the metadata store, renewed every third
-    fetch_transfer: str = "sendfile"  # or "copy": how Fetch moves file data to the socket
+    metrics_listen: tuple[str, int] | None = None  # HOST:PORT of the Prometheus endpoint; None = off
+    fetch_transfer: str = "sendfile"  # how Fetch sends record data: "sendfile" (zero-copy) or "copy"
+
+    def __post_init__(self) -> None:
+        _at_least("node.id", self.node_id, 0)
+        _port("listeners", self.port, allow_zero=True)
+        if self.advertised_port is not None:
+            _port("advertised.listeners", self.advertised_port, allow_zero=False)
+        _at_least("num.partitions", self.num_partitions, 1)
+        _at_least("default.replication.factor", self.default_replication_factor, 1)
+        _at_least("socket.request.max.bytes", self.max_request_bytes, 1)
+        if self.max_request_bytes > 2**31 - 1:
+            raise ConfigError(f"socket.request.max.bytes must be at most {2**31 - 1}, not {self.max_request_bytes}")
+        if self.metrics_listen is not None:
+            _port("metrics.listen", self.metrics_listen[1], allow_zero=True)
+        if self.fetch_transfer not in FETCH_TRANSFERS:
+            raise ConfigError(f"fetch.transfer must be one of {', '.join(FETCH_TRANSFERS)}, "
+                              f"not {self.fetch_transfer!r}")
+        if not self.cluster_id:
+            raise ConfigError("cluster.id must not be empty")
 
     @property
     def advertised(self) -> tuple[str, int]:
         return self.advertised_host or self.host, self.advertised_port or self.port
+
+
+def _at_least(name: str, value: int, low: int) -> None:
+    if value < low:
+        raise ConfigError(f"{name} must be at least {low}, not {value}")
+
+
+def _port(name: str, value: int, *, allow_zero: bool) -> None:
+    if not (0 if allow_zero else 1) <= value < 65536:
+        raise ConfigError(f"{name} port must be between {0 if allow_zero else 1} and 65535, not {value}")
+
+
+# ---------------------------------------------------------------------- value parsers
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[v6]:PORT`` or Kafka's single-listener ``PLAINTEXT://HOST:PORT``."""
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        if scheme.upper() != "PLAINTEXT":
+            raise ValueError(f"only PLAINTEXT listeners are supported, got {text!r}")
+        text = rest
+    if "," in text:
+        raise ValueError(f"only one listener is supported, got {text!r}")
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"expected an integer, got {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"expected an integer, got {value!r}") from None
+
+
+def _bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value
+
+
+def _listen(value: object) -> dict[str, Any]:
+    host, port = parse_host_port(_str(value))
+    return {"host": host, "port": port}
+
+
+def _advertise(value: object) -> dict[str, Any]:
+    host, port = parse_host_port(_str(value))
+    return {"advertised_host": host, "advertised_port": port}
+
+
+def _data_dir(value: object) -> dict[str, Any]:
+    text = _str(value)
+    if "," in text:
+        raise ValueError(f"only one log directory is supported, got {text!r}")
+    if not text:
+        raise ValueError("must not be empty")
+    return {"data_dir": Path(text)}
+
+
+def _metrics(value: object) -> dict[str, Any]:
+    text = _str(value)
+    return {"metrics_listen": parse_host_port(text) if text else None}
+
+
+def _field(name: str, convert: Callable[[object], object]) -> Callable[[object], dict[str, Any]]:
+    return lambda value: {name: convert(value)}
+
+
+# Kafka's name where Kafka has one; the short forms are what the flags are called.
+FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
+    "node.id": _field("node_id", _int),
+    "broker.id": _field("node_id", _int),
+    "listeners": _listen,
+    "listen": _listen,
+    "advertised.listeners": _advertise,
+    "advertise": _advertise,
+    "log.dirs": _data_dir,
+    "log.dir": _data_dir,
+    "metadata.url": _field("metadata_url", _str),
+    "metadata.schema": _field("metadata_schema", _str),
+    "cluster.id": _field("cluster_id", _str),
+    "num.partitions": _field("num_partitions", _int),
+    "default.replication.factor": _field("default_replication_factor", _int),
+    "auto.create.topics.enable": _field("auto_create_topics", _bool),
+    "socket.request.max.bytes": _field("max_request_bytes", _int),
+    "broker.rack": _field("rack", _str),
+    "metrics.listen": _metrics,
+    "fetch.transfer": _field("fetch_transfer", _str),
+}
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def settings_from_table(table: Mapping[str, Any]) -> dict[str, tuple[str, object]]:
+    """BrokerConfig field -> (setting name it came from, value). Raises ConfigError."""
+    fields: dict[str, tuple[str, object]] = {}
+    for name, raw in _flatten(table).items():
+        parse = FILE_SETTINGS.get(name)
+        if parse is None:
+            raise ConfigError(f"unknown setting {name!r}")
+        try:
+            parsed = parse(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+        for field, value in parsed.items():
+            if field in fields and fields[field][0] != name:
+                raise ConfigError(f"{name} and {fields[field][0]} both set the same thing; keep one")
+            fields[field] = (name, value)
+    return fields
+
+
+def settings_from_file(path: Path) -> dict[str, tuple[str, object]]:
+    """Read a TOML broker config. Raises ConfigError (unreadable, not TOML, unknown or bad settings)."""
+    try:
+        with path.open("rb") as fh:
+            table = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}") from None
+    return settings_from_table(table)
+

@@ -18,13 +18,14 @@ import errno
 import logging
 import os
 import socket
+import time
 from typing import TYPE_CHECKING
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.framing import FrameDecoder, RemoteProtocolError
+from dataplane.protocol.framing import SIZE, FrameDecoder, RemoteProtocolError
 from dataplane.protocol.messages import (
     API_VERSIONS_KEY,
     Chunk,
@@ -34,6 +35,7 @@ from dataplane.protocol.messages import (
     parse_request,
 )
 from dataplane.server.apis import REGISTRY, api_version_entries
+from dataplane.server.metrics import response_error
 from dataplane.storage import FileRegion
 
 if TYPE_CHECKING:
@@ -129,6 +131,8 @@ class Connection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     async def serve(self) -> None:
+        metrics = self.broker.metrics
+        metrics.connection_opened()
         try:
             while not self.broker.stopping:
                 data = await self.loop.sock_recv(self.sock, RECV_BYTES)
@@ -147,19 +151,27 @@ class Connection:
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
+            metrics.connection_closed()
             self.sock.close()
 
     async def _handle(self, payload: bytes) -> None:
+        started = time.perf_counter()
         parsed = parse_request(payload)
         served = REGISTRY.get(parsed.api_key)
         if isinstance(parsed, UnsupportedRequest) or served is None or not served.supports(parsed.api_version):
             if parsed.api_key != API_VERSIONS_KEY:
                 raise RemoteProtocolError(f"api key {parsed.api_key} v{parsed.api_version} is not served here")
-            await self.send(encode_response(parsed.correlation_id, unsupported_api_versions()))
-            return
-        response = await served.handler(self.broker, parsed)
-        if response is not None:
-            await self.send(encode_response(parsed.correlation_id, response))
+            chunks = encode_response(parsed.correlation_id, unsupported_api_versions())
+            await self.send(chunks)
+            error = int(WireError.unsupported_version)
+        else:
+            response = await self.broker.handle(parsed)
+            chunks = [] if response is None else encode_response(parsed.correlation_id, response)
+            if chunks:
+                await self.send(chunks)
+            error = response_error(response)
+        self.broker.metrics.observe_request(parsed.api_key, error, time.perf_counter() - started,
+                                            SIZE.size + len(payload), sum(map(len, chunks)))
 
     # ------------------------------------------------------------------ writing
 

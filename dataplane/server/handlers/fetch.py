@@ -27,7 +27,7 @@ async def fetch(broker: Broker, request: Request) -> Any:
     while True:
         responses, total = await _fetch_once(broker, body)
         remaining = deadline - time.monotonic()
-        if total >= body.min_bytes or remaining <= 0:
+        if total >= body.min_bytes or remaining <= 0 or broker.stopping:
             break
         async with broker.appended:
             with contextlib.suppress(TimeoutError):

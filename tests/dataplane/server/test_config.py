@@ -1,0 +1,121 @@
+"""`sluice broker --config`: Kafka's names in TOML, flags win, mistakes are one line and status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataplane.server.config import BrokerConfig, ConfigError, settings_from_table
+from sluice.cli import broker_config, build_parser
+from sluice.embedded import free_port
+from tests.dataplane.server.conftest import ROOT
+from tests.dataplane.server.processes import LoggedBroker
+from tests.dataplane.server.test_metrics import scrape
+
+
+def fields(table: dict[str, object]) -> dict[str, object]:
+    return {field: value for field, (_, value) in settings_from_table(table).items()}
+
+
+def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
+    assert fields({"node": {"id": 3}, "log": {"dirs": "/data"}, "auto.create.topics.enable": "false",
+                   "listeners": "PLAINTEXT://0.0.0.0:9093", "advertised.listeners": "broker-1:19093",
+                   "metrics": {"listen": "127.0.0.1:9644"}, "socket.request.max.bytes": 1024,
+                   "fetch.transfer": "copy", "broker.rack": "r1", "num.partitions": 6,
+                   "default.replication.factor": 1, "metadata.url": "postgresql://x/y", "cluster.id": "c1"}) == {
+        "node_id": 3, "data_dir": Path("/data"), "auto_create_topics": False, "host": "0.0.0.0", "port": 9093,
+        "advertised_host": "broker-1", "advertised_port": 19093, "metrics_listen": ("127.0.0.1", 9644),
+        "max_request_bytes": 1024, "fetch_transfer": "copy", "rack": "r1", "num_partitions": 6,
+        "default_replication_factor": 1, "metadata_url": "postgresql://x/y", "cluster_id": "c1"}
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"foo": 1}, "unknown setting 'foo'"),
+    ({"log": {"dirz": "/x"}}, "unknown setting 'log.dirz'"),
+    ({"node.id": "three"}, "node.id: expected an integer, got 'three'"),
+    ({"node.id": True}, "node.id: expected an integer, got True"),
+    ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable: expected true or false, got 'yes'"),
+    ({"listeners": "SSL://h:1"}, "only PLAINTEXT listeners are supported"),
+    ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "only one listener is supported"),
+    ({"log.dirs": "/a,/b"}, "only one log directory is supported"),
+    ({"listen": "a:1", "listeners": "PLAINTEXT://a:1"}, "both set the same thing"),
+    ({"broker.rack": 5}, "broker.rack: expected a string, got 5"),
+])
+def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings_from_table(table)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"fetch_transfer": "mmap"}, "fetch.transfer must be one of sendfile, copy, not 'mmap'"),
+    ({"num_partitions": 0}, "num.partitions must be at least 1, not 0"),
+    ({"node_id": -1}, "node.id must be at least 0"),
+    ({"port": 70000}, "listeners port must be between 0 and 65535"),
+    ({"max_request_bytes": 2**31}, "socket.request.max.bytes must be at most"),
+])
+def test_broker_config_validates_itself(change: dict[str, object], message: str) -> None:
+    base: dict[str, object] = {"node_id": 1, "host": "h", "port": 1, "data_dir": Path("d"), "metadata_url": ""}
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig(**{**base, **change})  # type: ignore[arg-type]
+
+
+def test_flags_override_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://env/db")
+    config_file = tmp_path / "broker.toml"
+    config_file.write_text('node.id = 4\nlog.dirs = "/from-file"\nnum.partitions = 3\nlisten = "0.0.0.0:9000"\n')
+    args = build_parser().parse_args(["broker", "--config", str(config_file), "--num-partitions", "5",
+                                      "--listen", "127.0.0.1:9001"])
+    config = broker_config(args)
+    assert (config.node_id, config.data_dir, config.num_partitions, config.host, config.port) == (
+        4, Path("/from-file"), 5, "127.0.0.1", 9001)
+    assert config.metadata_url == "postgresql://env/db"
+    assert config.auto_create_topics is False and config.metrics_listen is None
+    dev = broker_config(build_parser().parse_args(["broker", "--config", str(config_file), "--dev"]))
+    assert dev.auto_create_topics is True and dev.metrics_listen == ("127.0.0.1", 9644)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sluice", "broker", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("content", "flags", "line"), [
+    ("foo = 1\n", [], "unknown setting 'foo'"),
+    ('node.id = 1\nlog.dirs = "/x"\nfetch.transfer = "mmap"\n', [],
+     "fetch.transfer must be one of sendfile, copy, not 'mmap'"),
+    ("node.id = [\n", [], "not valid TOML"),
+    ('log.dirs = "/x"\n', [], "--node-id is required (or node.id in --config)"),
+    ("node.id = 1\n", [], "--data-dir is required (or log.dirs in --config)"),
+    ('node.id = 1\nlog.dirs = "/x"\n', ["--num-partitions", "0"], "num.partitions must be at least 1, not 0"),
+])
+def test_cli_exits_2_with_one_line(tmp_path: Path, content: str, flags: list[str], line: str) -> None:
+    config_file = tmp_path / "broker.toml"
+    config_file.write_text(content)
+    result = run_cli("--config", str(config_file), *flags)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and line in result.stderr
+    assert result.stderr.startswith("sluice: ")
+    if "--" not in line and not flags:
+        assert result.stderr.startswith(f"sluice: {config_file}: ")
+
+
+class ConfiguredBroker(LoggedBroker):
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "sluice", "broker", "--config", str(self.data_dir.parent / "broker.toml")]
+
+
+def test_a_broker_runs_from_the_file_alone(tmp_path: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    (tmp_path / "broker.toml").write_text(
+        f'node.id = 7\nlisteners = "PLAINTEXT://127.0.0.1:{port}"\nlog.dirs = "{tmp_path / "data"}"\n'
+        f'cluster.id = "cfg-{port}"\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n')
+    broker = ConfiguredBroker(tmp_path / "data", f"cfg-{port}", port=port, metrics_port=metrics_port)
+    broker.start()
+    try:
+        assert "sluice broker 7 listening on" in broker.output()
+        assert ("sluice_connections_open", ()) in scrape(metrics_port)
+    finally:
+        assert broker.stop() == 0
