@@ -265,7 +265,8 @@ def consumer_config(bootstrap: str, prefetch_all: bool = False) -> dict[str, Any
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
         "enable.partition.eof": False, "max.partition.fetch.bytes": 4 * MiB, "fetch.max.bytes": 64 * MiB,
-        "queued.max.messages.kbytes": 262_144,
+        "queued.min.messages": 1_000_000, "queued.max.messages.kbytes": 262_144,
+        "fetch.queue.backoff.ms": 5,  # default 1000: a full local queue would stall fetching for 1 s
     }
     if prefetch_all:
         conf.update({"queued.min.messages": 10_000_000, "queued.max.messages.kbytes": 2_097_151})
@@ -671,7 +672,7 @@ def profile(procs: Procs, broker: Broker, out_dir: Path, n: int, top: int) -> No
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=None, help="records per case (default 1,000,000; --quick 200,000)")
+    ap.add_argument("--records", type=int, default=None, help="records per case (default 1,000,000; --quick 300,000)")
     ap.add_argument("--quick", action="store_true", help="~1 minute run")
     ap.add_argument("--latency-rate", type=int, default=5000, help="records/s for the latency test")
     ap.add_argument("--latency-seconds", type=float, default=None, help="default 10 (quick 4)")
@@ -682,7 +683,7 @@ def main() -> None:
     ap.add_argument("--profile-dir", default=None, help="where py-spy stacks go (default: a temp dir, kept)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
-    n = args.records or (200_000 if args.quick else 1_000_000)
+    n = args.records or (300_000 if args.quick else 1_000_000)
     lat_s = args.latency_seconds or (4.0 if args.quick else 10.0)
 
     root = Path(tempfile.mkdtemp(prefix="sluice-bench-broker-", dir=args.dir))
