@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # noqa: E402
 
 from sluice.embedded import EmbeddedPostgres, EmbeddedRedis, free_port  # noqa: E402
 
@@ -210,16 +210,29 @@ class Phase:
         return self.server_cpu / (self.nbytes / GiB) if self.nbytes else 0.0
 
 
+@dataclass
+class Timing:
+    """Wall and CPU time of a block, filled in when it ends."""
+
+    seconds: float = 0.0
+    server_cpu: float = 0.0
+    client_cpu: float = 0.0
+
+    def phase(self, records: int, nbytes: int, errors: int = 0) -> Phase:
+        return Phase(records, nbytes, self.seconds, self.server_cpu, self.client_cpu, errors)
+
+
 @contextlib.contextmanager
-def timed(server_pid: int | None) -> Iterator[list[float]]:
-    """Yield a list that receives [seconds, server CPU-s, client CPU-s] when the block ends."""
-    out: list[float] = []
+def timed(server_pid: int | None) -> Iterator[Timing]:
+    """Time the block: wall seconds, the server's CPU-seconds and this process's."""
+    out = Timing()
     s0 = cpu_seconds(server_pid) if server_pid else 0.0
     c0 = self_cpu()
     t0 = time.perf_counter()
     yield out
-    dt = time.perf_counter() - t0
-    out.extend([dt, (cpu_seconds(server_pid) - s0) if server_pid else 0.0, self_cpu() - c0])
+    out.seconds = time.perf_counter() - t0
+    out.server_cpu = (cpu_seconds(server_pid) - s0) if server_pid else 0.0
+    out.client_cpu = self_cpu() - c0
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -258,7 +271,7 @@ def kafka_produce(bootstrap: str, pid: int, topic: str, parts: int, value: bytes
             if not i & 0x3FFF:
                 poll(0)
         left = p.flush(300)
-    return Phase(n, n * len(value), *t, errors=errors[0] + left)
+    return t.phase(n, n * len(value), errors[0] + left)
 
 
 def consumer_config(bootstrap: str, prefetch_all: bool = False) -> dict[str, Any]:
@@ -288,7 +301,7 @@ def _drain(c: Consumer, n: int, timeout: float) -> tuple[int, int, int]:
                     errors += 1
                 else:
                     count += 1
-                    nbytes += len(m.value())
+                    nbytes += len(m.value() or b"")
     return count, nbytes, errors
 
 
@@ -302,7 +315,7 @@ def kafka_consume(bootstrap: str, pid: int, topic: str, parts: int, n: int) -> P
             count, nbytes, errors = _drain(c, n, 300)
     finally:
         c.close()
-    return Phase(count, nbytes, *t, errors=errors + (n - count))
+    return t.phase(count, nbytes, errors + (n - count))
 
 
 def kafka_decode(bootstrap: str, pid: int, topic: str, parts: int, n: int, value_size: int) -> Phase:
@@ -328,7 +341,7 @@ def kafka_decode(bootstrap: str, pid: int, topic: str, parts: int, n: int, value
             count, nbytes, errors = _drain(c, m - len(first), 60)
     finally:
         c.close()
-    return Phase(count, nbytes, *t, errors=errors)
+    return t.phase(count, nbytes, errors)
 
 
 def redis_benchmark_xadd(port: int, key: str, parts: int, value_size: int, n: int) -> Phase | None:
@@ -368,7 +381,7 @@ def redis_py_xadd(r: redis.Redis, pid: int, keys: list[str], value: bytes, n: in
             if i % PIPELINE == PIPELINE - 1:
                 pipe.execute()
         pipe.execute()
-    return Phase(n, n * len(value), *t)
+    return t.phase(n, n * len(value))
 
 
 def redis_py_xrange(r: redis.Redis, pid: int, keys: list[str]) -> Phase:
@@ -389,7 +402,7 @@ def redis_py_xrange(r: redis.Redis, pid: int, keys: list[str]) -> Phase:
                     nbytes += sum(len(f[b"v"]) for _, f in entries)
                     if k in cursors:
                         cursors[k] = "(" + entries[-1][0].decode()
-    return Phase(count, nbytes, *t)
+    return t.phase(count, nbytes)
 
 
 def percentiles(lat_ns: list[int]) -> tuple[float, float, float]:
@@ -458,7 +471,9 @@ def redis_latency(port: int, key: str, rate: int, seconds: float, size: int) -> 
     rc = redis.Redis(host="127.0.0.1", port=port)
 
     def produce() -> None:
-        paced(rate, total, lambda _i: rp.xadd(key, {b"v": stamp(size)}))
+        def send(_i: int) -> None:
+            rp.xadd(key, {b"v": stamp(size)})
+        paced(rate, total, send)
 
     th = threading.Thread(target=produce, daemon=True)
     th.start()
@@ -467,7 +482,7 @@ def redis_latency(port: int, key: str, rate: int, seconds: float, size: int) -> 
     deadline = time.monotonic() + seconds + 30
     try:
         while seen < total and time.monotonic() < deadline:
-            reply = rc.xread({key: last}, count=1000, block=200)
+            reply: Any = rc.xread({key: last}, count=1000, block=200)
             now = time.perf_counter_ns()
             for _, entries in reply:
                 for eid, f in entries:
@@ -597,7 +612,8 @@ def run_case(case: Case, broker: Broker, rport: int, rpid: int, n: int) -> None:
     res["produce"] = kafka_produce(broker.bootstrap, broker.pid, topic, case.parts, value, n, 1)
     res["consume"] = kafka_consume(broker.bootstrap, broker.pid, topic, case.parts, n)
     res["redis-benchmark"] = redis_benchmark_xadd(rport, f"rb-{topic}", case.parts, case.size, n)
-    rb_keys = [k.decode() for k in [*r.keys(f"rb-{topic}"), *r.keys(f"rb-{topic}:*")]]
+    found: Any = [*r.keys(f"rb-{topic}"), *r.keys(f"rb-{topic}:*")]
+    rb_keys = [k.decode() for k in found]
     if rb_keys:
         res["redis-benchmark xrange"] = redis_benchmark_xrange(rport, rb_keys[0], case.size, n)
         r.delete(*rb_keys)
