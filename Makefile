@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test chaos lint typecheck schema bench clean-var
+.PHONY: run test chaos lint typecheck schema bench bench-broker clean-var
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ schema: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/storage.py
+
+# The broker against Redis Streams (embedded Postgres and redis-server), a few minutes.
+bench-broker: $(STAMP)
+	$(BIN)/python bench/broker.py
 
 clean-var:
 	rm -rf var
