@@ -45,8 +45,9 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     host, port = listener.address
-    log.info("broker %d listening on %s:%d", config.node_id, host, port)
+    # stdout first: supervisors and tests wait for this line, and the log line says the same on stderr.
     print(f"sluice broker {config.node_id} listening on {host}:{port}", flush=True)
+    log.info("broker %d listening on %s:%d", config.node_id, host, port)
     if ready is not None:
         ready.set()
     try:
