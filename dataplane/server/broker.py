@@ -87,6 +87,7 @@ class Broker:
         self.topics: dict[str, TopicState] = {}
         self.cluster_defaults: dict[str, str] = {}  # cluster-wide topic config defaults (cluster_configs)
         self.appended = asyncio.Condition()
+        self.append_count = 0  # bumped by every append, so a long poll notices one it raced with
         self.runtimes: dict[tuple[str, int], PartitionRuntime] = {}
         self._producer_ids: range = range(0)
         self._producer_id_lock = asyncio.Lock()
@@ -240,6 +241,7 @@ class Broker:
 
     async def notify_appended(self) -> None:
         """Wake long-polling fetches."""
+        self.append_count += 1
         async with self.appended:
             self.appended.notify_all()
 

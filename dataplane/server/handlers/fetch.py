@@ -25,10 +25,14 @@ async def fetch(broker: Broker, request: Request) -> Any:
     body = request.body
     deadline = time.monotonic() + body.max_wait.total_seconds()
     while True:
+        # An append that lands while _fetch_once reads (it awaits threads) must not be slept through.
+        seen = broker.append_count
         responses, total = await _fetch_once(broker, body)
         remaining = deadline - time.monotonic()
         if total >= body.min_bytes or remaining <= 0 or broker.stopping:
             break
+        if broker.append_count != seen:
+            continue
         async with broker.appended:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(broker.appended.wait(), remaining)
