@@ -147,6 +147,20 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+# Group coordinator flags: BrokerConfig field -> (type, Kafka's setting name).
+GROUP_FLAGS: dict[str, tuple[type, str]] = {
+    "offsets_topic_partitions": (int, "offsets.topic.num.partitions (default 50)"),
+    "offsets_topic_replication_factor": (int, "offsets.topic.replication.factor (default 3, capped at live brokers)"),
+    "offsets_retention_minutes": (float, "offsets.retention.minutes (default 10080)"),
+    "offsets_retention_check_interval_ms": (int, "offsets.retention.check.interval.ms (default 600000)"),
+    "offset_metadata_max_bytes": (int, "offset.metadata.max.bytes (default 4096)"),
+    "group_min_session_timeout_ms": (int, "group.min.session.timeout.ms (default 6000)"),
+    "group_max_session_timeout_ms": (int, "group.max.session.timeout.ms (default 1800000)"),
+    "group_initial_rebalance_delay_ms": (int, "group.initial.rebalance.delay.ms (default 3000)"),
+    "group_max_size": (int, "group.max.size (default unlimited)"),
+}
+
+
 def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
     """BrokerConfig fields given on the command line (flags default to None so the file can set them)."""
     fields: dict[str, Any] = {}
@@ -164,7 +178,8 @@ def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
     for flag, field in (("node_id", "node_id"), ("metadata_url", "metadata_url"), ("cluster_id", "cluster_id"),
                         ("num_partitions", "num_partitions"), ("auto_create_topics", "auto_create_topics"),
                         ("default_replication_factor", "default_replication_factor"), ("rack", "rack"),
-                        ("fetch_transfer", "fetch_transfer"), ("socket_request_max_bytes", "max_request_bytes")):
+                        ("fetch_transfer", "fetch_transfer"), ("socket_request_max_bytes", "max_request_bytes"),
+                        *((name, name) for name in GROUP_FLAGS)):
         if getattr(args, flag) is not None:
             fields[field] = getattr(args, flag)
     return fields
@@ -246,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{DEV_METRICS_LISTEN[1]} with --dev)")
     broker.add_argument("--fetch-transfer", choices=("sendfile", "copy"), default=None,
                         help="how Fetch sends record data")
+    for name, (kind, setting) in GROUP_FLAGS.items():
+        broker.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=setting)
     broker.add_argument("--dev", action="store_true",
                         help="embedded Postgres under var/ when no metadata URL is given; auto-create topics; "
                              "metrics on")

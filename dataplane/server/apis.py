@@ -9,6 +9,7 @@ handler implements.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,8 @@ class Api:
 
 
 REGISTRY: dict[int, Api] = {}
+# The peer address of the connection whose request is being handled (each connection is its own task).
+client_host: ContextVar[str] = ContextVar("client_host", default="")
 
 
 def api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.cluster.migrations import migrate
 from dataplane.cluster.store import BrokerRegistration, MetadataStore, PartitionState, TopicState
+from dataplane.coordinator.manager import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, GroupCoordinator
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.server.apis import REGISTRY
@@ -95,6 +96,7 @@ class Broker:
         self.live_brokers: list[BrokerRegistration] = []
         self._heartbeat: asyncio.Task[None] | None = None
         self.metrics = BrokerMetrics(self.manager)
+        self.coordinator = GroupCoordinator(config.coordinator_settings(), self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -106,6 +108,8 @@ class Broker:
         await self.refresh_topics()
         self.live_brokers = await self.on_db(self.store.live_brokers)
         self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name="heartbeat")
+        self.coordinator.start()
+        await self.coordinator.load_all_led()
 
     @property
     def registration(self) -> BrokerRegistration:
@@ -141,6 +145,7 @@ class Broker:
     async def stop(self) -> None:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
+        await self.coordinator.stop()
         await asyncio.to_thread(self._snapshot_producer_state)
         await asyncio.to_thread(self.manager.shutdown)
         if self._store is not None:
@@ -238,6 +243,40 @@ class Broker:
             producer_id = self._producer_ids[0]
             self._producer_ids = self._producer_ids[1:]
             return producer_id
+
+    # ------------------------------------------------------------------ the offsets topic (coordinator's host)
+
+    async def ensure_offsets_topic(self) -> TopicState:
+        """``__consumer_offsets``, created on first need as Kafka does (replication capped at live brokers)."""
+        topic = self.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            return topic
+        brokers = sorted({b.node_id for b in self.live_brokers} | {self.config.node_id})
+        replication = min(self.config.offsets_topic_replication_factor, len(brokers))
+        try:
+            await self.on_db(self.store.create_topic, OFFSETS_TOPIC, self.config.offsets_topic_partitions,
+                             replication, brokers, configs=OFFSETS_TOPIC_CONFIGS, internal=True)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        await self.refresh_topics()
+        return self.topics[OFFSETS_TOPIC]
+
+    def offsets_partition_count(self) -> int | None:
+        topic = self.topics.get(OFFSETS_TOPIC)
+        return None if topic is None else len(topic.partitions)
+
+    def leads_offsets_partition(self, partition: int) -> bool:
+        topic = self.topics.get(OFFSETS_TOPIC)
+        return topic is not None and 0 <= partition < len(topic.partitions) \
+            and topic.partitions[partition].leader == self.config.node_id
+
+    def offsets_log(self, partition: int) -> tuple[Log, int]:
+        topic, state = self.partition_state(OFFSETS_TOPIC, partition)
+        return self.partition_log(topic, partition), state.leader_epoch
+
+    def offsets_appended(self) -> None:
+        asyncio.get_running_loop().create_task(self.notify_appended())
 
     async def notify_appended(self) -> None:
         """Wake long-polling fetches."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dataplane.coordinator.group import GroupSettings
+from dataplane.coordinator.manager import CoordinatorSettings
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 FETCH_TRANSFERS = ("sendfile", "copy")
@@ -42,6 +44,16 @@ class BrokerConfig:
     lease_seconds: float = 10.0  # broker registration lease in the metadata store, renewed every third
     metrics_listen: tuple[str, int] | None = None  # HOST:PORT of the Prometheus endpoint; None = off
     fetch_transfer: str = "sendfile"  # how Fetch sends record data: "sendfile" (zero-copy) or "copy"
+    # The group coordinator, with Kafka's names and defaults.
+    offsets_topic_partitions: int = 50
+    offsets_topic_replication_factor: int = 3  # capped at the live brokers when the topic is created
+    offsets_retention_minutes: float = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 2**31 - 1
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -60,10 +72,31 @@ class BrokerConfig:
                               f"not {self.fetch_transfer!r}")
         if not self.cluster_id:
             raise ConfigError("cluster.id must not be empty")
+        _at_least("offsets.topic.num.partitions", self.offsets_topic_partitions, 1)
+        _at_least("offsets.topic.replication.factor", self.offsets_topic_replication_factor, 1)
+        if not self.offsets_retention_minutes > 0:
+            raise ConfigError(f"offsets.retention.minutes must be positive, not {self.offsets_retention_minutes}")
+        _at_least("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms, 1)
+        _at_least("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0)
+        _at_least("group.min.session.timeout.ms", self.group_min_session_timeout_ms, 0)
+        _at_least("group.max.session.timeout.ms", self.group_max_session_timeout_ms,
+                  self.group_min_session_timeout_ms)
+        _at_least("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0)
+        _at_least("group.max.size", self.group_max_size, 1)
 
     @property
     def advertised(self) -> tuple[str, int]:
         return self.advertised_host or self.host, self.advertised_port or self.port
+
+    def coordinator_settings(self) -> CoordinatorSettings:
+        return CoordinatorSettings(
+            group=GroupSettings(self.group_min_session_timeout_ms, self.group_max_session_timeout_ms,
+                                self.group_initial_rebalance_delay_ms, self.group_max_size),
+            offsets_topic_partitions=self.offsets_topic_partitions,
+            offsets_topic_replication_factor=self.offsets_topic_replication_factor,
+            offsets_retention_ms=round(self.offsets_retention_minutes * 60_000),
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes)
 
 
 def _at_least(name: str, value: int, low: int) -> None:
@@ -101,6 +134,16 @@ def _int(value: object) -> int:
         return int(value)
     except ValueError:
         raise ValueError(f"expected an integer, got {value!r}") from None
+
+
+def _number(value: object) -> float:
+    """Kafka's whole minutes, or a fraction of one (tests and impatient operators)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"expected a number, got {value!r}") from None
 
 
 def _bool(value: object) -> bool:
@@ -165,6 +208,15 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "broker.rack": _field("rack", _str),
     "metrics.listen": _metrics,
     "fetch.transfer": _field("fetch_transfer", _str),
+    "offsets.topic.num.partitions": _field("offsets_topic_partitions", _int),
+    "offsets.topic.replication.factor": _field("offsets_topic_replication_factor", _int),
+    "offsets.retention.minutes": _field("offsets_retention_minutes", _number),
+    "offsets.retention.check.interval.ms": _field("offsets_retention_check_interval_ms", _int),
+    "offset.metadata.max.bytes": _field("offset_metadata_max_bytes", _int),
+    "group.min.session.timeout.ms": _field("group_min_session_timeout_ms", _int),
+    "group.max.session.timeout.ms": _field("group_max_session_timeout_ms", _int),
+    "group.initial.rebalance.delay.ms": _field("group_initial_rebalance_delay_ms", _int),
+    "group.max.size": _field("group_max_size", _int),
 }
 
 

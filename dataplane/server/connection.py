@@ -34,7 +34,7 @@ from dataplane.protocol.messages import (
     encode_response,
     parse_request,
 )
-from dataplane.server.apis import REGISTRY, api_version_entries
+from dataplane.server.apis import REGISTRY, api_version_entries, client_host
 from dataplane.server.metrics import response_error
 from dataplane.storage import FileRegion
 
@@ -132,6 +132,7 @@ class Connection:
 
     async def serve(self) -> None:
         metrics = self.broker.metrics
+        client_host.set(self.peer.rpartition(":")[0] or self.peer)  # this task's requests come from here
         metrics.connection_opened()
         try:
             while not self.broker.stopping:

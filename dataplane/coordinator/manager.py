@@ -1,0 +1,476 @@
+"""The group coordinator: consumer groups and their committed offsets, kept in ``__consumer_offsets``.
+
+Each group belongs to one partition of ``__consumer_offsets`` (Kafka's hash of
+the group id) and is coordinated by that partition's leader. When this broker
+leads a partition it loads the partition's records (offset commits and group
+membership, Kafka's own formats) into ``Group`` state machines; every change is
+appended to that partition before it is acknowledged, so a restarted broker
+rebuilds the same state. The partition is compacted: the latest record per key
+is all a reload needs.
+
+This module is the asyncio adapter around the sans-IO ``Group``: it turns
+JoinGroup/SyncGroup waits into futures, runs one timer for every group's
+deadlines, and serialises writes per partition so records land in the order
+their changes were made. It runs on the broker's event loop; log appends run in
+worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dataplane.coordinator.group import Group, GroupSettings, GroupState, JoinRequest, JoinResult, SyncResult
+from dataplane.coordinator.records import (
+    CoordinatorRecordError,
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_value,
+    encode_key,
+    encode_offset_value,
+    partition_for_group,
+)
+from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.protocol.records import Record, build_batch
+from dataplane.storage import Log
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's settings for the offsets topic: compacted, segments of 100 MiB.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+
+TopicPartition = tuple[str, int]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorSettings:
+    group: GroupSettings = field(default_factory=GroupSettings)
+    offsets_topic_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+
+
+class OffsetsTopicHost(Protocol):
+    """What the coordinator needs of its broker: the offsets topic's shape, leadership and logs."""
+
+    def offsets_partition_count(self) -> int | None:
+        """Partitions of ``__consumer_offsets``, None while the topic does not exist."""
+
+    def leads_offsets_partition(self, partition: int) -> bool: ...
+
+    def offsets_log(self, partition: int) -> tuple[Log, int]:
+        """The partition's log and the leader epoch to append with."""
+
+    def offsets_appended(self) -> None:
+        """Records were appended (wakes long-polling fetches of the offsets topic)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    group_id: str
+    generation: int
+    member_id: str
+    group_instance_id: str | None
+    offsets: Mapping[TopicPartition, tuple[int, int, str | None]]  # offset, leader epoch, metadata
+
+
+class CoordinatorError(KafkaError):
+    """A request for a group this broker cannot serve (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE...)."""
+
+
+@dataclass
+class _Partition:
+    groups: dict[str, Group] = field(default_factory=dict)
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class GroupCoordinator:
+    def __init__(self, settings: CoordinatorSettings, host: OffsetsTopicHost, *,
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.settings = settings
+        self.host = host
+        self.clock = clock
+        self.partitions: dict[int, _Partition] = {}
+        self._loading: dict[int, asyncio.Task[_Partition]] = {}
+        self._wake = asyncio.Event()
+        self._timer: asyncio.Task[None] | None = None
+        self._expirer: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.create_task(self._timer_loop(), name="group-timers")
+        self._expirer = loop.create_task(self._expire_loop(), name="offset-expiry")
+
+    async def stop(self) -> None:
+        for task in (self._timer, self._expirer, *self._loading.values()):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        for partition in self.partitions.values():
+            for group in partition.groups.values():
+                group.fail_all(ErrorCode.NOT_COORDINATOR)
+        self._deliver(self._all_groups())
+        self.partitions.clear()
+
+    def unload(self, partition: int) -> None:
+        """Leadership of ``partition`` moved away: its groups answer NOT_COORDINATOR from now on."""
+        found = self.partitions.pop(partition, None)
+        if found is not None:
+            for group in found.groups.values():
+                group.fail_all(ErrorCode.NOT_COORDINATOR)
+            self._deliver(found.groups.values())
+
+    async def load_all_led(self) -> None:
+        """At start-up: load every offsets partition this broker leads, so offsets are ready at once."""
+        count = self.host.offsets_partition_count()
+        for partition in range(count or 0):
+            if self.host.leads_offsets_partition(partition):
+                await self._loaded(partition)
+
+    # ------------------------------------------------------------------ routing
+
+    def partition_for(self, group_id: str) -> int | None:
+        count = self.host.offsets_partition_count()
+        return None if count is None else partition_for_group(group_id, count)
+
+    async def _partition(self, group_id: str) -> _Partition:
+        partition = self.partition_for(group_id)
+        if partition is None:
+            raise CoordinatorError(f"{OFFSETS_TOPIC} does not exist yet", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not self.host.leads_offsets_partition(partition):
+            self.unload(partition)
+            raise CoordinatorError(f"this broker does not coordinate group {group_id!r}",
+                                   code=ErrorCode.NOT_COORDINATOR)
+        return await self._loaded(partition)
+
+    async def _loaded(self, partition: int) -> _Partition:
+        found = self.partitions.get(partition)
+        if found is not None:
+            return found
+        task = self._loading.get(partition)
+        if task is None:
+            task = self._loading[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._loading.pop(partition, None)
+
+    async def _load(self, partition: int) -> _Partition:
+        offsets_log, _ = self.host.offsets_log(partition)
+        started = time.monotonic()
+        offsets, groups = await asyncio.to_thread(_read_partition, offsets_log)
+        now = self.clock()
+        loaded = _Partition()
+        for group_id, membership in groups.items():
+            restored = self._new_group(group_id)
+            restored.restore(now, membership)
+            loaded.groups[group_id] = restored
+        for (group_id, topic, part), committed in offsets.items():
+            found = loaded.groups.get(group_id)
+            if found is None:
+                found = loaded.groups[group_id] = self._new_group(group_id)
+            found.offsets[(topic, part)] = committed
+        self.partitions[partition] = loaded
+        log.info("loaded %d groups and %d offsets from %s-%d in %.3fs", len(loaded.groups), len(offsets),
+                 OFFSETS_TOPIC, partition, time.monotonic() - started)
+        self._wake.set()
+        return loaded
+
+    def _new_group(self, group_id: str) -> Group:
+        return Group(group_id, self.settings.group, _new_member_id)
+
+    async def _group(self, group_id: str, *, create: bool) -> tuple[_Partition, Group | None]:
+        partition = await self._partition(group_id)
+        group = partition.groups.get(group_id)
+        if group is None and create:
+            group = partition.groups[group_id] = self._new_group(group_id)
+        elif group is not None:
+            # Deadlines that passed before the timer ran are applied first: a heartbeat after the session
+            # ended must not revive the member.
+            deadline = group.next_deadline()
+            if deadline is not None and deadline <= self.clock():
+                group.tick(self.clock())
+                await self._settle(partition, group)
+        return partition, group
+
+    # ------------------------------------------------------------------ membership
+
+    async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
+        partition, group = await self._group(group_id, create=not request.member_id)
+        if group is None:
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
+        waiter: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+        group.join(self.clock(), request, waiter)
+        await self._settle(partition, group)
+        result = await waiter
+        assert isinstance(result, JoinResult)
+        return result
+
+    async def sync(self, group_id: str, *, generation: int, member_id: str, group_instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> SyncResult:
+        partition, group = await self._group(group_id, create=False)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        waiter: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+        group.sync(self.clock(), generation=generation, member_id=member_id, group_instance_id=group_instance_id,
+                   protocol_type=protocol_type, protocol_name=protocol_name, assignments=assignments, waiter=waiter)
+        await self._settle(partition, group)
+        result = await waiter
+        assert isinstance(result, SyncResult)
+        return result
+
+    async def heartbeat(self, group_id: str, *, generation: int, member_id: str,
+                        group_instance_id: str | None) -> ErrorCode:
+        partition, group = await self._group(group_id, create=False)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.heartbeat(self.clock(), generation=generation, member_id=member_id,
+                                group_instance_id=group_instance_id)
+        await self._settle(partition, group)
+        return error
+
+    async def leave(self, group_id: str, members: Iterable[tuple[str, str | None]]) -> list[ErrorCode]:
+        partition, group = await self._group(group_id, create=False)
+        if group is None:
+            return [ErrorCode.UNKNOWN_MEMBER_ID for _ in members]
+        now = self.clock()
+        errors = [group.leave(now, member_id=member_id, group_instance_id=instance) for member_id, instance in members]
+        await self._settle(partition, group)
+        return errors
+
+    # ------------------------------------------------------------------ offsets
+
+    async def commit(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
+        create = request.generation < 0 and not request.member_id
+        partition, group = await self._group(request.group_id, create=create)
+        if group is None:
+            return dict.fromkeys(request.offsets, ErrorCode.ILLEGAL_GENERATION)
+        now = self.clock()
+        error = group.commit_error(now, generation=request.generation, member_id=request.member_id,
+                                   group_instance_id=request.group_instance_id)
+        if error is not None:
+            return dict.fromkeys(request.offsets, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        for tp, (offset, leader_epoch, metadata) in request.offsets.items():
+            text = metadata or ""
+            if len(text.encode()) > self.settings.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = OffsetValue(offset, leader_epoch, text, now)
+        if accepted:
+            records = [(encode_key(OffsetKey(request.group_id, tp[0], tp[1])), encode_offset_value(value))
+                       for tp, value in accepted.items()]
+            async with partition.write_lock:
+                await self._append(request.group_id, records)
+                if group.state is not GroupState.DEAD:
+                    group.offsets.update(accepted)
+            results.update(dict.fromkeys(accepted, ErrorCode.NONE))
+        return results
+
+    async def fetch_offsets(self, group_id: str,
+                            partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, OffsetValue | None]:
+        """Committed offsets of the given partitions (None where none), or of every partition when None."""
+        _, group = await self._group(group_id, create=False)
+        committed = {} if group is None else group.offsets
+        if partitions is None:
+            return dict(sorted(committed.items()))
+        return {tp: committed.get(tp) for tp in partitions}
+
+    async def delete_offsets(self, group_id: str,
+                             partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """OffsetDelete: refused per partition while the group subscribes to the topic."""
+        partition, group = await self._group(group_id, create=False)
+        wanted = list(partitions)
+        if group is None or group.state is GroupState.DEAD:
+            raise CoordinatorError(f"group {group_id!r} does not exist", code=ErrorCode.GROUP_ID_NOT_FOUND)
+        subscribed: set[str] | None = set() if group.state is GroupState.EMPTY else group.subscribed_topics()
+        if subscribed is None:
+            raise CoordinatorError(f"group {group_id!r} is not empty and its subscriptions cannot be read",
+                                   code=ErrorCode.NON_EMPTY_GROUP)
+        results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
+                   for tp in wanted}
+        doomed = [tp for tp, error in results.items() if error is ErrorCode.NONE and tp in group.offsets]
+        await self._tombstone_offsets(partition, group, doomed)
+        return results
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        try:
+            partition, group = await self._group(group_id, create=False)
+        except CoordinatorError as exc:
+            return exc.code
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.state is not GroupState.EMPTY or not group.is_empty():
+            return ErrorCode.NON_EMPTY_GROUP
+        await self._remove_group(partition, group)
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ reads
+
+    async def describe(self, group_id: str) -> Group | None:
+        _, group = await self._group(group_id, create=False)
+        return group if group is not None and group.state is not GroupState.DEAD else None
+
+    async def list_groups(self) -> list[Group]:
+        count = self.host.offsets_partition_count() or 0
+        found: list[Group] = []
+        for index in range(count):
+            if self.host.leads_offsets_partition(index):
+                found += [g for g in (await self._loaded(index)).groups.values() if g.state is not GroupState.DEAD]
+        return found
+
+    # ------------------------------------------------------------------ effects
+
+    async def _settle(self, partition: _Partition, group: Group) -> None:
+        """After a change: persist the membership record if it changed, then answer the waiters."""
+        if group.dirty:
+            async with partition.write_lock:
+                if group.dirty:
+                    group.dirty = False
+                    value = group.to_value()
+                    try:
+                        await self._append(group.group_id, [(encode_key(GroupKey(group.group_id)),
+                                                             encode_group_value(value))])
+                    except KafkaError as exc:  # answered anyway: the members hold the truth until the next write
+                        log.error("could not store group %r: %s", group.group_id, exc)
+        self._deliver([group])
+        self._wake.set()
+
+    def _deliver(self, groups: Iterable[Group]) -> None:
+        for group in groups:
+            outbox, group.outbox = group.outbox, []
+            for waiter, result in outbox:
+                assert isinstance(waiter, asyncio.Future)
+                if not waiter.done():
+                    waiter.set_result(result)
+
+    async def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        partition = self.partition_for(group_id)
+        if partition is None or not self.host.leads_offsets_partition(partition):
+            raise CoordinatorError(f"this broker no longer coordinates group {group_id!r}",
+                                   code=ErrorCode.NOT_COORDINATOR)
+        offsets_log, epoch = self.host.offsets_log(partition)
+        now = self.clock()
+        batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(records)])
+        await asyncio.to_thread(offsets_log.append_as_leader, batch, epoch)
+        self.host.offsets_appended()
+
+    async def _tombstone_offsets(self, partition: _Partition, group: Group, doomed: list[TopicPartition]) -> None:
+        if not doomed:
+            return
+        async with partition.write_lock:
+            await self._append(group.group_id, [(encode_key(OffsetKey(group.group_id, t, p)), None)
+                                                for t, p in doomed])
+            for tp in doomed:
+                group.offsets.pop(tp, None)
+
+    async def _remove_group(self, partition: _Partition, group: Group) -> None:
+        async with partition.write_lock:
+            keys = [encode_key(OffsetKey(group.group_id, t, p)) for t, p in group.offsets]
+            await self._append(group.group_id, [(key, None) for key in [*keys, encode_key(GroupKey(group.group_id))]])
+            group.mark_dead()
+            partition.groups.pop(group.group_id, None)
+        self._deliver([group])
+
+    def _all_groups(self) -> list[Group]:
+        return [g for p in self.partitions.values() for g in p.groups.values()]
+
+    # ------------------------------------------------------------------ timers
+
+    async def _timer_loop(self) -> None:
+        """Session, rebalance, sync and initial-delay deadlines of every loaded group."""
+        while True:
+            deadlines = [d for g in self._all_groups() if (d := g.next_deadline()) is not None]
+            self._wake.clear()
+            timeout = None if not deadlines else max(0.0, (min(deadlines) - self.clock()) / 1000)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            now = self.clock()
+            for index, partition in list(self.partitions.items()):
+                for group in list(partition.groups.values()):
+                    deadline = group.next_deadline()
+                    if deadline is not None and deadline <= now:
+                        group.tick(now)
+                        try:
+                            await self._settle(partition, group)
+                        except Exception:
+                            log.exception("group %r in partition %d: timer step failed", group.group_id, index)
+
+    async def _expire_loop(self) -> None:
+        interval = self.settings.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_offsets()
+            except Exception:
+                log.exception("offset expiration failed (will retry)")
+
+    async def expire_offsets(self) -> int:
+        """Drop offsets past ``offsets.retention.minutes``; an empty group left with none is deleted."""
+        now, dropped = self.clock(), 0
+        for index, partition in list(self.partitions.items()):
+            for group in list(partition.groups.values()):
+                expired = group.expired_offsets(now, self.settings.offsets_retention_ms)
+                if expired:
+                    await self._tombstone_offsets(partition, group, expired)
+                    dropped += len(expired)
+                if group.state is GroupState.EMPTY and not group.offsets and group.is_empty() and (
+                        expired or group.state_timestamp_ms + self.settings.offsets_retention_ms <= now):
+                    await self._remove_group(partition, group)
+            if dropped:
+                log.info("expired %d offsets in %s-%d", dropped, OFFSETS_TOPIC, index)
+        return dropped
+
+
+def _new_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def _read_partition(offsets_log: Log) -> tuple[dict[tuple[str, str, int], OffsetValue], dict[str, GroupValue]]:
+    """Replay a partition: the latest record per key wins, a null value deletes (compaction may lag)."""
+    offsets: dict[tuple[str, str, int], OffsetValue] = {}
+    groups: dict[str, GroupValue] = {}
+    for record in offsets_log.read_records(offsets_log.log_start_offset):
+        if record.key is None:
+            continue
+        try:
+            key = decode_key(record.key)
+            if isinstance(key, OffsetKey):
+                tp_key = (key.group, key.topic, key.partition)
+                if record.value is None:
+                    offsets.pop(tp_key, None)
+                else:
+                    offsets[tp_key] = decode_offset_value(record.value)
+            elif record.value is None:
+                groups.pop(key.group, None)
+                for stale in [k for k in offsets if k[0] == key.group]:
+                    del offsets[stale]
+            else:
+                groups[key.group] = decode_group_value(record.value)
+        except CoordinatorRecordError as exc:
+            log.warning("skipping unreadable record at offset %d of %s: %s", record.offset, offsets_log.dir, exc)
+    return offsets, groups

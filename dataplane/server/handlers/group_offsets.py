@@ -1,0 +1,109 @@
+"""Committed offsets: OffsetCommit, OffsetFetch (single and batched groups) and OffsetDelete."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+
+from dataplane.coordinator.manager import CommitRequest, TopicPartition
+from dataplane.protocol.build import build
+from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.protocol.messages import Request
+from dataplane.server.apis import api
+from dataplane.server.broker import ZERO, wire
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
+
+NO_LEADER_EPOCH = -1
+
+
+def _known(broker: Broker, topic: str, partition: int) -> bool:
+    found = broker.topics.get(topic)
+    return found is not None and 0 <= partition < len(found.partitions)
+
+
+def _by_topic(errors: dict[TopicPartition, ErrorCode], order: list[TopicPartition]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition in order:
+        topics.setdefault(topic, []).append({"partition_index": partition,
+                                             "error_code": wire(errors[(topic, partition)])})
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+@api(8, "OffsetCommit", 2, 9)  # v10 names topics by id
+async def offset_commit(broker: Broker, request: Request) -> Any:
+    body = request.body
+    order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, tuple[int, int, str | None]] = {}
+    for topic in body.topics:
+        for part in topic.partitions:
+            tp = (topic.name, part.partition_index)
+            if not _known(broker, *tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = (part.committed_offset, getattr(part, "committed_leader_epoch", NO_LEADER_EPOCH),
+                               part.committed_metadata)
+    try:
+        if not body.group_id:
+            raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        if offsets:
+            errors.update(await broker.coordinator.commit(CommitRequest(
+                body.group_id, body.generation_id_or_member_epoch, body.member_id,
+                getattr(body, "group_instance_id", None), offsets)))
+    except KafkaError as exc:
+        errors.update(dict.fromkeys(order, exc.code))
+    return build(load_response_schema(8, request.api_version), {"throttle_time": ZERO,
+                                                                "topics": _by_topic(errors, order)})
+
+
+async def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """(group error, topics with partitions) for one group of an OffsetFetch."""
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        found = await broker.coordinator.fetch_offsets(group_id, wanted)
+        error = ErrorCode.NONE
+    except KafkaError as exc:
+        error, found = exc.code, dict.fromkeys(wanted or [])
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), value in found.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition, "committed_offset": -1 if value is None else value.offset,
+            "committed_leader_epoch": NO_LEADER_EPOCH if value is None else value.leader_epoch,
+            "metadata": "" if value is None else value.metadata,
+            "error_code": wire(error)})
+    return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+@api(9, "OffsetFetch", 1, 9)  # v10 names topics by id
+async def offset_fetch(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    schema = load_response_schema(9, version)
+    if version >= 8:  # batched groups (KIP-709)
+        groups = []
+        for group in body.groups:
+            error, topics = await _fetch_group(broker, group.group_id, group.topics)
+            groups.append({"group_id": group.group_id, "topics": topics, "error_code": wire(error)})
+        return build(schema, {"throttle_time": ZERO, "groups": groups})
+    error, topics = await _fetch_group(broker, body.group_id, body.topics)
+    return build(schema, {"throttle_time": ZERO, "topics": topics, "error_code": wire(error)})
+
+
+@api(47, "OffsetDelete", 0, 0)
+async def offset_delete(broker: Broker, request: Request) -> Any:
+    body = request.body
+    order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order if not _known(broker, *tp)}
+    top = ErrorCode.NONE
+    try:
+        if not body.group_id:
+            raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        errors.update(await broker.coordinator.delete_offsets(body.group_id, [tp for tp in order
+                                                                               if tp not in errors]))
+    except KafkaError as exc:
+        top = exc.code
+        errors = dict.fromkeys(order, ErrorCode.NONE)  # Kafka: the group error alone
+    return build(load_response_schema(47, 0), {"throttle_time": ZERO, "error_code": wire(top),
+                                               "topics": _by_topic(errors, order) if top is ErrorCode.NONE else ()})
