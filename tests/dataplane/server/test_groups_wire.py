@@ -6,6 +6,7 @@ each refusal's error code, plus the batched and admin forms no single client exe
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -317,3 +318,53 @@ def test_a_member_that_stops_heartbeating_is_expired(group_broker: LoggedBroker)
             time.sleep(0.5)  # slower than the session: the broker's timer must expire the member
             assert time.monotonic() < deadline
         assert client.heartbeat("g", joined.generation_id, joined.member_id) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_offsets_and_membership_survive_a_broker_restart(tmp_path: Path, sig: int) -> None:
+    broker = logged_broker(tmp_path, extra_args=GROUP_ARGS)
+    broker.start()
+    try:
+        create_topic(broker, "t", 2)
+        with GroupClient(broker.port) as client:
+            member, generation = stable_member(client, "g")
+            assert client.commit("g", generation, member, {("t", 0): (41, "first")}) == {("t", 0): 0}
+            assert client.commit("g", generation, member, {("t", 0): (42, "second"), ("t", 1): (7, "")}) == \
+                {("t", 0): 0, ("t", 1): 0}
+            assert client.commit("standalone", -1, "", {("t", 1): (3, "admin")}) == {("t", 1): 0}
+        broker.stop(sig)
+        broker.start()
+        with GroupClient(broker.port) as client:
+            fetched = client.fetch({"g": None, "standalone": None})
+            offsets = {g.group_id: {(t.name, p.partition_index): (p.committed_offset, p.metadata)
+                                    for t in g.topics for p in t.partitions} for g in fetched.groups}
+            assert offsets == {"g": {("t", 0): (42, "second"), ("t", 1): (7, "")},
+                               "standalone": {("t", 1): (3, "admin")}}
+            # The member is restored with a fresh session: it carries on without rejoining.
+            assert client.heartbeat("g", generation, member) == 0
+            described = client.call(DescribeGroupsRequest[5](groups=["g"], include_authorized_operations=False),
+                                    DescribeGroupsResponse, 5).groups[0]
+            assert (described.group_state, described.members[0].member_id) == ("Stable", member)
+    finally:
+        broker.stop(signal.SIGKILL)
+
+
+def test_offsets_of_an_empty_group_expire_after_the_retention(tmp_path: Path) -> None:
+    broker = logged_broker(tmp_path, extra_args=[*GROUP_ARGS, "--offsets-retention-minutes", "0.01",
+                                                 "--offsets-retention-check-interval-ms", "100"])
+    broker.start()
+    try:
+        create_topic(broker, "t", 1)
+        with GroupClient(broker.port) as client:
+            client.find_coordinator("old")
+            assert client.commit("old", -1, "", {("t", 0): (5, "")}) == {("t", 0): 0}
+            broker.wait_for("expired 1 offsets")
+            assert client.fetch({"old": None}).groups[0].topics == []
+            listed = client.call(ListGroupsRequest[5](states_filter=[], types_filter=[]), ListGroupsResponse, 5)
+            assert "old" not in {g.group_id for g in listed.groups}
+        broker.stop(signal.SIGKILL)
+        broker.start()  # the tombstones were stored: nothing comes back
+        with GroupClient(broker.port) as client:
+            assert client.fetch({"old": None}).groups[0].topics == []
+    finally:
+        broker.stop(signal.SIGKILL)
