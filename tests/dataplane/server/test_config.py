@@ -30,6 +30,10 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
         "advertised_host": "broker-1", "advertised_port": 19093, "metrics_listen": ("127.0.0.1", 9644),
         "max_request_bytes": 1024, "fetch_transfer": "copy", "rack": "r1", "num_partitions": 6,
         "default_replication_factor": 1, "metadata_url": "postgresql://x/y", "cluster_id": "c1"}
+    groups = settings_from_table({"offsets": {"topic": {"num": {"partitions": 3}}, "retention": {"minutes": 1.5}},
+                                  "group.initial.rebalance.delay.ms": 0})
+    assert {field: value for field, (_, value) in groups.items()} == {
+        "offsets_topic_partitions": 3, "offsets_retention_minutes": 1.5, "group_initial_rebalance_delay_ms": 0}
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -43,6 +47,8 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
     ({"log.dirs": "/a,/b"}, "only one log directory is supported"),
     ({"listen": "a:1", "listeners": "PLAINTEXT://a:1"}, "both set the same thing"),
     ({"broker.rack": 5}, "broker.rack: expected a string, got 5"),
+    ({"offsets.retention.minutes": "soon"}, "offsets.retention.minutes: expected a number, got 'soon'"),
+    ({"group.max.size": 1.5}, "group.max.size: expected an integer, got 1.5"),
 ])
 def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -55,6 +61,11 @@ def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) 
     ({"node_id": -1}, "node.id must be at least 0"),
     ({"port": 70000}, "listeners port must be between 0 and 65535"),
     ({"max_request_bytes": 2**31}, "socket.request.max.bytes must be at most"),
+    ({"offsets_topic_partitions": 0}, "offsets.topic.num.partitions must be at least 1, not 0"),
+    ({"offsets_retention_minutes": 0}, "offsets.retention.minutes must be positive"),
+    ({"group_min_session_timeout_ms": 10, "group_max_session_timeout_ms": 5},
+     "group.max.session.timeout.ms must be at least 10, not 5"),
+    ({"group_initial_rebalance_delay_ms": -1}, "group.initial.rebalance.delay.ms must be at least 0"),
 ])
 def test_broker_config_validates_itself(change: dict[str, object], message: str) -> None:
     base: dict[str, object] = {"node_id": 1, "host": "h", "port": 1, "data_dir": Path("d"), "metadata_url": ""}
@@ -90,6 +101,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     ('log.dirs = "/x"\n', [], "--node-id is required (or node.id in --config)"),
     ("node.id = 1\n", [], "--data-dir is required (or log.dirs in --config)"),
     ('node.id = 1\nlog.dirs = "/x"\n', ["--num-partitions", "0"], "num.partitions must be at least 1, not 0"),
+    ('node.id = 1\nlog.dirs = "/x"\ngroup.max.size = 0\n', [], "group.max.size must be at least 1, not 0"),
+    ('node.id = 1\nlog.dirs = "/x"\n', ["--group-initial-rebalance-delay-ms", "-5"],
+     "group.initial.rebalance.delay.ms must be at least 0, not -5"),
 ])
 def test_cli_exits_2_with_one_line(tmp_path: Path, content: str, flags: list[str], line: str) -> None:
     config_file = tmp_path / "broker.toml"
