@@ -223,6 +223,8 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
         waiter: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         group.join(self.clock(), request, waiter)
+        if group.generation == 0 and group.state is GroupState.EMPTY and group.is_empty() and not group.offsets:
+            partition.groups.pop(group_id, None)  # a refused first join leaves no group behind
         await self._settle(partition, group)
         result = await waiter
         assert isinstance(result, JoinResult)
