@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test chaos lint typecheck schema bench bench-broker clean-var
+.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups clean-var
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench: $(STAMP)
 # The broker against Redis Streams (embedded Postgres and redis-server), a few minutes.
 bench-broker: $(STAMP)
 	$(BIN)/python bench/broker.py
+
+# Consumer groups: rebalance settle times (1/10/50 members) and commit throughput, a few minutes.
+bench-groups: $(STAMP)
+	$(BIN)/python bench/groups.py
 
 clean-var:
 	rm -rf var
