@@ -161,6 +161,14 @@ GROUP_FLAGS: dict[str, tuple[type, str]] = {
 }
 
 
+# Cluster and replication flags, the same way.
+CLUSTER_FLAGS: dict[str, tuple[type, str]] = {
+    "replica_lag_time_max_ms": (int, "replica.lag.time.max.ms (default 30000)"),
+    "replica_fetch_wait_max_ms": (int, "replica.fetch.wait.max.ms (default 500)"),
+    "offsets_commit_timeout_ms": (int, "offsets.commit.timeout.ms (default 5000)"),
+}
+
+
 def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
     """BrokerConfig fields given on the command line (flags default to None so the file can set them)."""
     fields: dict[str, Any] = {}
@@ -179,9 +187,11 @@ def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
                         ("num_partitions", "num_partitions"), ("auto_create_topics", "auto_create_topics"),
                         ("default_replication_factor", "default_replication_factor"), ("rack", "rack"),
                         ("fetch_transfer", "fetch_transfer"), ("socket_request_max_bytes", "max_request_bytes"),
-                        *((name, name) for name in GROUP_FLAGS)):
+                        *((name, name) for name in (*GROUP_FLAGS, *CLUSTER_FLAGS))):
         if getattr(args, flag) is not None:
             fields[field] = getattr(args, flag)
+    if args.broker_session_timeout_ms is not None:
+        fields["lease_seconds"] = args.broker_session_timeout_ms / 1000
     return fields
 
 
@@ -261,8 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{DEV_METRICS_LISTEN[1]} with --dev)")
     broker.add_argument("--fetch-transfer", choices=("sendfile", "copy"), default=None,
                         help="how Fetch sends record data")
-    for name, (kind, setting) in GROUP_FLAGS.items():
+    for name, (kind, setting) in (*GROUP_FLAGS.items(), *CLUSTER_FLAGS.items()):
         broker.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=setting)
+    broker.add_argument("--broker-session-timeout-ms", type=int, default=None,
+                        help="broker.session.timeout.ms: the registration lease (default 10000)")
     broker.add_argument("--dev", action="store_true",
                         help="embedded Postgres under var/ when no metadata URL is given; auto-create topics; "
                              "metrics on")

@@ -16,7 +16,8 @@ class AssignmentError(ValueError):
 
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int, *,
-                    start_index: int = 0, shift: int = 0, first_partition: int = 0) -> list[list[int]]:
+                    start_index: int = 0, shift: int = 0, first_partition: int = 0,
+                    racks: object = None) -> list[list[int]]:
     """Replica lists for partitions ``first_partition ..`` (the first replica is the preferred leader)."""
     ordered = sorted(set(brokers))
     count = len(ordered)

@@ -54,6 +54,19 @@ class TopicState:
     partitions: tuple[PartitionState, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    """A controller decision for one partition, made from the state at ``partition_epoch``."""
+
+    topic_id: uuid.UUID
+    partition: int
+    partition_epoch: int
+    leader: int
+    isr: tuple[int, ...]
+    leader_changed: bool
+    replicas: tuple[int, ...] | None = None  # None keeps the replica list
+
+
 _TopicRow = tuple[uuid.UUID, str, dict[str, str], bool, int, list[int], list[int], int, int, int]
 
 
@@ -87,12 +100,22 @@ def notify_channel(cluster_id: str) -> str:
 
 class MetadataStore:
     def __init__(self, conn: psycopg.Connection[tuple[object, ...]], cluster_id: str,
-                 schema: str = DEFAULT_SCHEMA) -> None:
-        self.conn = conn
+                 schema: str = DEFAULT_SCHEMA, *,
+                 reconnect: Callable[[], psycopg.Connection[tuple[object, ...]]] | None = None) -> None:
         self.cluster_id = cluster_id
         self.schema = validate_schema_name(schema)
+        self._reconnect = reconnect
+        self.conn = self._prepare(conn)
+
+    def _prepare(self, conn: psycopg.Connection[tuple[object, ...]]) -> psycopg.Connection[tuple[object, ...]]:
         conn.autocommit = True
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        return conn
+
+    def ensure_connected(self) -> None:
+        """Replace a connection that broke (Postgres restarted, a network cut) before the next call."""
+        if self._reconnect is not None and (self.conn.closed or self.conn.broken):
+            self.conn = self._prepare(self._reconnect())
 
     def ensure_cluster(self) -> None:
         self.conn.execute("INSERT INTO clusters (cluster_id) VALUES (%s) ON CONFLICT DO NOTHING", (self.cluster_id,))
@@ -154,10 +177,106 @@ class MetadataStore:
                           (self.cluster_id,))
         self.conn.execute("SELECT pg_notify(%s, '')", (notify_channel(self.cluster_id),))
 
+    # ------------------------------------------------------------------ the controller lease
+
+    def acquire_controller(self, node_id: int, lease_seconds: float) -> tuple[int, int]:
+        """Take, renew or observe the controller lease: (controller node id, controller epoch).
+
+        A lapsed lease goes to the caller with the next epoch, even when the caller
+        held it before (a paused controller that wakes is a new controller), so a
+        write made under an earlier epoch can never pass ``_fence``.
+        """
+        with self.conn.transaction():
+            row = self.conn.execute(
+                "SELECT node_id, epoch, lease_expires_at > now() FROM controller WHERE cluster_id = %s FOR UPDATE",
+                (self.cluster_id,)).fetchone()
+            if row is None:
+                self.conn.execute("INSERT INTO controller (cluster_id, node_id, epoch, lease_expires_at)"
+                                  " VALUES (%s, %s, 1, now() + make_interval(secs => %s))",
+                                  (self.cluster_id, node_id, lease_seconds))
+                self._changed()
+                return node_id, 1
+            holder, epoch, live = int(str(row[0])), int(str(row[1])), bool(row[2])
+            if live and holder != node_id:
+                return holder, epoch
+            if not live:
+                epoch += 1
+            self.conn.execute("UPDATE controller SET node_id = %s, epoch = %s,"
+                              " lease_expires_at = now() + make_interval(secs => %s) WHERE cluster_id = %s",
+                              (node_id, epoch, lease_seconds, self.cluster_id))
+            if not live:
+                self._changed()
+            return node_id, epoch
+
+    def controller(self) -> tuple[int, int] | None:
+        """(node id, epoch) of the controller whose lease is current, or None."""
+        row = self.conn.execute("SELECT node_id, epoch FROM controller WHERE cluster_id = %s"
+                                " AND lease_expires_at > now()", (self.cluster_id,)).fetchone()
+        return None if row is None else (int(str(row[0])), int(str(row[1])))
+
+    def _fence(self, node_id: int, epoch: int) -> None:
+        """Inside a write transaction: refuse unless the caller holds a current controller lease at ``epoch``.
+
+        FOR SHARE holds off a takeover (which locks the row FOR UPDATE) until this
+        transaction ends, so the check stays true for the writes that follow it.
+        """
+        row = self.conn.execute(
+            "SELECT 1 FROM controller WHERE cluster_id = %s AND node_id = %s AND epoch = %s"
+            " AND lease_expires_at > now() FOR SHARE", (self.cluster_id, node_id, epoch)).fetchone()
+        if row is None:
+            raise KafkaError(f"broker {node_id} is not the controller at epoch {epoch}",
+                             code=ErrorCode.STALE_CONTROLLER_EPOCH)
+
+    def apply_partition_changes(self, node_id: int, controller_epoch: int,
+                                changes: Sequence[PartitionChange]) -> int:
+        """Controller writes, fenced by its epoch; each change also compares the partition epoch it was made from.
+
+        A change whose partition moved meanwhile (a leader's ISR update won the
+        race) is skipped and re-decided on the controller's next pass. Returns how
+        many changes were applied.
+        """
+        applied = 0
+        with self.conn.transaction():
+            self._fence(node_id, controller_epoch)
+            for change in changes:
+                row = self.conn.execute(
+                    "UPDATE partitions SET leader = %s, isr = %s, replicas = COALESCE(%s, replicas),"
+                    " leader_epoch = leader_epoch + %s, partition_epoch = partition_epoch + 1"
+                    " WHERE topic_id = %s AND partition = %s AND partition_epoch = %s RETURNING 1",
+                    (change.leader, list(change.isr), None if change.replicas is None else list(change.replicas),
+                     1 if change.leader_changed else 0, change.topic_id, change.partition,
+                     change.partition_epoch)).fetchone()
+                applied += row is not None
+            if applied:
+                self._changed()
+        return applied
+
+    def alter_isr(self, topic_id: uuid.UUID, partition: int, *, leader: int, leader_epoch: int,
+                  partition_epoch: int, isr: Sequence[int]) -> PartitionState | None:
+        """A leader's ISR change, compare-and-set on (leader, leader epoch, partition epoch).
+
+        None when the partition moved since the leader last read it: a leader that
+        has been replaced (or raced the controller) changes nothing.
+        """
+        with self.conn.transaction():
+            row = self.conn.execute(
+                "UPDATE partitions SET isr = %s, partition_epoch = partition_epoch + 1"
+                " WHERE topic_id = %s AND partition = %s AND leader = %s AND leader_epoch = %s"
+                " AND partition_epoch = %s AND %s::integer[] <@ replicas"
+                " RETURNING partition, replicas, isr, leader, leader_epoch, partition_epoch",
+                (list(isr), topic_id, partition, leader, leader_epoch, partition_epoch, list(isr))).fetchone()
+            if row is None:
+                return None
+            self._changed()
+        part, replicas, new_isr, new_leader, epoch, pepoch = cast(tuple[int, list[int], list[int], int, int, int], row)
+        return PartitionState(part, tuple(replicas), tuple(new_isr), new_leader, epoch, pepoch)
+
     def create_topic(self, name: str, partitions: int, replication_factor: int, brokers: Sequence[int], *,
+                     racks: Mapping[int, str | None] | None = None,
                      configs: Mapping[str, object] | None = None, internal: bool = False,
                      rng: random.Random | None = None, dry_run: bool = False) -> TopicState:
-        """Create a topic with partitions spread over ``brokers`` (Kafka's CreateTopics rules)."""
+        """Create a topic with partitions spread over ``brokers``, across racks when they have them
+        (Kafka's CreateTopics rules)."""
         try:
             validate_topic_name(name)
         except InvalidTopicName as exc:
@@ -172,7 +291,7 @@ class MetadataStore:
         pick = rng or random.Random()
         count = max(1, len(set(brokers)))
         try:
-            layout = assign_replicas(brokers, partitions, replication_factor,
+            layout = assign_replicas(brokers, partitions, replication_factor, racks=racks,
                                      start_index=pick.randrange(count), shift=pick.randrange(count))
         except AssignmentError as exc:
             raise KafkaError(str(exc), code=ErrorCode.INVALID_REPLICATION_FACTOR) from exc

@@ -52,6 +52,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
 TopicPartition = tuple[str, int]
+_MOVED = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
 
 def now_ms() -> int:
@@ -76,11 +77,11 @@ class OffsetsTopicHost(Protocol):
 
     def leads_offsets_partition(self, partition: int) -> bool: ...
 
-    def offsets_log(self, partition: int) -> tuple[Log, int]:
-        """The partition's log and the leader epoch to append with."""
+    def offsets_log(self, partition: int) -> Log:
+        """The partition's log, to load groups from."""
 
-    def offsets_appended(self) -> None:
-        """Records were appended (wakes long-polling fetches of the offsets topic)."""
+    async def append_offsets(self, partition: int, batch: bytes) -> None:
+        """Append as leader and wait until the whole ISR has it (acks=all); KafkaError if that fails."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,14 @@ class GroupCoordinator:
                 group.fail_all(ErrorCode.NOT_COORDINATOR)
             self._deliver(found.groups.values())
 
+    def leadership_changed(self, partition: int, leads: bool) -> None:
+        """Follow ``__consumer_offsets`` leadership: load a partition this broker now leads, drop one it lost."""
+        if not leads:
+            self.unload(partition)
+            return
+        task = asyncio.get_running_loop().create_task(self._loaded(partition), name=f"load-offsets-{partition}")
+        task.add_done_callback(_log_load_failure)
+
     async def load_all_led(self) -> None:
         """At start-up: load every offsets partition this broker leads, so offsets are ready at once."""
         count = self.host.offsets_partition_count()
@@ -178,7 +187,7 @@ class GroupCoordinator:
                 self._loading.pop(partition, None)
 
     async def _load(self, partition: int) -> _Partition:
-        offsets_log, _ = self.host.offsets_log(partition)
+        offsets_log = self.host.offsets_log(partition)
         started = time.monotonic()
         offsets, groups = await asyncio.to_thread(_read_partition, offsets_log)
         now = self.clock()
@@ -375,11 +384,15 @@ class GroupCoordinator:
         if partition is None or not self.host.leads_offsets_partition(partition):
             raise CoordinatorError(f"this broker no longer coordinates group {group_id!r}",
                                    code=ErrorCode.NOT_COORDINATOR)
-        offsets_log, epoch = self.host.offsets_log(partition)
         now = self.clock()
         batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(records)])
-        await asyncio.to_thread(offsets_log.append_as_leader, batch, epoch)
-        self.host.offsets_appended()
+        try:
+            await self.host.append_offsets(partition, batch)
+        except CoordinatorError:
+            raise
+        except KafkaError as exc:  # Kafka's mapping of a failed offsets-topic write for the group's client
+            code = ErrorCode.NOT_COORDINATOR if exc.code in _MOVED else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            raise CoordinatorError(f"could not write to {OFFSETS_TOPIC}-{partition}: {exc}", code=code) from exc
 
     async def _tombstone_offsets(self, partition: _Partition, group: Group, doomed: list[TopicPartition]) -> None:
         if not doomed:
@@ -446,6 +459,11 @@ class GroupCoordinator:
             if dropped:
                 log.info("expired %d offsets in %s-%d", dropped, OFFSETS_TOPIC, index)
         return dropped
+
+
+def _log_load_failure(task: asyncio.Task[_Partition]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("loading an offsets partition failed (the next request retries): %s", task.exception())
 
 
 def _new_member_id(prefix: str) -> str:

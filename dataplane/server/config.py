@@ -54,6 +54,11 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 2**31 - 1
+    # Replication, with Kafka's names and defaults.
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    offsets_commit_timeout_ms: int = 5_000
+    metadata_refresh_seconds: float = 1.0  # the timer that catches a missed NOTIFY
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -83,6 +88,14 @@ class BrokerConfig:
                   self.group_min_session_timeout_ms)
         _at_least("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0)
         _at_least("group.max.size", self.group_max_size, 1)
+        if not 0.1 <= self.lease_seconds <= 3600:
+            raise ConfigError(f"broker.session.timeout.ms must be between 100 and 3600000, "
+                              f"not {round(self.lease_seconds * 1000)}")
+        _at_least("replica.lag.time.max.ms", self.replica_lag_time_max_ms, 1)
+        _at_least("replica.fetch.wait.max.ms", self.replica_fetch_wait_max_ms, 0)
+        _at_least("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms, 1)
+        if not self.metadata_refresh_seconds > 0:
+            raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -217,6 +230,10 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "group.max.session.timeout.ms": _field("group_max_session_timeout_ms", _int),
     "group.initial.rebalance.delay.ms": _field("group_initial_rebalance_delay_ms", _int),
     "group.max.size": _field("group_max_size", _int),
+    "broker.session.timeout.ms": lambda value: {"lease_seconds": _int(value) / 1000},
+    "replica.lag.time.max.ms": _field("replica_lag_time_max_ms", _int),
+    "replica.fetch.wait.max.ms": _field("replica_fetch_wait_max_ms", _int),
+    "offsets.commit.timeout.ms": _field("offsets_commit_timeout_ms", _int),
 }
 
 

@@ -313,6 +313,17 @@ class Log:
         with self._lock:
             return self._epochs.end_offset_for(epoch, self._leo)
 
+    def begin_leader_epoch(self, epoch: int) -> None:
+        """Becoming leader at ``epoch``: it starts at the log end (KIP-101), even before anything is appended.
+
+        Without the entry, a follower asking for the end of an epoch this leader
+        never wrote in would get UNDEFINED instead of the boundary it must truncate to.
+        """
+        with self._lock:
+            self._check_open()
+            if epoch > self._epochs.latest_epoch:
+                self._epochs.assign(epoch, self._leo)
+
     def ms_since_last_flush(self) -> int:
         return self._time() - self._last_flush_ms
 

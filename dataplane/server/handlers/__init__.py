@@ -10,9 +10,11 @@ from dataplane.server.handlers import (
     offsets,
     produce,
     records,
+    replication,
     topics,
 )
 
 __all__ = [
-    "cluster", "configs", "fetch", "group_offsets", "groups", "metadata", "offsets", "produce", "records", "topics",
+    "cluster", "configs", "fetch", "group_offsets", "groups", "metadata", "offsets", "produce", "records",
+    "replication", "topics",
 ]

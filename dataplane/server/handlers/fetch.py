@@ -41,8 +41,11 @@ async def fetch(broker: Broker, request: Request) -> Any:
 
 
 async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], int]:
+    """One pass over the partitions asked for. Followers (replica id set) read to the log end and report
+    their progress; consumers read below the high watermark only."""
     total = 0
     budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
+    replica = body.replica_id
     responses = []
     for topic_req in body.topics:
         partitions = []
@@ -51,13 +54,19 @@ async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], 
                                      "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                                      "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
             try:
-                topic, _ = broker.partition_state(topic_req.topic, part.partition)
-                partition_log = broker.partition_log(topic, part.partition)
-                high_watermark = partition_log.log_end_offset
+                _, runtime = broker.leader_runtime(topic_req.topic, part.partition,
+                                                   getattr(part, "current_leader_epoch", -1))
+                partition_log = runtime.log
+                if replica >= 0:
+                    broker.replicas.on_follower_fetch((topic_req.topic, part.partition), runtime, replica,
+                                                      part.fetch_offset)
+                    up_to = partition_log.log_end_offset
+                else:
+                    up_to = runtime.high_watermark
+                high_watermark = runtime.high_watermark
                 # At least one whole batch for the first partition with data, as Kafka does.
                 limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
-                region = await asyncio.to_thread(partition_log.read, part.fetch_offset, max(limit, 1),
-                                                 high_watermark)
+                region = await asyncio.to_thread(partition_log.read, part.fetch_offset, max(limit, 1), up_to)
                 total += region.length
                 budget -= region.length
                 # No transactions yet, so the last stable offset is the high watermark.

@@ -37,6 +37,8 @@ async def metadata(broker: Broker, request: Request) -> Any:
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
     allow_create = version < 4 or body.allow_auto_topic_creation
+    live = {b.node_id: b for b in broker.live_brokers}
+    live[broker.config.node_id] = broker.registration  # we answer, so we are alive whatever the lease says
     entries = []
     for name in wanted:
         try:
@@ -51,14 +53,14 @@ async def metadata(broker: Broker, request: Request) -> Any:
             "error_code": WireError.none, "name": topic.name, "topic_id": topic.topic_id,
             "is_internal": topic.internal, "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
             "partitions": [{
-                "error_code": WireError.none, "partition_index": p.partition, "leader_id": p.leader,
+                "error_code": wire(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else WireError.none,
+                "partition_index": p.partition, "leader_id": p.leader,
                 "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
-                "offline_replicas": ()} for p in topic.partitions],
+                "offline_replicas": tuple(r for r in p.replicas if r not in live)} for p in topic.partitions],
         })
-    live = {b.node_id: b for b in broker.live_brokers}
-    live[broker.config.node_id] = broker.registration  # we answer, so we are alive whatever the lease says
     return build(load_response_schema(3, version), {
-        "throttle_time": ZERO, "cluster_id": broker.config.cluster_id, "controller_id": broker.config.node_id,
+        "throttle_time": ZERO, "cluster_id": broker.config.cluster_id,
+        "controller_id": broker.controller_id if broker.controller_id >= 0 else broker.config.node_id,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in sorted(live.values(), key=lambda b: b.node_id)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS, "topics": entries,

@@ -28,15 +28,16 @@ async def list_offsets(broker: Broker, request: Request) -> Any:
             entry: dict[str, Any] = {"partition_index": part.partition_index, "error_code": WireError.none,
                                      "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": ()}
             try:
-                topic, state = broker.partition_state(topic_req.name, part.partition_index)
-                partition_log = broker.partition_log(topic, part.partition_index)
-                if part.timestamp == LATEST_TIMESTAMP:
-                    entry.update(offset=partition_log.log_end_offset, leader_epoch=state.leader_epoch)
+                _, runtime = broker.leader_runtime(topic_req.name, part.partition_index,
+                                                   getattr(part, "current_leader_epoch", -1))
+                partition_log = runtime.log
+                if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark
+                    entry.update(offset=runtime.high_watermark, leader_epoch=runtime.leader_epoch)
                 elif part.timestamp == EARLIEST_TIMESTAMP:
-                    entry.update(offset=partition_log.log_start_offset, leader_epoch=state.leader_epoch)
+                    entry.update(offset=partition_log.log_start_offset, leader_epoch=runtime.leader_epoch)
                 else:
                     found = await asyncio.to_thread(partition_log.offset_for_timestamp, part.timestamp)
-                    if found is not None:
+                    if found is not None and found.offset < runtime.high_watermark:
                         entry.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=found.leader_epoch)
             except KafkaError as exc:
                 entry["error_code"] = wire(exc.code)

@@ -19,7 +19,9 @@ from dataplane.server.apis import api
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
-    from dataplane.server.broker import Broker, PartitionRuntime
+    from dataplane.cluster.store import TopicState
+    from dataplane.replication.partition import PartitionRuntime
+    from dataplane.server.broker import Broker
 
 _PRODUCER_ID = struct.Struct(">q")
 _PRODUCER_ID_OFFSET = 43  # baseOffset 8, length 4, epoch 4, magic 1, crc 4, attributes 2, delta 4, timestamps 16
@@ -28,9 +30,11 @@ VALID_ACKS = (-1, 0, 1)
 
 @api(0, "Produce", 3, 9)
 async def produce(broker: Broker, request: Request) -> Any:
+    """Append every partition's batches, then (acks=all) wait for all of them to reach the ISR together."""
     body = request.body
+    timeout = max(body.timeout.total_seconds(), 0.0)
     results = []
-    appended = False
+    waits: list[tuple[dict[str, Any], Any]] = []
     for topic_data in body.topic_data:
         with contextlib.suppress(KafkaError):  # an invalid name is answered per partition below
             await broker.topic_or_autocreate(topic_data.name)
@@ -42,34 +46,41 @@ async def produce(broker: Broker, request: Request) -> Any:
             try:
                 if body.acks not in VALID_ACKS:
                     raise KafkaError(f"acks must be -1, 0 or 1, not {body.acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
-                topic, state = broker.partition_state(topic_data.name, part.index)
+                topic, runtime = broker.leader_runtime(topic_data.name, part.index)
                 if not part.records:
                     raise KafkaError("no records", code=ErrorCode.INVALID_RECORD)
-                base_offset, log_start, append_time, fresh = await _append(
-                    broker.runtime(topic, part.index), part.records, state.leader_epoch)
-                appended = appended or fresh
+                base_offset, end, log_start, append_time = await _append(
+                    broker, topic, runtime, part.records, acks_all=body.acks == -1)
                 entry.update(base_offset=base_offset, log_start_offset=log_start)
                 if append_time >= 0:
                     entry["log_append_time"] = datetime.datetime.fromtimestamp(append_time / 1000, tz=datetime.UTC)
+                if body.acks == -1:
+                    waits.append((entry, broker.await_replication(topic, runtime, end, timeout)))
             except KafkaError as exc:
                 entry.update(error_code=wire(exc.code), error_message=str(exc))
             partitions.append(entry)
         results.append({"name": topic_data.name, "partition_responses": partitions})
-    if appended:
-        await broker.notify_appended()
+    if waits:
+        outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
+        for (entry, _), outcome in zip(waits, outcomes, strict=True):
+            if isinstance(outcome, KafkaError):
+                entry.update(error_code=wire(outcome.code), error_message=str(outcome))
+            elif isinstance(outcome, BaseException):
+                raise outcome
     if body.acks == 0:
         return None
     return build(load_response_schema(0, request.api_version), {"responses": results, "throttle_time": ZERO})
 
 
-async def _append(runtime: PartitionRuntime, records: bytes, leader_epoch: int) -> tuple[int, int, int, bool]:
-    """(base offset, log start offset, log append time or -1, whether anything was written)."""
+async def _append(broker: Broker, topic: TopicState, runtime: PartitionRuntime, records: bytes, *,
+                  acks_all: bool) -> tuple[int, int, int, int]:
+    """(base offset, log end after the batch, log start offset, log append time or -1)."""
     log = runtime.log
     producer_id = (_PRODUCER_ID.unpack_from(records, _PRODUCER_ID_OFFSET)[0]
                    if len(records) >= _PRODUCER_ID_OFFSET + 8 else NO_PRODUCER_ID)
     if producer_id == NO_PRODUCER_ID:
-        info = await asyncio.to_thread(log.append_as_leader, records, leader_epoch)
-        return info.first_offset, info.log_start_offset, info.log_append_time, True
+        info = await broker.append_as_leader(topic, runtime, records, acks_all=acks_all)
+        return info.first_offset, info.last_offset + 1, info.log_start_offset, info.log_append_time
     # Idempotent: the sequence check, the append and the state update must not interleave with another
     # append of this partition. Validate first so a corrupt batch is CORRUPT_MESSAGE, not a sequence error.
     validate_batches(records)
@@ -81,10 +92,10 @@ async def _append(runtime: PartitionRuntime, records: bytes, leader_epoch: int) 
         producers = await runtime.producer_state()
         duplicate = producers.check(header)
         if duplicate is not None:  # Kafka answers a retried batch with its original offsets, no error
-            return duplicate.first_offset, log.log_start_offset, -1, False
-        info = await asyncio.to_thread(log.append_as_leader, records, leader_epoch)
+            return duplicate.first_offset, duplicate.last_offset + 1, log.log_start_offset, -1
+        info = await broker.append_as_leader(topic, runtime, records, acks_all=acks_all)
         producers.update(header, info.first_offset)
-    return info.first_offset, info.log_start_offset, info.log_append_time, True
+    return info.first_offset, info.last_offset + 1, info.log_start_offset, info.log_append_time
 
 
 @api(22, "InitProducerId", 0, 5)

@@ -29,10 +29,10 @@ async def delete_records(broker: Broker, request: Request) -> Any:
             entry: dict[str, Any] = {"partition_index": part.partition_index, "low_watermark": -1,
                                      "error_code": WireError.none}
             try:
-                topic, _ = broker.partition_state(topic_req.name, part.partition_index)
-                partition_log = broker.partition_log(topic, part.partition_index)
-                # One replica: the high watermark is the log end offset.
-                high_watermark = partition_log.log_end_offset
+                _, runtime = broker.leader_runtime(topic_req.name, part.partition_index)
+                partition_log = runtime.log
+                # Followers move their log start up to this when they next fetch (it travels in Fetch).
+                high_watermark = runtime.high_watermark
                 offset = high_watermark if part.offset == HIGH_WATERMARK else part.offset
                 if not 0 <= offset <= high_watermark:
                     raise OffsetOutOfRangeError(f"Cannot delete records before offset {part.offset}: "

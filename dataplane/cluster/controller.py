@@ -1,0 +1,34 @@
+"""The controller's pass: re-elect leaders and trim ISRs after brokers' leases lapse or return.
+
+Runs on the metadata thread of the broker holding the controller lease. The
+decisions are the pure rules of ``election``; the writes are fenced by the
+controller epoch and compare each partition's epoch, so a controller that lost
+its lease (paused, cut off) changes nothing, and a leader's concurrent ISR
+change is never overwritten.
+"""
+
+from __future__ import annotations
+
+from dataplane.cluster.election import after_liveness_change
+from dataplane.cluster.store import MetadataStore, PartitionChange, TopicState
+
+UNCLEAN = "unclean.leader.election.enable"
+
+
+def unclean_allowed(topic: TopicState, cluster_defaults: dict[str, str]) -> bool:
+    return (topic.configs.get(UNCLEAN) or cluster_defaults.get(UNCLEAN) or "false") == "true"
+
+
+def elect_leaders_for_liveness(store: MetadataStore, node_id: int, controller_epoch: int) -> int:
+    """One pass over every partition; returns how many changed."""
+    live = {b.node_id for b in store.live_brokers()}
+    defaults = store.cluster_configs()
+    changes: list[PartitionChange] = []
+    for topic in store.topics():
+        unclean = unclean_allowed(topic, defaults)
+        for state in topic.partitions:
+            election = after_liveness_change(state, live, unclean=unclean)
+            if election is not None:
+                changes.append(PartitionChange(topic.topic_id, state.partition, state.partition_epoch,
+                                               election.leader, election.isr, election.leader_changed))
+    return store.apply_partition_changes(node_id, controller_epoch, changes) if changes else 0

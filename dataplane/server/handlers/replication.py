@@ -1,0 +1,93 @@
+"""OffsetForLeaderEpoch (followers truncating, KIP-101/279; consumers detecting truncation, KIP-320)
+and ElectLeaders (preferred and unclean elections asked for by operators and the control plane)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as WireError
+
+from dataplane.cluster.election import preferred, unclean_now
+from dataplane.cluster.store import PartitionChange
+from dataplane.protocol.build import build
+from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.protocol.messages import Request
+from dataplane.server.apis import api
+from dataplane.server.broker import ZERO, wire
+
+if TYPE_CHECKING:
+    from dataplane.server.broker import Broker
+
+PREFERRED, UNCLEAN = 0, 1
+
+
+@api(23, "OffsetForLeaderEpoch", 2, 4)
+async def offset_for_leader_epoch(broker: Broker, request: Request) -> Any:
+    topics = []
+    for topic_req in request.body.topics:
+        partitions = []
+        for part in topic_req.partitions:
+            entry: dict[str, Any] = {"error_code": WireError.none, "partition": part.partition,
+                                     "leader_epoch": -1, "end_offset": -1}
+            try:
+                _, runtime = broker.leader_runtime(topic_req.topic, part.partition, part.current_leader_epoch)
+                found = runtime.log.end_offset_for_epoch(part.leader_epoch)
+                entry.update(leader_epoch=found.epoch, end_offset=found.end_offset)
+            except KafkaError as exc:
+                entry["error_code"] = wire(exc.code)
+            partitions.append(entry)
+        topics.append({"topic": topic_req.topic, "partitions": partitions})
+    return build(load_response_schema(23, request.api_version), {"throttle_time": ZERO, "topics": topics})
+
+
+@api(43, "ElectLeaders", 0, 2)
+async def elect_leaders(broker: Broker, request: Request) -> Any:
+    """Decided and written by the controller's rules, fenced by the controller epoch this broker holds.
+
+    Any broker accepts the request, as with Kafka's forwarding; a broker that is not
+    the controller answers NOT_CONTROLLER so the client retries elsewhere.
+    """
+    body, version = request.body, request.api_version
+    election_type = getattr(body, "election_type", PREFERRED)
+    values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "replica_election_results": ()}
+    if broker.controller_id != broker.config.node_id:
+        values["error_code"] = wire(ErrorCode.NOT_CONTROLLER)
+        return build(load_response_schema(43, version), values)
+    await broker.refresh_topics()
+    live = set(broker.live_node_ids())
+    if body.topic_partitions is None:  # every partition
+        wanted = [(t.name, p.partition) for t in broker.topics.values() for p in t.partitions]
+    else:
+        wanted = [(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions]
+    changes: list[PartitionChange] = []
+    results: dict[str, list[dict[str, Any]]] = {}
+    for name, index in wanted:
+        entry: dict[str, Any] = {"partition_id": index, "error_code": WireError.none, "error_message": None}
+        results.setdefault(name, []).append(entry)
+        try:
+            topic, state = broker.partition_state(name, index)
+        except KafkaError as exc:
+            entry.update(error_code=wire(exc.code), error_message=str(exc))
+            continue
+        decided = preferred(state, live) if election_type == PREFERRED else unclean_now(state, live)
+        if isinstance(decided, ErrorCode):
+            if body.topic_partitions is not None or decided != ErrorCode.ELECTION_NOT_NEEDED:
+                entry.update(error_code=wire(decided), error_message=decided.name.lower().replace("_", " "))
+            continue
+        changes.append(PartitionChange(topic.topic_id, index, state.partition_epoch, decided.leader, decided.isr,
+                                       decided.leader_changed))
+    if changes:
+        try:
+            await broker.on_db(broker.store.apply_partition_changes, broker.config.node_id,
+                               broker.controller_epoch, changes)
+        except KafkaError as exc:
+            values["error_code"] = wire(ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH
+                                        else exc.code)
+        await broker.refresh_topics()
+    if body.topic_partitions is None:  # Kafka lists only partitions that changed or failed
+        results = {n: [e for e in es if e["error_code"] != WireError.none or
+                       any(c.partition == e["partition_id"] for c in changes)] for n, es in results.items()}
+    values["replica_election_results"] = [{"topic": name, "partition_result": entries}
+                                          for name, entries in results.items() if entries]
+    return build(load_response_schema(43, version), values)
