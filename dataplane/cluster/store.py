@@ -208,6 +208,13 @@ class MetadataStore:
                 self._changed()
             return node_id, epoch
 
+    def resign_controller(self, node_id: int, epoch: int) -> None:
+        """At clean shutdown: end our controller lease now, so another broker takes over at once."""
+        with self.conn.transaction():
+            self.conn.execute("UPDATE controller SET lease_expires_at = now() WHERE cluster_id = %s"
+                              " AND node_id = %s AND epoch = %s", (self.cluster_id, node_id, epoch))
+            self._changed()
+
     def controller(self) -> tuple[int, int] | None:
         """(node id, epoch) of the controller whose lease is current, or None."""
         row = self.conn.execute("SELECT node_id, epoch FROM controller WHERE cluster_id = %s"

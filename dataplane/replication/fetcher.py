@@ -5,8 +5,8 @@ to where it agrees with the leader, learned with OffsetForLeaderEpoch (KIP-101,
 with KIP-279's rounds for epochs the two logs do not share), so replicas never
 diverge. Fetches carry the follower's current leader epoch; a leader that
 answers FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_LEADER_EPOCH
-disagrees with our metadata, so the partition waits for the next metadata
-change rather than retrying blindly.
+disagrees with our metadata (or has not applied it yet), so the partition
+pauses briefly while metadata is re-read, then tries again.
 """
 
 from __future__ import annotations
@@ -60,11 +60,21 @@ class FollowerHost(Protocol):
     def request_metadata_refresh(self) -> None: ...
 
 
+PARK_SECONDS = 0.25
+
+
 @dataclass
 class FetchTarget:
     leader_epoch: int
     truncated: bool = False
-    parked: bool = False  # the leader disagreed with our metadata: wait for a change
+    parked_until: float = 0.0  # the leader disagreed with our metadata: retry after a metadata refresh
+
+    @property
+    def parked(self) -> bool:
+        return time.monotonic() < self.parked_until
+
+    def park(self) -> None:
+        self.parked_until = time.monotonic() + PARK_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +109,7 @@ class ReplicaFetcher:
 
     def follow(self, topic: str, partition: int, leader_epoch: int) -> None:
         current = self.targets.get((topic, partition))
-        if current is None or current.leader_epoch != leader_epoch or current.parked:
+        if current is None or current.leader_epoch != leader_epoch:
             self.targets[(topic, partition)] = FetchTarget(leader_epoch)
             self._wake.set()
 
@@ -112,7 +122,10 @@ class ReplicaFetcher:
             active = {k: t for k, t in self.targets.items() if not t.parked}
             if not active:
                 self._wake.clear()
-                await self._wake.wait()
+                parked = [t.parked_until for t in self.targets.values()]
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(),
+                                           max(0.0, min(parked) - time.monotonic()) if parked else None)
                 continue
             try:
                 conn = await self._connection()
@@ -121,8 +134,16 @@ class ReplicaFetcher:
                         await self._truncate(conn, key, target)
                 await self._fetch(conn, {k: t for k, t in active.items() if t.truncated and not t.parked})
                 backoff = 0.05
-            except PeerError as exc:
-                log.info("fetcher for leader %d: %s (retrying)", self.leader, exc)
+            except Exception as exc:  # the fetcher must outlive any one bad round
+                if isinstance(exc, PeerError):
+                    log.info("fetcher for leader %d: %s (retrying)", self.leader, exc)
+                else:
+                    log.exception("fetcher for leader %d failed a round (truncating again, then retrying)",
+                                  self.leader)
+                    for target in self.targets.values():
+                        target.truncated = False
+                if self._conn is not None:
+                    self._conn.close()
                 self._conn = None
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
@@ -155,7 +176,7 @@ class ReplicaFetcher:
                 break
             answer = await self._end_offset_for(conn, topic, partition, target.leader_epoch, asked)
             if answer is None:
-                target.parked = True
+                target.park()
                 self.host.request_metadata_refresh()
                 return
             leader_epoch, leader_end = answer
@@ -234,7 +255,7 @@ class ReplicaFetcher:
         topic, partition = key
         error = data.error_code  # type: ignore[attr-defined]
         if error in _WAIT_FOR_METADATA:
-            target.parked = True
+            target.park()
             self.host.request_metadata_refresh()
             return 0
         if error == WireError.offset_out_of_range:

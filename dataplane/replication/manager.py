@@ -58,6 +58,11 @@ class ReplicaManager:
         self._isr_changes: set[Key] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._on_leadership = on_leadership  # (topic, partition, leads): the group coordinator follows this
+        self._frozen = False
+
+    def freeze(self) -> None:
+        """No more ISR changes: this broker is shutting down."""
+        self._frozen = True
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -212,7 +217,7 @@ class ReplicaManager:
                 self._schedule_isr_change(key, runtime, expanded)
 
     def _schedule_isr_change(self, key: Key, runtime: PartitionRuntime, isr: tuple[int, ...]) -> None:
-        if key in self._isr_changes:
+        if key in self._isr_changes or self._frozen:
             return
         self._isr_changes.add(key)
         task = asyncio.get_running_loop().create_task(self._alter_isr(key, runtime, isr))

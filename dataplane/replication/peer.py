@@ -47,11 +47,13 @@ class PeerConnection:
             correlation_id=correlation_id, client_id=self._client_id))
         entity_writer(type(request))(buffer, request)
         payload = buffer.getvalue()
+        if self._writer.is_closing():
+            raise PeerError("connection to peer is closed")
         try:
             self._writer.write(SIZE.pack(len(payload)) + payload)
             await asyncio.wait_for(self._writer.drain(), timeout)
             frame = await asyncio.wait_for(self._read_frame(), timeout)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        except (OSError, TimeoutError, RuntimeError, asyncio.IncompleteReadError) as exc:  # uvloop: RuntimeError
             self.close()
             raise PeerError(f"request to peer failed: {exc!r}") from exc
         response_schema = load_response_schema(request.__api_key__, api_version)

@@ -215,8 +215,25 @@ class Broker:
         return psycopg.connect(self.config.metadata_url, connect_timeout=max(2, round(self.config.lease_seconds)))
 
     async def begin_shutdown(self) -> None:
-        """Refuse new requests and end long polls early (connections stop reading once this is set)."""
+        """Refuse new requests, end long polls early, and hand leadership over (a controlled shutdown).
+
+        The lease is given up first, so the controller moves this broker's
+        partitions to replicas still in their ISR while this one stops; and no ISR
+        change is made from here on, or followers refused by a stopping broker
+        would be dropped from the ISR and leave nobody to take over.
+        """
         self.stopping = True
+        self.replicas.freeze()
+        for task in self._tasks:  # no lease renewal and no controller pass from here on
+            task.cancel()
+        if self._store is not None:
+            try:
+                if self.controller_id == self.config.node_id:
+                    await self.on_db(self.store.resign_controller, self.config.node_id, self.controller_epoch)
+                await self.on_db(self.store.unregister_broker, self.config.node_id, self.incarnation)
+            except (psycopg.Error, KafkaError) as exc:
+                log.warning("could not give up the lease at shutdown (it will lapse): %s", exc)
+        self._lease_deadline = 0.0
         await self.notify_appended()
 
     async def stop(self) -> None:
