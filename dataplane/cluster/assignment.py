@@ -1,4 +1,4 @@
-"""Replica assignment for new partitions: Kafka's rack-unaware round robin.
+"""Replica assignment for new partitions: Kafka's round robin, rack-aware when brokers declare racks.
 
 Pure function of its inputs (``start_index``/``shift`` are chosen at random by
 callers, fixed by tests), so it is checked by properties: every partition gets
@@ -8,7 +8,7 @@ no broker holds more than one more than any other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class AssignmentError(ValueError):
@@ -17,8 +17,13 @@ class AssignmentError(ValueError):
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int, *,
                     start_index: int = 0, shift: int = 0, first_partition: int = 0,
-                    racks: object = None) -> list[list[int]]:
-    """Replica lists for partitions ``first_partition ..`` (the first replica is the preferred leader)."""
+                    racks: Mapping[int, str | None] | None = None) -> list[list[int]]:
+    """Replica lists for partitions ``first_partition ..`` (the first replica is the preferred leader).
+
+    With ``racks`` (broker -> rack) where any broker has one, every broker must
+    have one and replicas spread over racks (``_rack_aware``); otherwise Kafka's
+    rack-unaware placement.
+    """
     ordered = sorted(set(brokers))
     count = len(ordered)
     if partitions < 1:
@@ -28,6 +33,12 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     if replication_factor > count:
         raise AssignmentError(
             f"replication factor {replication_factor} is larger than the {count} available brokers")
+    known = {b: racks.get(b) for b in ordered} if racks else {}
+    if any(rack is not None for rack in known.values()):
+        if any(rack is None for rack in known.values()):
+            raise AssignmentError("Not all brokers have rack information for replica rack aware assignment.")
+        return _rack_aware({b: str(r) for b, r in known.items()}, partitions, replication_factor,
+                           start_index=start_index, shift=shift, first_partition=first_partition)
     result: list[list[int]] = []
     next_shift = shift % count
     for partition in range(first_partition, first_partition + partitions):
@@ -38,5 +49,46 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
         for j in range(replication_factor - 1):
             step = 1 + (next_shift + j) % (count - 1)
             replicas.append(ordered[(first + step) % count])
+        result.append(replicas)
+    return result
+
+
+def rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Brokers ordered one per rack in turn (racks and brokers sorted): Kafka's getRackAlternatedBrokerList."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(racks):
+        by_rack.setdefault(racks[broker], []).append(broker)
+    queues = [by_rack[rack] for rack in sorted(by_rack)]
+    result: list[int] = []
+    depth = 0
+    while len(result) < len(racks):
+        result += [queue[depth] for queue in queues if depth < len(queue)]
+        depth += 1
+    return result
+
+
+def _rack_aware(racks: Mapping[int, str], partitions: int, replication_factor: int, *, start_index: int,
+                shift: int, first_partition: int) -> list[list[int]]:
+    """Kafka's assignReplicasToBrokersRackAware: a rack takes a second replica only once every rack has one."""
+    arranged = rack_alternated(racks)
+    count, rack_count = len(arranged), len(set(racks.values()))
+    result: list[list[int]] = []
+    next_shift = shift % count
+    for partition in range(first_partition, first_partition + partitions):
+        if partition > 0 and partition % count == 0:
+            next_shift += 1
+        first = (partition + start_index) % count
+        replicas = [arranged[first]]
+        used_racks = {racks[arranged[first]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            step = 1 + (next_shift * rack_count + k) % (count - 1)
+            broker = arranged[(first + step) % count]
+            k += 1
+            rack = racks[broker]
+            if (rack not in used_racks or len(used_racks) == rack_count) and \
+                    (broker not in replicas or len(replicas) == count):
+                replicas.append(broker)
+                used_racks.add(rack)
         result.append(replicas)
     return result

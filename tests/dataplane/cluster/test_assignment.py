@@ -49,3 +49,43 @@ def test_matches_kafkas_layout_for_a_known_case() -> None:
 def test_impossible_requests_raise(brokers: list[int], partitions: int, rf: int) -> None:
     with pytest.raises(AssignmentError):
         assign_replicas(brokers, partitions, rf)
+
+
+@st.composite
+def racked_layouts(draw: st.DrawFn) -> tuple[dict[int, str], int, int, int, int]:
+    brokers = draw(st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=12, unique=True))
+    rack_names = draw(st.lists(st.sampled_from("abcde"), min_size=len(brokers), max_size=len(brokers)))
+    rf = draw(st.integers(min_value=1, max_value=len(brokers)))
+    partitions = draw(st.integers(min_value=1, max_value=60))
+    start, shift = draw(st.integers(0, 50)), draw(st.integers(0, 50))
+    return dict(zip(brokers, rack_names, strict=True)), partitions, rf, start, shift
+
+
+@given(racked_layouts())
+def test_rack_aware_spreads_replicas_over_racks(layout: tuple[dict[int, str], int, int, int, int]) -> None:
+    racks, partitions, rf, start, shift = layout
+    result = assign_replicas(list(racks), partitions, rf, racks=racks, start_index=start, shift=shift)
+    rack_count = len(set(racks.values()))
+    assert len(result) == partitions
+    for replicas in result:
+        assert len(replicas) == rf and len(set(replicas)) == rf
+        used = {racks[b] for b in replicas}
+        assert len(used) == min(rf, rack_count)  # distinct racks first; every rack once rf exceeds them
+
+
+def test_rack_aware_leaders_round_robin_over_alternated_brokers() -> None:
+    racks = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+    result = assign_replicas(list(racks), 12, 3, racks=racks)
+    assert Counter(r[0] for r in result) == Counter({b: 2 for b in racks})
+    # Kafka's alternated order a, b, c, a, b, c: leaders follow it, followers sit on the other racks.
+    assert [r[0] for r in result[:6]] == [0, 2, 4, 1, 3, 5]
+    assert all(len({racks[b] for b in r}) == 3 for r in result)
+
+
+def test_rack_aware_refuses_brokers_without_racks() -> None:
+    with pytest.raises(AssignmentError, match="Not all brokers have rack information"):
+        assign_replicas([1, 2, 3], 3, 2, racks={1: "a", 2: "b", 3: None})
+
+
+def test_no_racks_at_all_is_rack_unaware() -> None:
+    assert assign_replicas([1, 2, 3], 3, 2, racks={1: None, 2: None, 3: None}) == assign_replicas([1, 2, 3], 3, 2)

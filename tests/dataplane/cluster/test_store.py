@@ -171,3 +171,40 @@ def test_cluster_configs_replace_and_validate(store: MetadataStore) -> None:
         store.alter_cluster_configs(lambda cur: {"segment.bytes": "1"})
     assert caught.value.code == ErrorCode.INVALID_CONFIG
     assert store.alter_cluster_configs(lambda cur: {}) == {} and store.cluster_configs() == {}
+
+
+def test_controller_lease_is_taken_kept_and_fenced(store: MetadataStore) -> None:
+    assert store.acquire_controller(1, 30) == (1, 1)
+    assert store.acquire_controller(2, 30) == (1, 1)   # held by 1
+    assert store.acquire_controller(1, 30) == (1, 1)   # renewed, same epoch
+    store.conn.execute("UPDATE controller SET lease_expires_at = now() - interval '1 second'")
+    assert store.acquire_controller(2, 30) == (2, 2)   # lapsed: the next epoch
+    topic = store.create_topic("fenced", 1, 1, [1])
+    state = topic.partitions[0]
+    from dataplane.cluster.store import PartitionChange
+    change = PartitionChange(topic.topic_id, 0, state.partition_epoch, -1, state.isr, True)
+    with pytest.raises(KafkaError) as stale:
+        store.apply_partition_changes(1, 1, [change])      # the ex-controller's write
+    assert stale.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert store.apply_partition_changes(2, 2, [change]) == 1
+    assert store.apply_partition_changes(2, 2, [change]) == 0   # made from an old partition epoch: skipped
+    after = store.topic("fenced")
+    assert after is not None and after.partitions[0].leader == -1 and after.partitions[0].leader_epoch == 1
+
+
+def test_isr_change_is_a_compare_and_set_on_leader_and_epochs(store: MetadataStore) -> None:
+    topic = store.create_topic("isr", 1, 3, [1, 2, 3])
+    state = topic.partitions[0]
+    leader = state.leader
+    rest = tuple(r for r in state.replicas if r != leader)
+    shrunk = store.alter_isr(topic.topic_id, 0, leader=leader, leader_epoch=0, partition_epoch=0,
+                             isr=(leader, rest[0]))
+    assert shrunk is not None and shrunk.isr == (leader, rest[0]) and shrunk.partition_epoch == 1
+    # A stale partition epoch, a wrong leader, or a broker outside the replicas: nothing changes.
+    assert store.alter_isr(topic.topic_id, 0, leader=leader, leader_epoch=0, partition_epoch=0, isr=(leader,)) is None
+    assert store.alter_isr(topic.topic_id, 0, leader=rest[0], leader_epoch=0, partition_epoch=1,
+                           isr=(rest[0],)) is None
+    assert store.alter_isr(topic.topic_id, 0, leader=leader, leader_epoch=0, partition_epoch=1,
+                           isr=(leader, 99)) is None
+    after = store.topic("isr")
+    assert after is not None and after.partitions[0].isr == (leader, rest[0])
