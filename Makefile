@@ -23,8 +23,12 @@ test: $(STAMP)
 	$(MYPY_ENV) $(BIN)/mypy dataplane controlplane sluice
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
+# Long fault runs: every slow test, then the cluster fault scenarios for CHAOS_ROUNDS rounds with a random
+# seed (CHAOS_SEED=N repeats a run). A failure names its history file: python -m tests.chaos.replay FILE
+CHAOS_ROUNDS ?= 5
 chaos: $(STAMP)
 	$(BIN)/python -m pytest -m slow -n 2
+	CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(BIN)/python -m pytest tests/chaos/test_scenarios.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

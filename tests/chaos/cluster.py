@@ -117,7 +117,7 @@ class Node:
 
 class Cluster:
     def __init__(self, root: Path, size: int = 3, *, lease_ms: int = 1500, lag_ms: int = 3000,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, racks: list[str] | None = None) -> None:
         self.cluster_id = f"chaos-{uuid.uuid4().hex[:10]}"
         self.lease_ms = lease_ms
         base = os.environ["DATABASE_URL"]
@@ -134,7 +134,7 @@ class Cluster:
                 "--metadata-url", _through(base, node.pg_proxy.port),
                 "--broker-session-timeout-ms", str(lease_ms), "--replica-lag-time-max-ms", str(lag_ms),
                 "--offsets-topic-partitions", "3", "--group-initial-rebalance-delay-ms", "0",
-                "--no-auto-create-topics", *(extra_args or [])]
+                "--no-auto-create-topics", *(["--rack", racks[node_id - 1]] if racks else []), *(extra_args or [])]
             self.nodes[node_id] = node
 
     @property

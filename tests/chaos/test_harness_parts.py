@@ -410,3 +410,17 @@ def test_cut_and_heal_before_start() -> None:
     proxy.heal()
     assert not proxy.is_cut
     proxy.stop()
+
+
+def test_replay_rechecks_a_history_file(tmp_path: Path) -> None:
+    from tests.chaos.replay import main
+
+    path = tmp_path / "h.jsonl"
+    with History(path) as history:
+        sent = history.invoke("p", "send", "v1", 0)
+        history.complete(sent, "ok", offset=0)
+        history.note("kill broker 2")
+        final = history.invoke("final", "read")
+        history.complete(final, "ok", reads=[])  # v1 acknowledged but absent: lost
+    assert main([str(path)]) == 1
+    assert main([str(tmp_path / "missing.jsonl")]) == 2

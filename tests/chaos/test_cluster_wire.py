@@ -1,0 +1,181 @@
+"""A 3-broker cluster's answers, request by request: metadata, leader epochs, min.insync.replicas,
+the high watermark, preferred election and rack-aware placement.
+
+Requests go to a broker's own port (not its proxy), so cutting a broker's proxy
+cuts replication to it while these clients still reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka import ElectionType
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+
+from dataplane.protocol.records import Record, build_batch
+from dataplane.replication.peer import PeerConnection
+from tests.chaos.cluster import Cluster, Node
+
+pytestmark = pytest.mark.xdist_group("chaos")
+
+NONE, NOT_LEADER, TIMED_OUT, NOT_ENOUGH_REPLICAS, FENCED, UNKNOWN_EPOCH = 0, 6, 7, 19, 74, 75
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    # A long lag time: a follower cut off stays in the ISR for the whole test unless its lease lapses.
+    found = Cluster(tmp_path, lag_ms=60_000, racks=["east", "west", "north"])
+    try:
+        found.start()
+        yield found
+    finally:
+        found.stop()
+
+
+def call(node: Node, request: Any, version: int) -> Any:
+    async def run() -> Any:
+        conn = await PeerConnection.open("127.0.0.1", node.port, "wire-test", 10)
+        try:
+            return await conn.call(request, version, 30)
+        finally:
+            conn.close()
+    return asyncio.run(run())
+
+
+def produce(node: Node, topic: str, acks: int, value: bytes, timeout_ms: int = 30_000) -> tuple[int, int]:
+    response = call(node, ProduceRequest(transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(
+        datetime.timedelta(milliseconds=timeout_ms)), topic_data=(TopicProduceData(name=TopicName(topic), partition_data=(
+            PartitionProduceData(index=i32(0), records=build_batch([Record(0, 0, None, value)])),)),)), 9)
+    part = response.responses[0].partition_responses[0]
+    return int(part.error_code.value), int(part.base_offset)
+
+
+def fetch(node: Node, topic: str, offset: int, epoch: int = -1) -> tuple[int, int, bytes]:
+    response = call(node, FetchRequest(
+        cluster_id=None, replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(0)),
+        min_bytes=i32(0), max_bytes=i32(1 << 20), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(FetchTopic(topic=TopicName(topic), partitions=(FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(epoch), fetch_offset=i64(offset), last_fetched_epoch=i32(-1),
+            log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),),
+        forgotten_topics_data=(), rack_id=""), 12)
+    part = response.responses[0].partitions[0]
+    return int(part.error_code.value), int(part.high_watermark), bytes(part.records or b"")
+
+
+def latest(node: Node, topic: str) -> int:
+    return latest_and_epoch(node, topic)[0]
+
+
+def latest_and_epoch(node: Node, topic: str) -> tuple[int, int]:
+    """ListOffsets(latest): the high watermark, and the leader epoch it was read at."""
+    response = call(node, ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=(
+        ListOffsetsTopic(name=TopicName(topic), partitions=(ListOffsetsPartition(
+            partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(-1)),)),)), 7)
+    part = response.topics[0].partitions[0]
+    return int(part.offset), int(part.leader_epoch)
+
+
+def leader_and_epoch(cluster: Cluster, topic: str) -> tuple[Node, int]:
+    node = cluster.nodes[cluster.metadata().topics[topic].partitions[0].leader]
+    return node, latest_and_epoch(node, topic)[1]
+
+
+def offsets_for_epoch(node: Node, topic: str, current: int, epoch: int) -> tuple[int, int, int]:
+    response = call(node, OffsetForLeaderEpochRequest(replica_id=BrokerId(-1), topics=(OffsetForLeaderTopic(
+        topic=TopicName(topic), partitions=(OffsetForLeaderPartition(
+            partition=i32(0), current_leader_epoch=i32(current), leader_epoch=i32(epoch)),)),)), 4)
+    part = response.topics[0].partitions[0]
+    return int(part.error_code.value), int(part.leader_epoch), int(part.end_offset)
+
+
+def test_rack_aware_placement_and_metadata(cluster: Cluster) -> None:
+    cluster.create_topic("spread", 6, 3)
+    partitions = cluster.metadata().topics["spread"].partitions.values()
+    assert all(sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3] for p in partitions)
+    leaders = [p.leader for p in partitions]
+    assert sorted(leaders) == [1, 1, 2, 2, 3, 3]  # leaders spread evenly
+
+
+def test_epochs_fence_stale_clients_and_followers_refuse_leader_work(cluster: Cluster) -> None:
+    cluster.create_topic("epochs", 1, 3)
+    leader, _ = leader_and_epoch(cluster, "epochs")
+    assert produce(leader, "epochs", -1, b"first")[0] == NONE
+    leader.kill(signal.SIGKILL)
+    cluster.wait_until(lambda: cluster.partition("epochs")[0] not in (-1, leader.node_id), "failover")
+    new_leader, epoch = leader_and_epoch(cluster, "epochs")
+    assert epoch >= 1
+    follower = next(n for n in cluster.nodes.values() if n.running and n is not new_leader)
+    assert produce(follower, "epochs", -1, b"x")[0] == NOT_LEADER
+    assert fetch(follower, "epochs", 0)[0] == NOT_LEADER
+    assert fetch(new_leader, "epochs", 0, epoch - 1)[0] == FENCED
+    assert fetch(new_leader, "epochs", 0, epoch + 1)[0] == UNKNOWN_EPOCH
+    error, hw, records = fetch(new_leader, "epochs", 0, epoch)
+    assert error == NONE and hw == 1 and b"first" in records
+    assert produce(new_leader, "epochs", -1, b"second") == (NONE, 1)
+    # Epoch 0 ended where the new leader's epoch began (KIP-101's answer for a follower of the old leader).
+    assert offsets_for_epoch(new_leader, "epochs", epoch, 0)[1:] == (0, 1)
+    assert offsets_for_epoch(new_leader, "epochs", epoch - 1, 0)[0] == FENCED
+    leader.start()
+    cluster.wait_for_full_isr("epochs")
+
+
+def test_min_insync_replicas_and_the_high_watermark(cluster: Cluster) -> None:
+    cluster.create_topic("durable", 1, 3, **{"min.insync.replicas": "2"})
+    leader, _ = leader_and_epoch(cluster, "durable")
+    followers = [n for n in cluster.nodes.values() if n is not leader]
+    assert produce(leader, "durable", -1, b"a") == (NONE, 0)
+    # Followers cannot fetch (the leader's proxy is cut) but stay in the ISR: writes wait for them.
+    assert leader.proxy is not None
+    leader.proxy.cut()
+    error, offset = produce(leader, "durable", 1, b"b")
+    assert (error, offset) == (NONE, 1)
+    assert latest(leader, "durable") == 1                  # consumers see only the high watermark ...
+    assert fetch(leader, "durable", 1)[1:] == (1, b"")     # ... and nothing above it
+    assert produce(leader, "durable", -1, b"c", timeout_ms=500)[0] == TIMED_OUT
+    leader.proxy.heal()
+    cluster.wait_until(lambda: latest(leader, "durable") == 3, "the high watermark to catch up")
+    # Both followers paused past their lease: the controller takes them out of the ISR.
+    for follower in followers:
+        follower.send_signal(signal.SIGSTOP)
+    try:
+        cluster.wait_until(lambda: cluster.partition("durable", via=leader)[2] == [leader.node_id], "ISR = leader")
+        assert produce(leader, "durable", -1, b"d")[0] == NOT_ENOUGH_REPLICAS
+        assert produce(leader, "durable", 1, b"e")[0] == NONE  # acks=1 does not need the ISR
+    finally:
+        for follower in followers:
+            follower.send_signal(signal.SIGCONT)
+    cluster.wait_for_full_isr("durable")
+    assert produce(leader, "durable", -1, b"f")[0] == NONE
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster: Cluster) -> None:
+    cluster.create_topic("preferred", 1, 3)
+    preferred_id = cluster.metadata().topics["preferred"].partitions[0].replicas[0]
+    preferred = cluster.nodes[preferred_id]
+    preferred.kill(signal.SIGTERM)
+    cluster.wait_until(lambda: cluster.partition("preferred")[0] not in (-1, preferred_id), "failover")
+    preferred.start()
+    cluster.wait_for_full_isr("preferred")
+    assert cluster.partition("preferred")[0] != preferred_id
+    admin = cluster.admin()
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(30)
+    cluster.wait_until(lambda: cluster.partition("preferred")[0] == preferred_id, "the preferred leader")
+    again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(30)
+    [error] = again.values()
+    assert error is not None and "not needed" in str(error).lower().replace("_", " ")
