@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups clean-var
+.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster clean-var
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ bench-broker: $(STAMP)
 # Consumer groups: rebalance settle times (1/10/50 members) and commit throughput, a few minutes.
 bench-groups: $(STAMP)
 	$(BIN)/python bench/groups.py
+
+bench-cluster: $(STAMP)
+	$(BIN)/python bench/cluster.py
 
 clean-var:
 	rm -rf var

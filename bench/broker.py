@@ -124,6 +124,7 @@ class Broker:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path = field(default_factory=Path)
+    node_id: int = 1
 
     @property
     def bootstrap(self) -> str:
@@ -142,7 +143,7 @@ class Broker:
                "LOG_LEVEL": os.environ.get("LOG_LEVEL", "WARNING")}
         with open(self.log_path, "wb") as out:
             self.proc = self.procs.start(
-                [sys.executable, "-m", "sluice", "broker", "--node-id", "1", "--listen", self.bootstrap,
+                [sys.executable, "-m", "sluice", "broker", "--node-id", str(self.node_id), "--listen", self.bootstrap,
                  "--data-dir", str(self.data_dir), "--cluster-id", self.cluster_id, "--auto-create-topics",
                  "--num-partitions", str(self.partitions), *self.extra],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -235,9 +236,11 @@ def timed(server_pid: int | None) -> Iterator[Timing]:
     out.client_cpu = self_cpu() - c0
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1,
+                 configs: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    for fut in admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30).values():
+    topic = NewTopic(name, partitions, replication, config=configs or {})
+    for fut in admin.create_topics([topic], operation_timeout=30).values():
         fut.result(60)
 
 
@@ -250,7 +253,8 @@ def producer_config(bootstrap: str, acks: int, linger_ms: float = 5) -> dict[str
     }
 
 
-def kafka_produce(bootstrap: str, pid: int, topic: str, parts: int, value: bytes, n: int, acks: int) -> Phase:
+def kafka_produce(bootstrap: str, pid: int | None, topic: str, parts: int, value: bytes, n: int,
+                  acks: int) -> Phase:
     errors = [0]
 
     def on_delivery(err: KafkaError | None, _msg: Message) -> None:
@@ -430,12 +434,12 @@ def stamp(size: int) -> bytes:
     return struct.pack("<q", time.perf_counter_ns()) + b"x" * (size - 8)
 
 
-def kafka_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> list[int]:
+def kafka_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int, acks: int = 1) -> list[int]:
     total, skip = int(rate * seconds), rate // 2  # the first half second is warm-up
     c = Consumer({**consumer_config(bootstrap), "fetch.wait.max.ms": 500})
     c.assign([TopicPartition(topic, 0, 0)])
     c.poll(1.0)  # connected and fetching before the producer starts
-    p = Producer(producer_config(bootstrap, 1))
+    p = Producer(producer_config(bootstrap, acks))
     p.list_topics(topic, timeout=10)
 
     def produce() -> None:
