@@ -57,7 +57,8 @@ def start_cluster(procs: Procs, root: Path, metadata_url: str, size: int) -> lis
 
 
 def leader_of(bootstrap: str, topic: str) -> int:
-    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return int(meta.topics[topic].partitions[0].leader)
 
 
 def failover_seconds(brokers: list[Broker], topic: str) -> float:

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka import ElectionType
+from confluent_kafka import ElectionType, TopicPartition
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
@@ -59,9 +58,10 @@ def call(node: Node, request: Any, version: int) -> Any:
 
 
 def produce(node: Node, topic: str, acks: int, value: bytes, timeout_ms: int = 30_000) -> tuple[int, int]:
-    response = call(node, ProduceRequest(transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(
-        datetime.timedelta(milliseconds=timeout_ms)), topic_data=(TopicProduceData(name=TopicName(topic), partition_data=(
-            PartitionProduceData(index=i32(0), records=build_batch([Record(0, 0, None, value)])),)),)), 9)
+    data = PartitionProduceData(index=i32(0), records=build_batch([Record(0, 0, None, value)]))
+    response = call(node, ProduceRequest(
+        transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
+        topic_data=(TopicProduceData(name=TopicName(topic), partition_data=(data,)),)), 9)
     part = response.responses[0].partition_responses[0]
     return int(part.error_code.value), int(part.base_offset)
 
