@@ -166,6 +166,8 @@ CLUSTER_FLAGS: dict[str, tuple[type, str]] = {
     "replica_lag_time_max_ms": (int, "replica.lag.time.max.ms (default 30000)"),
     "replica_fetch_wait_max_ms": (int, "replica.fetch.wait.max.ms (default 500)"),
     "offsets_commit_timeout_ms": (int, "offsets.commit.timeout.ms (default 5000)"),
+    "follower_replication_throttled_rate": (int, "follower.replication.throttled.rate: bytes/s for a "
+                                                 "reassignment's new replicas (default 0, unlimited)"),
 }
 
 

@@ -1,4 +1,5 @@
-"""The controller's pass: re-elect leaders and trim ISRs after brokers' leases lapse or return.
+"""The controller's pass: re-elect leaders and trim ISRs after brokers' leases lapse or return,
+and finish partition reassignments whose new replicas have caught up.
 
 Runs on the metadata thread of the broker holding the controller lease. The
 decisions are the pure rules of ``election``; the writes are fenced by the
@@ -9,7 +10,7 @@ change is never overwritten.
 
 from __future__ import annotations
 
-from dataplane.cluster.election import after_liveness_change
+from dataplane.cluster.election import after_liveness_change, complete_reassignment
 from dataplane.cluster.store import MetadataStore, PartitionChange, TopicState
 
 UNCLEAN = "unclean.leader.election.enable"
@@ -31,4 +32,9 @@ def elect_leaders_for_liveness(store: MetadataStore, node_id: int, controller_ep
             if election is not None:
                 changes.append(PartitionChange(topic.topic_id, state.partition, state.partition_epoch,
                                                election.leader, election.isr, election.leader_changed))
+                continue
+            moved = complete_reassignment(state, live)
+            if moved is not None:
+                changes.append(PartitionChange(topic.topic_id, state.partition, state.partition_epoch, moved.leader,
+                                               moved.isr, moved.leader_changed, moved.replicas, (), ()))
     return store.apply_partition_changes(node_id, controller_epoch, changes) if changes else 0

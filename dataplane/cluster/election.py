@@ -69,3 +69,36 @@ def unclean_now(state: PartitionState, live: Collection[int]) -> Election | Erro
     if found is None or found.leader == NO_LEADER:
         return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Reassigned:
+    """A finished reassignment: the target replicas, the ISR within them, and their leader."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_changed: bool
+
+
+def complete_reassignment(state: PartitionState, live: Collection[int]) -> Reassigned | None:
+    """Finish a reassignment once every joining replica is in the ISR; None while it must wait.
+
+    Leadership moves to the first live in-sync target replica if the leader is
+    leaving; the leaving replicas drop out of the replica list and the ISR.
+    """
+    if not state.adding and not state.removing:
+        return None
+    if not set(state.adding) <= set(state.isr):
+        return None
+    target = state.target_replicas
+    isr = tuple(r for r in state.isr if r in target)
+    if not isr:
+        return None
+    leader = state.leader
+    if leader not in target or leader not in live:
+        candidates = [r for r in target if r in isr and r in live]
+        if not candidates:
+            return None
+        leader = candidates[0]
+    return Reassigned(target, isr, leader, leader != state.leader)

@@ -33,6 +33,12 @@ class PartitionState:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding: tuple[int, ...] = ()    # a reassignment's joining replicas
+    removing: tuple[int, ...] = ()  # ... and the ones that leave when it completes
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +71,11 @@ class PartitionChange:
     isr: tuple[int, ...]
     leader_changed: bool
     replicas: tuple[int, ...] | None = None  # None keeps the replica list
+    adding: tuple[int, ...] | None = None    # None keeps the reassignment state as it is
+    removing: tuple[int, ...] | None = None
 
 
-_TopicRow = tuple[uuid.UUID, str, dict[str, str], bool, int, list[int], list[int], int, int, int]
+_TopicRow = tuple[uuid.UUID, str, dict[str, str], bool, int, list[int], list[int], int, int, int, list[int], list[int]]
 
 
 def _validated(configs: Mapping[str, object]) -> dict[str, str]:
@@ -92,6 +100,10 @@ def _check_assignments(layout: list[list[int]], added: int, replication_factor: 
         unknown = sorted(set(replicas) - set(brokers))
         if unknown:
             raise refuse(f"Unknown broker(s) in replica assignment: {unknown}.")
+
+
+def _array(values: Sequence[int] | None) -> list[int] | None:
+    return None if values is None else list(values)
 
 
 def notify_channel(cluster_id: str) -> str:
@@ -247,16 +259,57 @@ class MetadataStore:
             self._fence(node_id, controller_epoch)
             for change in changes:
                 row = self.conn.execute(
-                    "UPDATE partitions SET leader = %s, isr = %s, replicas = COALESCE(%s, replicas),"
+                    "UPDATE partitions SET leader = %s, isr = %s, replicas = COALESCE(%s::integer[], replicas),"
+                    " adding_replicas = COALESCE(%s::integer[], adding_replicas),"
+                    " removing_replicas = COALESCE(%s::integer[], removing_replicas),"
                     " leader_epoch = leader_epoch + %s, partition_epoch = partition_epoch + 1"
                     " WHERE topic_id = %s AND partition = %s AND partition_epoch = %s RETURNING 1",
-                    (change.leader, list(change.isr), None if change.replicas is None else list(change.replicas),
-                     1 if change.leader_changed else 0, change.topic_id, change.partition,
+                    (change.leader, list(change.isr), _array(change.replicas), _array(change.adding),
+                     _array(change.removing), 1 if change.leader_changed else 0, change.topic_id, change.partition,
                      change.partition_epoch)).fetchone()
                 applied += row is not None
             if applied:
                 self._changed()
         return applied
+
+    def registered_brokers(self) -> set[int]:
+        rows = self.conn.execute("SELECT node_id FROM brokers WHERE cluster_id = %s", (self.cluster_id,)).fetchall()
+        return {int(str(r[0])) for r in rows}
+
+    def reassign(self, node_id: int, controller_epoch: int, name: str, partition: int,
+                 target: Sequence[int] | None) -> None:
+        """Start (or with ``target`` None, cancel) moving a partition to ``target`` replicas; controller-fenced.
+
+        The replica list becomes target + the current replicas not in it; the new
+        ones are *adding*, the old ones *removing*. The controller completes the move
+        once every adding replica is in the ISR (``reassignment.complete``).
+        """
+        with self.conn.transaction():
+            self._fence(node_id, controller_epoch)
+            topic = self._topic_for_update(name)
+            if not 0 <= partition < len(topic.partitions):
+                raise KafkaError(f"Topic {name} has no partition {partition}.",
+                                 code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            state = topic.partitions[partition]
+            if target is None:
+                if not state.adding and not state.removing:
+                    raise KafkaError(f"No reassignment of {name}-{partition} is in progress.",
+                                     code=ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+                target = tuple(r for r in state.replicas if r not in state.adding)
+            known = self.registered_brokers()
+            if not target or len(set(target)) != len(target) or not set(target) <= known:
+                raise KafkaError(f"Replica assignment {list(target)} must be distinct, registered brokers.",
+                                 code=ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            original = tuple(r for r in state.replicas if r not in state.adding)
+            replicas = tuple(target) + tuple(r for r in original if r not in target)
+            adding = tuple(r for r in target if r not in original)
+            removing = tuple(r for r in original if r not in target)
+            isr = tuple(r for r in state.isr if r in replicas) or state.isr
+            self.conn.execute(
+                "UPDATE partitions SET replicas = %s, isr = %s, adding_replicas = %s, removing_replicas = %s,"
+                " partition_epoch = partition_epoch + 1 WHERE topic_id = %s AND partition = %s",
+                (list(replicas), list(isr), list(adding), list(removing), topic.topic_id, partition))
+            self._changed()
 
     def alter_isr(self, topic_id: uuid.UUID, partition: int, *, leader: int, leader_epoch: int,
                   partition_epoch: int, isr: Sequence[int]) -> PartitionState | None:
@@ -270,13 +323,16 @@ class MetadataStore:
                 "UPDATE partitions SET isr = %s, partition_epoch = partition_epoch + 1"
                 " WHERE topic_id = %s AND partition = %s AND leader = %s AND leader_epoch = %s"
                 " AND partition_epoch = %s AND %s::integer[] <@ replicas"
-                " RETURNING partition, replicas, isr, leader, leader_epoch, partition_epoch",
+                " RETURNING partition, replicas, isr, leader, leader_epoch, partition_epoch, adding_replicas,"
+                " removing_replicas",
                 (list(isr), topic_id, partition, leader, leader_epoch, partition_epoch, list(isr))).fetchone()
             if row is None:
                 return None
             self._changed()
-        part, replicas, new_isr, new_leader, epoch, pepoch = cast(tuple[int, list[int], list[int], int, int, int], row)
-        return PartitionState(part, tuple(replicas), tuple(new_isr), new_leader, epoch, pepoch)
+        part, replicas, new_isr, new_leader, epoch, pepoch, adding, removing = \
+            cast(tuple[int, list[int], list[int], int, int, int, list[int], list[int]], row)
+        return PartitionState(part, tuple(replicas), tuple(new_isr), new_leader, epoch, pepoch, tuple(adding),
+                              tuple(removing))
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, brokers: Sequence[int], *,
                      racks: Mapping[int, str | None] | None = None,
@@ -444,14 +500,17 @@ class MetadataStore:
     def _topics(self, where: str = "TRUE", *args: object) -> list[TopicState]:
         rows = self.conn.execute(
             "SELECT t.topic_id, t.name, t.configs, t.internal, p.partition, p.replicas, p.isr, p.leader,"
-            " p.leader_epoch, p.partition_epoch FROM topics t JOIN partitions p USING (topic_id)"
+            " p.leader_epoch, p.partition_epoch, p.adding_replicas, p.removing_replicas"
+            " FROM topics t JOIN partitions p USING (topic_id)"
             f" WHERE t.cluster_id = %s AND {where} ORDER BY t.name, p.partition",
             (self.cluster_id, *args)).fetchall()
         found: dict[uuid.UUID, tuple[str, dict[str, str], bool, list[PartitionState]]] = {}
         for row in rows:
-            topic_id, name, configs, internal, part, replicas, isr, leader, epoch, pepoch = cast(_TopicRow, row)
+            topic_id, name, configs, internal, part, replicas, isr, leader, epoch, pepoch, adding, removing = \
+                cast(_TopicRow, row)
             entry = found.setdefault(topic_id, (name, dict(configs), internal, []))
-            entry[3].append(PartitionState(part, tuple(replicas), tuple(isr), leader, epoch, pepoch))
+            entry[3].append(PartitionState(part, tuple(replicas), tuple(isr), leader, epoch, pepoch, tuple(adding),
+                                           tuple(removing)))
         return [TopicState(tid, name, configs, internal, tuple(parts))
                 for tid, (name, configs, internal, parts) in found.items()]
 

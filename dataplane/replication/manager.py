@@ -112,8 +112,11 @@ class ReplicaManager:
                 key = (topic.name, state.partition)
                 runtime = self.runtimes.get(key)
                 if self.node_id not in state.replicas:
-                    if runtime is not None and runtime.role is not Role.NONE:
+                    if runtime is not None:  # reassigned away: this copy is no longer wanted
                         self._stop_replica(key, runtime)
+                        del self.runtimes[key]
+                        await asyncio.to_thread(self.broker.manager.delete_log, *key)
+                        log.info("removed replica %s-%d (reassigned to %s)", *key, list(state.replicas))
                     continue
                 if runtime is None or runtime.log.closed:
                     runtime = await self._open(topic, state.partition)
@@ -292,6 +295,17 @@ class ReplicaManager:
 
     def request_metadata_refresh(self) -> None:
         self.broker.request_metadata_refresh()
+
+    def throttle(self) -> float | None:
+        """The replication byte rate while this broker is catching up as a reassignment's new replica."""
+        rate = self.broker.config.follower_replication_throttled_rate
+        if not rate:
+            return None
+        for topic in self.broker.topics.values():
+            for state in topic.partitions:
+                if self.node_id in state.adding:
+                    return float(rate)
+        return None
 
 
 def replace_partition(topic: TopicState, state: PartitionState) -> TopicState:

@@ -103,7 +103,7 @@ class Broker:
         self.replicas = ReplicaManager(
             self, config.data_dir, lag_time_max_ms=config.replica_lag_time_max_ms,
             fetcher=FetcherSettings(max_wait_ms=config.replica_fetch_wait_max_ms,
-                                    throttle_bytes_per_s=self._replication_throttle),
+                                    throttle_bytes_per_s=lambda: self.replicas.throttle()),
             on_leadership=self._leadership_changed)
 
     # ------------------------------------------------------------------ lifecycle
@@ -306,10 +306,6 @@ class Broker:
     def topic_setting(self, topic: TopicState, name: str, default: str) -> str:
         """A topic config as in force: the topic's override, else the cluster default, else Kafka's default."""
         return topic.configs.get(name) or self.cluster_defaults.get(name) or default
-
-    def _replication_throttle(self) -> float | None:
-        rate = self.cluster_defaults.get("follower.replication.throttled.rate")
-        return float(rate) if rate else None
 
     def live_node_ids(self) -> list[int]:
         return sorted({b.node_id for b in self.live_brokers} | {self.config.node_id})

@@ -59,6 +59,7 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = 500
     offsets_commit_timeout_ms: int = 5_000
     metadata_refresh_seconds: float = 1.0  # the timer that catches a missed NOTIFY
+    follower_replication_throttled_rate: int = 0  # bytes/s for a reassignment's new replicas; 0 = unlimited
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -94,6 +95,7 @@ class BrokerConfig:
         _at_least("replica.lag.time.max.ms", self.replica_lag_time_max_ms, 1)
         _at_least("replica.fetch.wait.max.ms", self.replica_fetch_wait_max_ms, 0)
         _at_least("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms, 1)
+        _at_least("follower.replication.throttled.rate", self.follower_replication_throttled_rate, 0)
         if not self.metadata_refresh_seconds > 0:
             raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
 
@@ -234,6 +236,7 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "replica.lag.time.max.ms": _field("replica_lag_time_max_ms", _int),
     "replica.fetch.wait.max.ms": _field("replica_fetch_wait_max_ms", _int),
     "offsets.commit.timeout.ms": _field("offsets_commit_timeout_ms", _int),
+    "follower.replication.throttled.rate": _field("follower_replication_throttled_rate", _int),
 }
 
 

@@ -179,3 +179,52 @@ def test_preferred_leader_election_moves_leadership_back(cluster: Cluster) -> No
     again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(30)
     [error] = again.values()
     assert error is not None and "not needed" in str(error).lower().replace("_", " ")
+
+
+def reassign(node: Node, topic: str, replicas: list[int] | None) -> tuple[int, int]:
+    """(top-level error, partition error) of AlterPartitionReassignments for partition 0."""
+    from kio.schema.alter_partition_reassignments.v0.request import (
+        AlterPartitionReassignmentsRequest,
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+    wanted = None if replicas is None else tuple(BrokerId(r) for r in replicas)
+    response = call(node, AlterPartitionReassignmentsRequest(
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), topics=(ReassignableTopic(
+            name=TopicName(topic), partitions=(ReassignablePartition(partition_index=i32(0), replicas=wanted),)),)),
+        0)
+    if response.error_code.value:
+        return int(response.error_code.value), -1
+    return 0, int(response.responses[0].partitions[0].error_code.value)
+
+
+def reassignments(node: Node) -> list[tuple[str, int, list[int], list[int], list[int]]]:
+    from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+    response = call(node, ListPartitionReassignmentsRequest(
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), topics=None), 0)
+    return [(str(t.name), int(p.partition_index), list(p.replicas), list(p.adding_replicas),
+             list(p.removing_replicas)) for t in response.topics for p in t.partitions]
+
+
+def test_partition_reassignment_moves_replicas_and_leadership(cluster: Cluster) -> None:
+    cluster.create_topic("moving", 1, 2)
+    leader_id, replicas, _ = cluster.partition("moving")
+    leader = cluster.nodes[leader_id]
+    for i in range(20):
+        assert produce(leader, "moving", -1, f"v{i}".encode())[0] == NONE
+    spare = next(n for n in cluster.nodes if n not in replicas)
+    target = [spare, next(r for r in replicas if r != leader_id)]  # the leader leaves
+    controller = cluster.nodes[cluster.metadata().controller_id]
+    not_controller = next(n for n in cluster.nodes.values() if n is not controller)
+    assert reassign(not_controller, "moving", target)[0] == 41          # NOT_CONTROLLER
+    assert reassign(controller, "moving", [spare, spare]) == (0, 39)    # INVALID_REPLICA_ASSIGNMENT
+    assert reassign(controller, "moving", None) == (0, 85)              # NO_REASSIGNMENT_IN_PROGRESS
+    assert reassign(controller, "moving", target) == (0, 0)
+    cluster.wait_until(lambda: sorted(cluster.partition("moving")[1]) == sorted(target)
+                       and sorted(cluster.partition("moving")[2]) == sorted(target), "the move to finish")
+    assert reassignments(controller) == []
+    new_leader = cluster.nodes[cluster.partition("moving")[0]]
+    assert new_leader.node_id in target
+    error, hw, records = fetch(new_leader, "moving", 0)
+    assert error == NONE and hw == 20 and b"v0" in records and b"v19" in records
+    cluster.wait_until(lambda: not (leader.data_dir / "moving-0").exists(), "the old replica's log to go")

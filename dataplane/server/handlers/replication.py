@@ -91,3 +91,55 @@ async def elect_leaders(broker: Broker, request: Request) -> Any:
     values["replica_election_results"] = [{"topic": name, "partition_result": entries}
                                           for name, entries in results.items() if entries]
     return build(load_response_schema(43, version), values)
+
+
+@api(45, "AlterPartitionReassignments", 0, 0)
+async def alter_partition_reassignments(broker: Broker, request: Request) -> Any:
+    """Start or cancel (replicas null) partition moves; the controller completes them (see ``election``)."""
+    body = request.body
+    values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "error_message": None,
+                              "responses": ()}
+    if broker.controller_id != broker.config.node_id:
+        values.update(error_code=wire(ErrorCode.NOT_CONTROLLER), error_message="this broker is not the controller")
+        return build(load_response_schema(45, request.api_version), values)
+    responses = []
+    for topic_req in body.topics:
+        partitions = []
+        for part in topic_req.partitions:
+            entry: dict[str, Any] = {"partition_index": part.partition_index, "error_code": WireError.none,
+                                     "error_message": None}
+            try:
+                target = None if part.replicas is None else [int(r) for r in part.replicas]
+                await broker.on_db(broker.store.reassign, broker.config.node_id, broker.controller_epoch,
+                                   topic_req.name, part.partition_index, target)
+            except KafkaError as exc:
+                code = ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH else exc.code
+                entry.update(error_code=wire(code), error_message=str(exc))
+            partitions.append(entry)
+        responses.append({"name": topic_req.name, "partitions": partitions})
+    await broker.refresh_topics()
+    values["responses"] = responses
+    return build(load_response_schema(45, request.api_version), values)
+
+
+@api(46, "ListPartitionReassignments", 0, 0)
+async def list_partition_reassignments(broker: Broker, request: Request) -> Any:
+    body = request.body
+    await broker.refresh_topics()
+    wanted: dict[str, set[int] | None]
+    if body.topics is None:
+        wanted = dict.fromkeys(broker.topics)
+    else:
+        wanted = {t.name: {int(p) for p in t.partition_indexes} for t in body.topics}
+    topics = []
+    for name, indexes in wanted.items():
+        topic = broker.topics.get(name)
+        if topic is None:
+            continue
+        moving = [{"partition_index": p.partition, "replicas": p.replicas, "adding_replicas": p.adding,
+                   "removing_replicas": p.removing}
+                  for p in topic.partitions if (p.adding or p.removing) and (indexes is None or p.partition in indexes)]
+        if moving:
+            topics.append({"name": name, "partitions": moving})
+    return build(load_response_schema(46, request.api_version), {
+        "throttle_time": ZERO, "error_code": WireError.none, "error_message": None, "topics": topics})

@@ -62,3 +62,13 @@ def test_a_clean_election_never_picks_a_replica_outside_the_isr(
         assert found.leader in live and found.leader in found.isr
         if not unclean:
             assert found.leader in isr
+
+
+def test_a_reassignment_completes_only_once_the_joiners_are_in_sync() -> None:
+    from dataplane.cluster.election import Reassigned, complete_reassignment
+
+    moving = PartitionState(0, (3, 2, 1), (1, 2), 1, 3, 7, adding=(3,), removing=(1,))
+    assert complete_reassignment(moving, {1, 2, 3}) is None                      # 3 still catching up
+    caught_up = PartitionState(0, (3, 2, 1), (1, 2, 3), 1, 3, 8, adding=(3,), removing=(1,))
+    assert complete_reassignment(caught_up, {1, 2, 3}) == Reassigned((3, 2), (2, 3), 3, True)
+    assert complete_reassignment(state((1, 2), (1, 2), 1), {1, 2}) is None      # nothing moving

@@ -208,3 +208,30 @@ def test_isr_change_is_a_compare_and_set_on_leader_and_epochs(store: MetadataSto
                            isr=(leader, 99)) is None
     after = store.topic("isr")
     assert after is not None and after.partitions[0].isr == (leader, rest[0])
+
+
+def test_reassignment_is_recorded_validated_and_cancelled(store: MetadataStore) -> None:
+    from dataplane.cluster.store import BrokerRegistration
+
+    for node in (1, 2, 3):
+        store.register_broker(BrokerRegistration(node, "127.0.0.1", 9000 + node, None, uuid.uuid4()), 30)
+    _, epoch = store.acquire_controller(1, 30)
+    store.create_topic("moving", 1, 2, [1, 2], rng=random.Random(0))
+    before = store.topic("moving")
+    assert before is not None
+    original = before.partitions[0].replicas
+    with pytest.raises(KafkaError) as refused:
+        store.reassign(1, epoch, "moving", 0, [1, 99])
+    assert refused.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    store.reassign(1, epoch, "moving", 0, [3, original[1]])
+    during = store.topic("moving")
+    assert during is not None
+    part = during.partitions[0]
+    assert part.replicas == (3, original[1], original[0]) and part.adding == (3,) and part.removing == (original[0],)
+    store.reassign(1, epoch, "moving", 0, None)  # cancel: back to the original replicas
+    after = store.topic("moving")
+    assert after is not None and sorted(after.partitions[0].replicas) == sorted(original)
+    assert after.partitions[0].adding == after.partitions[0].removing == ()
+    with pytest.raises(KafkaError) as none:
+        store.reassign(1, epoch, "moving", 0, None)
+    assert none.value.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
