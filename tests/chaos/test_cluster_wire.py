@@ -228,3 +228,44 @@ def test_partition_reassignment_moves_replicas_and_leadership(cluster: Cluster) 
     error, hw, records = fetch(new_leader, "moving", 0)
     assert error == NONE and hw == 20 and b"v0" in records and b"v19" in records
     cluster.wait_until(lambda: not (leader.data_dir / "moving-0").exists(), "the old replica's log to go")
+
+
+def test_a_group_survives_the_loss_of_its_coordinator(cluster: Cluster) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    from dataplane.coordinator.records import partition_for_group
+    from tests.chaos.cluster import QUIET
+
+    cluster.create_topic("orders", 1, 3, **{"min.insync.replicas": "2"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **QUIET})
+    for i in range(100):
+        producer.produce("orders", f"o{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+    def consumer() -> Consumer:
+        found = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "billing",
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
+                          **QUIET})
+        found.subscribe(["orders"])
+        return found
+
+    def read(c: Consumer, count: int) -> list[str]:
+        got: list[str] = []
+        cluster.wait_until(lambda: got.extend(m.value().decode() for m in c.consume(count - len(got), 0.5)
+                                              if m.error() is None) or len(got) >= count, f"{count} records")
+        return got
+
+    first = consumer()
+    assert read(first, 60) == [f"o{i}" for i in range(60)]
+    first.commit(asynchronous=False)
+    first.close()
+    offsets_partition = partition_for_group("billing", 3)
+    coordinator = cluster.nodes[cluster.partition("__consumer_offsets", offsets_partition)[0]]
+    coordinator.kill(signal.SIGKILL)
+    cluster.wait_until(lambda: cluster.partition("__consumer_offsets", offsets_partition)[0]
+                       not in (-1, coordinator.node_id), "a new coordinator")
+    second = consumer()
+    try:
+        assert read(second, 40) == [f"o{i}" for i in range(60, 100)]  # resumes at the committed offset
+    finally:
+        second.close()
