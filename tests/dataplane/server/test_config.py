@@ -49,6 +49,8 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
     ({"broker.rack": 5}, "broker.rack: expected a string, got 5"),
     ({"offsets.retention.minutes": "soon"}, "offsets.retention.minutes: expected a number, got 'soon'"),
     ({"group.max.size": 1.5}, "group.max.size: expected an integer, got 1.5"),
+    ({"replica.lag.time.max.ms": "fast"}, "replica.lag.time.max.ms: expected an integer, got 'fast'"),
+    ({"broker.session.timeout.ms": 2.5}, "broker.session.timeout.ms: expected an integer, got 2.5"),
 ])
 def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -104,6 +106,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     ('node.id = 1\nlog.dirs = "/x"\ngroup.max.size = 0\n', [], "group.max.size must be at least 1, not 0"),
     ('node.id = 1\nlog.dirs = "/x"\n', ["--group-initial-rebalance-delay-ms", "-5"],
      "group.initial.rebalance.delay.ms must be at least 0, not -5"),
+    ('node.id = 1\nlog.dirs = "/x"\nreplica.lag.time.max.ms = 0\n', [],
+     "replica.lag.time.max.ms must be at least 1, not 0"),
+    ('node.id = 1\nlog.dirs = "/x"\n', ["--broker-session-timeout-ms", "50"],
+     "broker.session.timeout.ms must be between 100 and 3600000, not 50"),
+    ('node.id = 1\nlog.dirs = "/x"\n', ["--follower-replication-throttled-rate", "-1"],
+     "follower.replication.throttled.rate must be at least 0, not -1"),
 ])
 def test_cli_exits_2_with_one_line(tmp_path: Path, content: str, flags: list[str], line: str) -> None:
     config_file = tmp_path / "broker.toml"
