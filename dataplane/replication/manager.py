@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -55,6 +56,7 @@ class ReplicaManager:
         self._following: dict[Key, int] = {}  # partition -> the leader whose fetcher pulls it
         self._checkpoint_path = data_dir / HW_CHECKPOINT_FILE
         self._checkpointed: dict[Key, int] = {}
+        self._checkpoint_lock = threading.Lock()
         self._isr_changes: set[Key] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._on_leadership = on_leadership  # (topic, partition, leads): the group coordinator follows this
@@ -90,10 +92,12 @@ class ReplicaManager:
         return self._checkpointed.get(key, 0)
 
     def write_checkpoint(self) -> None:
-        entries = {key: runtime.high_watermark for key, runtime in self.runtimes.items() if not runtime.log.closed}
-        if entries != self._checkpointed:
-            write_checkpoint(self._checkpoint_path, [[t, p, hw] for (t, p), hw in sorted(entries.items())])
-            self._checkpointed = entries
+        """Runs in worker threads (the timer's, and the one at shutdown): one writer at a time."""
+        with self._checkpoint_lock:
+            entries = {key: rt.high_watermark for key, rt in list(self.runtimes.items()) if not rt.log.closed}
+            if entries != self._checkpointed:
+                write_checkpoint(self._checkpoint_path, [[t, p, hw] for (t, p), hw in sorted(entries.items())])
+                self._checkpointed = entries
 
     async def _checkpoint_loop(self) -> None:
         while True:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
@@ -30,11 +30,22 @@ ROOT = Path(__file__).resolve().parents[2]
 QUIET = {"log_level": 0, "logger": lambda *args: None}
 
 
+def postgres_target(url: str) -> tuple[str, int, str | None]:
+    """(host, port, Unix socket path or None) of the Postgres a URL names (``?host=/dir`` means a socket)."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    host = query.get("host", [parts.hostname or "127.0.0.1"])[0]
+    port = int(query.get("port", [str(parts.port or 5432)])[0])
+    return host, port, f"{host}/.s.PGSQL.{port}" if host.startswith("/") else None
+
+
 def _through(url: str, port: int) -> str:
-    """The Postgres URL with its host and port replaced by the proxy's."""
+    """The Postgres URL pointed at the proxy (TCP), whatever it pointed at before."""
     parts = urlsplit(url)
     auth = parts.netloc.rpartition("@")[0]
-    return urlunsplit(parts._replace(netloc=f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}"))
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k not in ("host", "port")])
+    return urlunsplit(parts._replace(netloc=f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}",
+                                     query=query))
 
 
 @dataclass
@@ -121,13 +132,12 @@ class Cluster:
         self.cluster_id = f"chaos-{uuid.uuid4().hex[:10]}"
         self.lease_ms = lease_ms
         base = os.environ["DATABASE_URL"]
-        parts = urlsplit(base)
-        pg_port = parts.port or 5432
+        pg_host, pg_port, pg_socket = postgres_target(base)
         self.nodes: dict[int, Node] = {}
         for node_id in range(1, size + 1):
             node = Node(node_id, root / f"broker-{node_id}", [])
             node.proxy = Proxy("127.0.0.1", node.port).start()
-            node.pg_proxy = Proxy(parts.hostname or "127.0.0.1", pg_port).start()
+            node.pg_proxy = Proxy(pg_host, pg_port, unix_path=pg_socket).start()
             node.args = [
                 "--node-id", str(node_id), "--listen", f"127.0.0.1:{node.port}", "--advertise", node.address,
                 "--data-dir", str(node.data_dir), "--cluster-id", self.cluster_id,

@@ -66,8 +66,11 @@ class Proxy:
     ``delay_ms`` adds latency to each forwarded chunk (may be changed at any time).
     """
 
-    def __init__(self, target_host: str, target_port: int, listen_port: int = 0) -> None:
+    def __init__(self, target_host: str, target_port: int, listen_port: int = 0, *,
+                 unix_path: str | None = None) -> None:
+        """``unix_path``: forward to this Unix socket instead (an embedded Postgres listens on one)."""
         self.target = (target_host, target_port)
+        self.unix_path = unix_path
         self.listen_port = listen_port
         self.delay_ms = 0
         self._cut = False
@@ -236,10 +239,11 @@ class Proxy:
                 continue
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            upstream = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            upstream = socket.socket(socket.AF_UNIX if self.unix_path else socket.AF_INET, socket.SOCK_STREAM)
             upstream.setblocking(False)
-            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            err = upstream.connect_ex(self.target)
+            if not self.unix_path:
+                upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            err = upstream.connect_ex(self.unix_path or self.target)
             if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
                 _reset(client)
                 upstream.close()

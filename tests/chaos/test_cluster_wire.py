@@ -125,6 +125,8 @@ def test_epochs_fence_stale_clients_and_followers_refuse_leader_work(cluster: Cl
     assert fetch(follower, "epochs", 0)[0] == NOT_LEADER
     assert fetch(new_leader, "epochs", 0, epoch - 1)[0] == FENCED
     assert fetch(new_leader, "epochs", 0, epoch + 1)[0] == UNKNOWN_EPOCH
+    # A new leader's high watermark catches up once the remaining follower fetches from it.
+    cluster.wait_until(lambda: fetch(new_leader, "epochs", 0, epoch)[1] == 1, "the new leader's high watermark")
     error, hw, records = fetch(new_leader, "epochs", 0, epoch)
     assert error == NONE and hw == 1 and b"first" in records
     assert produce(new_leader, "epochs", -1, b"second") == (NONE, 1)
@@ -225,6 +227,7 @@ def test_partition_reassignment_moves_replicas_and_leadership(cluster: Cluster) 
     assert reassignments(controller) == []
     new_leader = cluster.nodes[cluster.partition("moving")[0]]
     assert new_leader.node_id in target
+    cluster.wait_until(lambda: fetch(new_leader, "moving", 0)[1] == 20, "the new leader's high watermark")
     error, hw, records = fetch(new_leader, "moving", 0)
     assert error == NONE and hw == 20 and b"v0" in records and b"v19" in records
     cluster.wait_until(lambda: not (leader.data_dir / "moving-0").exists(), "the old replica's log to go")
