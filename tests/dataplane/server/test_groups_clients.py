@@ -173,8 +173,13 @@ class KafkaPythonMember(Member):
         from kafka import KafkaConsumer
 
         bootstrap, topic, group = self.args
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                                  session_timeout_ms=6000, heartbeat_interval_ms=200, client_id=self.name)
+        # kafka-python's range assignor gives nothing to anyone if the elected leader has no metadata for the
+        # topic yet (a client race that shows under load), so know the topic before joining.
+        while consumer.partitions_for_topic(topic) is None and not self.stop_event.is_set():
+            self.stop_event.wait(0.05)
+        consumer.subscribe([topic])
         try:
             while not self.stop_event.is_set():
                 batches = consumer.poll(timeout_ms=100)
