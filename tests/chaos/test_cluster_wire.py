@@ -31,7 +31,7 @@ from dataplane.protocol.records import Record, build_batch
 from dataplane.replication.peer import PeerConnection
 from tests.chaos.cluster import Cluster, Node
 
-pytestmark = pytest.mark.xdist_group("chaos")
+pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
 
 NONE, NOT_LEADER, TIMED_OUT, NOT_ENOUGH_REPLICAS, FENCED, UNKNOWN_EPOCH = 0, 6, 7, 19, 74, 75
 

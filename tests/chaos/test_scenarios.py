@@ -22,7 +22,7 @@ from tests.chaos.cluster import Cluster, Node, replica_logs
 from tests.chaos.history import History
 from tests.chaos.workload import ConsumerWorker, ProducerWorker, final_read
 
-pytestmark = pytest.mark.xdist_group("chaos")  # one cluster at a time: they share two cores
+pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
 
 TOPIC = "jepsen"
 ROUNDS = int(os.environ.get("CHAOS_ROUNDS", "1"))

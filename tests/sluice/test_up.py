@@ -27,6 +27,8 @@ from sluice.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0
+# Many processes each: run one at a time beside the broker clusters, so shutdown deadlines hold on two cores.
+pytestmark = pytest.mark.xdist_group("heavy")
 
 
 @contextmanager
