@@ -7,6 +7,7 @@ import dataclasses
 import fcntl
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -91,8 +92,11 @@ def cmd_up(args: argparse.Namespace) -> int:
                       "--port", str(args.port), "--no-access-log" if args.quiet else "--access-log"], env),
         Child("worker", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", "INFO",
                          "--concurrency", str(args.workers), "--hostname", f"worker-{os.getpid()}@%h"], env),
+        # Beat's SIGTERM shutdown saves its schedule to the database, which died with the supervisor if the
+        # supervisor was SIGKILLed: it would wait forever, an orphan. It keeps no state worth that wait.
         Child("beat", [python, "-m", "celery", "-A", "controlplane.celery_app", "beat", "--loglevel", "INFO",
-                       "--pidfile=", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"], env),
+                       "--pidfile=", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"], env,
+              parent_death_signal=signal.SIGKILL),
     ])
     supervisor.install_signal_handlers()
     supervisor.start()

@@ -9,6 +9,7 @@ whole process group, waits, then SIGKILLs what is left.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -30,10 +31,12 @@ class Child:
     env: dict[str, str] | None = None
     proc: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
+    parent_death_signal: int = signal.SIGTERM  # what the child gets if the supervisor is SIGKILLed
 
     def start(self) -> None:
         self.proc = subprocess.Popen(list(self.argv), env=self.env, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=die_with_parent)
+                                     start_new_session=True,
+                                     preexec_fn=functools.partial(die_with_parent, self.parent_death_signal))
         log.info("started %s (pid %d)", self.name, self.proc.pid)
 
     def running(self) -> bool:

@@ -80,7 +80,7 @@ class FetchTarget:
 @dataclass(frozen=True, slots=True)
 class FetcherSettings:
     max_wait_ms: int = 500
-    partition_max_bytes: int = 1 << 20
+    partition_max_bytes: int = 4 << 20
     response_max_bytes: int = 10 << 20
     request_timeout_s: float = 30.0
     throttle_bytes_per_s: Callable[[], float | None] = lambda: None

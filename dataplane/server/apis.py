@@ -8,7 +8,7 @@ handler implements.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,18 @@ class Api:
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """A handler's answer whose work is done but whose response is not ready (acks=all awaiting the ISR).
+
+    The connection moves on to the next request and sends this response when it
+    completes, still in request order: a producer's pipelined batches are appended
+    in order and replicate together instead of one round trip each.
+    """
+
+    response: Coroutine[Any, Any, Any]
 
 
 REGISTRY: dict[int, Api] = {}

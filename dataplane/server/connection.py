@@ -1,25 +1,30 @@
 """Client connections over plain non-blocking sockets: frames in, responses out in request order.
 
-Requests on a connection are handled one at a time, as Kafka does (it mutes a
-channel until its response is sent), which keeps responses in request order
-even for a long-polling Fetch; frames that arrived together are decoded in one
-pass. There is no asyncio transport: the connection owns its socket so that
-Fetch record data can move from the segment file to the socket with
-``os.sendfile`` (uvloop does not implement ``loop.sendfile``) or with ``pread``
-into a reused buffer, as the ``fetch_transfer`` setting says. Either way the
-record bytes never become Python objects.
+Requests on a connection are handled one at a time, in order, which keeps
+responses in request order even for a long-polling Fetch; frames that arrived
+together are decoded in one pass. One exception to "one at a time": a handler
+may return ``Later`` (acks=all produce waiting for the ISR) — its work is done,
+so the next request is handled while its response waits, and responses still
+leave in request order (at most ``MAX_PIPELINED`` waiting per connection).
+
+There is no asyncio transport: the connection owns its socket so that Fetch
+record data can move from the segment file to the socket with ``os.sendfile``
+(uvloop does not implement ``loop.sendfile``) or with ``pread`` into a reused
+buffer, as the ``fetch_transfer`` setting says. Either way the record bytes
+never become Python objects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as WireError
@@ -34,7 +39,7 @@ from dataplane.protocol.messages import (
     encode_response,
     parse_request,
 )
-from dataplane.server.apis import REGISTRY, api_version_entries, client_host
+from dataplane.server.apis import REGISTRY, Later, api_version_entries, client_host
 from dataplane.server.metrics import response_error
 from dataplane.storage import FileRegion
 
@@ -44,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECV_BYTES = 256 * 1024
+MAX_PIPELINED = 16  # responses waiting on one connection before it stops reading
 COPY_BUFFER_BYTES = 1024 * 1024
 _RETRY = (BlockingIOError, InterruptedError)
 
@@ -126,6 +132,10 @@ class Connection:
         self.use_sendfile = broker.config.fetch_transfer == "sendfile"
         self._copy_buffer: bytearray | None = None
         self.busy = False
+        # Responses not sent yet, in request order: (response future, correlation id, api key, start, size).
+        self._waiting: collections.deque[tuple[asyncio.Future[Any], int, int, float, int]] = collections.deque()
+        self._sender: asyncio.Task[None] | None = None
+        self._sent = asyncio.Event()
         sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -142,7 +152,9 @@ class Connection:
                 self.busy = True
                 for payload in self.decoder.feed(data):
                     await self._handle(payload)
-                self.busy = False
+                self.busy = bool(self._waiting)
+            if self._sender is not None:
+                await self._sender  # stopping: answer what was accepted
         except (ConnectionError, TimeoutError):
             pass  # the client went away
         except RemoteProtocolError as exc:
@@ -152,6 +164,8 @@ class Connection:
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
+            if self._sender is not None and not self._sender.done():
+                self._sender.cancel()
             metrics.connection_closed()
             self.sock.close()
 
@@ -167,12 +181,49 @@ class Connection:
             error = int(WireError.unsupported_version)
         else:
             response = await self.broker.handle(parsed)
+            if isinstance(response, Later) or self._waiting:
+                await self._queue(response, parsed.correlation_id, parsed.api_key, started, SIZE.size + len(payload))
+                return
             chunks = [] if response is None else encode_response(parsed.correlation_id, response)
             if chunks:
                 await self.send(chunks)
             error = response_error(response)
         self.broker.metrics.observe_request(parsed.api_key, error, time.perf_counter() - started,
                                             SIZE.size + len(payload), sum(map(len, chunks)))
+
+    async def _queue(self, response: Any, correlation_id: int, api_key: int, started: float, size: int) -> None:
+        """Send ``response`` after those before it; wait here while too many are outstanding."""
+        if isinstance(response, Later):
+            future: asyncio.Future[Any] = asyncio.ensure_future(response.response)
+        else:
+            future = self.loop.create_future()
+            future.set_result(response)
+        self._waiting.append((future, correlation_id, api_key, started, size))
+        if self._sender is None or self._sender.done():
+            self._sender = self.loop.create_task(self._send_waiting())
+        while len(self._waiting) >= MAX_PIPELINED:
+            self._sent.clear()
+            await self._sent.wait()
+            if self._sender.done():
+                self._sender.result()  # a send failed: end this connection the same way
+
+    async def _send_waiting(self) -> None:
+        try:
+            while self._waiting:
+                future, correlation_id, api_key, started, size = self._waiting[0]
+                response = await future
+                chunks = [] if response is None else encode_response(correlation_id, response)
+                if chunks:
+                    await self.send(chunks)
+                self._waiting.popleft()
+                self.broker.metrics.observe_request(api_key, response_error(response), time.perf_counter() - started,
+                                                    size, sum(map(len, chunks)))
+                self._sent.set()
+        except BaseException:
+            for future, *_ in self._waiting:
+                future.cancel()
+            self._sent.set()
+            raise
 
     # ------------------------------------------------------------------ writing
 

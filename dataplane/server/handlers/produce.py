@@ -15,7 +15,7 @@ from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.protocol.records import NO_PRODUCER_ID, BatchHeader, validate_batches
-from dataplane.server.apis import api
+from dataplane.server.apis import Later, api
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
@@ -60,16 +60,21 @@ async def produce(broker: Broker, request: Request) -> Any:
                 entry.update(error_code=wire(exc.code), error_message=str(exc))
             partitions.append(entry)
         results.append({"name": topic_data.name, "partition_responses": partitions})
-    if waits:
+    if body.acks == 0:
+        return None
+    schema = load_response_schema(0, request.api_version)
+    if not waits:
+        return build(schema, {"responses": results, "throttle_time": ZERO})
+
+    async def replicated() -> Any:
         outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
         for (entry, _), outcome in zip(waits, outcomes, strict=True):
             if isinstance(outcome, KafkaError):
                 entry.update(error_code=wire(outcome.code), error_message=str(outcome))
             elif isinstance(outcome, BaseException):
                 raise outcome
-    if body.acks == 0:
-        return None
-    return build(load_response_schema(0, request.api_version), {"responses": results, "throttle_time": ZERO})
+        return build(schema, {"responses": results, "throttle_time": ZERO})
+    return Later(replicated())
 
 
 async def _append(broker: Broker, topic: TopicState, runtime: PartitionRuntime, records: bytes, *,
