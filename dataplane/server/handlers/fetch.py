@@ -66,13 +66,19 @@ async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], 
                 high_watermark = runtime.high_watermark
                 # At least one whole batch for the first partition with data, as Kafka does.
                 limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
-                region = await asyncio.to_thread(partition_log.read, part.fetch_offset, max(limit, 1), up_to)
-                total += region.length
-                budget -= region.length
+                length = 0
+                if partition_log.log_start_offset <= part.fetch_offset and up_to <= part.fetch_offset \
+                        <= partition_log.log_end_offset:
+                    records: Any = b""  # nothing visible yet: skip the read (a long poll wakes here often)
+                else:
+                    region = await asyncio.to_thread(partition_log.read, part.fetch_offset, max(limit, 1), up_to)
+                    length = region.length
+                    records = Deferred(region, length) if length else b""
+                total += length
+                budget -= length
                 # No transactions yet, so the last stable offset is the high watermark.
                 entry.update(high_watermark=high_watermark, last_stable_offset=high_watermark,
-                             log_start_offset=partition_log.log_start_offset,
-                             records=Deferred(region, region.length) if region.length else b"")
+                             log_start_offset=partition_log.log_start_offset, records=records)
             except KafkaError as exc:
                 entry["error_code"] = wire(exc.code)
             partitions.append(entry)
