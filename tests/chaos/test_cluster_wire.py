@@ -272,3 +272,81 @@ def test_a_group_survives_the_loss_of_its_coordinator(cluster: Cluster) -> None:
         assert read(second, 40) == [f"o{i}" for i in range(60, 100)]  # resumes at the committed offset
     finally:
         second.close()
+
+
+def _frame(request: Any, version: int, correlation_id: int) -> bytes:
+    import io
+    import struct
+
+    from kio.serial import entity_writer
+
+    header = request.__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header)(buffer, header(request_api_key=request.__api_key__, request_api_version=version,
+                                         correlation_id=correlation_id, client_id="pipeline-test"))
+    entity_writer(type(request))(buffer, request)
+    return struct.pack(">i", len(buffer.getvalue())) + buffer.getvalue()
+
+
+def _read_frames(sock: Any, count: int) -> list[bytes]:
+    import struct
+
+    frames, data = [], b""
+    while len(frames) < count:
+        chunk = sock.recv(65536)
+        assert chunk, "broker closed the connection"
+        data += chunk
+        while len(data) >= 4 and len(data) >= 4 + struct.unpack(">i", data[:4])[0]:
+            size = struct.unpack(">i", data[:4])[0]
+            frames.append(data[4:4 + size])
+            data = data[4 + size:]
+    return frames
+
+
+def test_a_waiting_acks_all_produce_does_not_hold_up_the_connection_and_answers_stay_in_order(
+        cluster: Cluster) -> None:
+    import socket
+
+    from kio.index import load_response_schema
+    from kio.schema.metadata.v9.request import MetadataRequest
+    from kio.serial import entity_reader
+
+    cluster.create_topic("ordered", 1, 3, **{"min.insync.replicas": "2"})
+    leader, epoch = leader_and_epoch(cluster, "ordered")
+    assert leader.proxy is not None
+
+    def log_end() -> int:  # OffsetForLeaderEpoch for the current epoch answers the leader's log end
+        return offsets_for_epoch(leader, "ordered", epoch, epoch)[2]
+    start = log_end()
+    leader.proxy.cut()  # followers cannot fetch: an acks=all write waits until its timeout
+
+    def produce_request(acks: int, value: bytes, timeout_ms: int) -> ProduceRequest:
+        data = PartitionProduceData(index=i32(0), records=build_batch([Record(0, 0, None, value)]))
+        return ProduceRequest(transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(
+            datetime.timedelta(milliseconds=timeout_ms)), topic_data=(TopicProduceData(
+                name=TopicName("ordered"), partition_data=(data,)),))
+
+    with socket.create_connection(("127.0.0.1", leader.port), timeout=30) as sock:
+        sock.sendall(_frame(produce_request(-1, b"slow", 3_000), 9, 1)
+                     + _frame(produce_request(1, b"fast", 3_000), 9, 2)
+                     + _frame(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                              include_cluster_authorized_operations=False,
+                                              include_topic_authorized_operations=False), 9, 3))
+        # The second write is in the log while the first still waits for the ISR, and nothing is answered yet.
+        cluster.wait_until(lambda: log_end() == start + 2, "both writes appended")
+        sock.setblocking(False)  # a socket with a timeout would wait out MSG_DONTWAIT
+        with pytest.raises(BlockingIOError):
+            sock.recv(1, socket.MSG_PEEK)
+        sock.settimeout(30)
+        frames = _read_frames(sock, 3)
+    answers = []
+    for frame, key in zip(frames, (0, 0, 3), strict=True):
+        schema = load_response_schema(key, 9)
+        header, offset = entity_reader(schema.__header_schema__)(frame, 0)
+        answers.append((int(header.correlation_id), entity_reader(schema)(frame, offset)[0]))
+    assert [cid for cid, _ in answers] == [1, 2, 3]  # in request order, though the first waited longest
+    slow = answers[0][1].responses[0].partition_responses[0]
+    fast = answers[1][1].responses[0].partition_responses[0]
+    assert int(slow.error_code.value) == TIMED_OUT and int(fast.error_code.value) == NONE
+    assert int(fast.base_offset) == int(slow.base_offset) + 1  # appended in request order
+    leader.proxy.heal()
