@@ -1,9 +1,18 @@
-"""Replica assignment for new partitions: Kafka's round robin, rack-aware when brokers declare racks.
+"""Replica assignment for new partitions: Kafka's AdminUtils.assignReplicasToBrokers.
+
+Without racks it is Kafka's rack-unaware round robin over the sorted brokers.
+When every broker declares a rack it is Kafka's rack-aware variant: brokers are
+ordered one rack at a time (``rack_alternated``), leaders go round robin over
+that order, and each follower takes the next broker on a rack (then a broker)
+that holds no replica of the partition yet. Only some brokers declaring a rack
+is an error, unless ``ignore_missing_racks`` asks for the rack-unaware layout
+(Kafka's RackAwareMode.Safe, as used for auto-created topics).
 
 Pure function of its inputs (``start_index``/``shift`` are chosen at random by
 callers, fixed by tests), so it is checked by properties: every partition gets
-``replication_factor`` distinct brokers, and leaders and replicas are spread so
-no broker holds more than one more than any other.
+``replication_factor`` distinct brokers; leaders go round robin, so over a
+multiple of the broker count each broker leads equally often; with racks, a
+partition's replicas are on ``min(replication_factor, racks)`` distinct racks.
 """
 
 from __future__ import annotations
@@ -17,12 +26,13 @@ class AssignmentError(ValueError):
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int, *,
                     start_index: int = 0, shift: int = 0, first_partition: int = 0,
-                    racks: Mapping[int, str | None] | None = None) -> list[list[int]]:
+                    racks: Mapping[int, str | None] | None = None,
+                    ignore_missing_racks: bool = False) -> list[list[int]]:
     """Replica lists for partitions ``first_partition ..`` (the first replica is the preferred leader).
 
     With ``racks`` (broker -> rack) where any broker has one, every broker must
-    have one and replicas spread over racks (``_rack_aware``); otherwise Kafka's
-    rack-unaware placement.
+    have one and replicas spread over racks (``_rack_aware``); otherwise, or if
+    some lack one and ``ignore_missing_racks`` is set, Kafka's rack-unaware placement.
     """
     ordered = sorted(set(brokers))
     count = len(ordered)
@@ -35,10 +45,11 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
             f"replication factor {replication_factor} is larger than the {count} available brokers")
     known = {b: racks.get(b) for b in ordered} if racks else {}
     if any(rack is not None for rack in known.values()):
-        if any(rack is None for rack in known.values()):
+        if all(rack is not None for rack in known.values()):
+            return _rack_aware({b: str(r) for b, r in known.items()}, partitions, replication_factor,
+                               start_index=start_index, shift=shift, first_partition=first_partition)
+        if not ignore_missing_racks:
             raise AssignmentError("Not all brokers have rack information for replica rack aware assignment.")
-        return _rack_aware({b: str(r) for b, r in known.items()}, partitions, replication_factor,
-                           start_index=start_index, shift=shift, first_partition=first_partition)
     result: list[list[int]] = []
     next_shift = shift % count
     for partition in range(first_partition, first_partition + partitions):
@@ -73,7 +84,7 @@ def _rack_aware(racks: Mapping[int, str], partitions: int, replication_factor: i
     arranged = rack_alternated(racks)
     count, rack_count = len(arranged), len(set(racks.values()))
     result: list[list[int]] = []
-    next_shift = shift % count
+    next_shift = shift  # not reduced mod count: it is multiplied by rack_count before the mod (count - 1)
     for partition in range(first_partition, first_partition + partitions):
         if partition > 0 and partition % count == 0:
             next_shift += 1
