@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 _WAIT_FOR_METADATA = {WireError.fenced_leader_epoch, WireError.not_leader_or_follower,
                       WireError.unknown_leader_epoch, WireError.unknown_topic_or_partition}
 MAX_TRUNCATION_ROUNDS = 16
+INLINE_APPEND_BYTES = 64 * 1024
 
 
 class FollowerHost(Protocol):
@@ -271,7 +272,10 @@ class ReplicaFetcher:
             return 0
         records = data.records  # type: ignore[attr-defined]
         if records:
-            await asyncio.to_thread(partition_log.append_as_follower, records)
+            if len(records) <= INLINE_APPEND_BYTES:  # a thread hop costs more than a small page-cache write
+                partition_log.append_as_follower(records)
+            else:
+                await asyncio.to_thread(partition_log.append_as_follower, records)
         await self.host.follower_appended(topic, partition, int(data.high_watermark),  # type: ignore[attr-defined]
                                           int(data.log_start_offset))  # type: ignore[attr-defined]
         return len(records) if records else 0

@@ -50,6 +50,7 @@ T = TypeVar("T")
 
 ZERO = datetime.timedelta(0)
 NO_AUTHORIZED_OPERATIONS = -(2**31)
+INLINE_APPEND_BYTES = 64 * 1024
 _CONFIG_NAMES = {
     "segment.bytes", "segment.ms", "index.interval.bytes", "segment.index.bytes", "max.message.bytes",
     "flush.messages", "flush.ms", "retention.ms", "retention.bytes", "cleanup.policy", "delete.retention.ms",
@@ -434,7 +435,10 @@ class Broker:
         """
         if acks_all:
             self.require_enough_replicas(topic, runtime)
-        info = await asyncio.to_thread(runtime.log.append_as_leader, batches, runtime.leader_epoch)
+        if len(batches) <= INLINE_APPEND_BYTES:  # a thread hop costs more than a small page-cache write
+            info = runtime.log.append_as_leader(batches, runtime.leader_epoch)
+        else:
+            info = await asyncio.to_thread(runtime.log.append_as_leader, batches, runtime.leader_epoch)
         self.replicas.advance(runtime)
         await self.notify_appended()
         return info
