@@ -236,6 +236,20 @@ def timed(server_pid: int | None) -> Iterator[Timing]:
     out.client_cpu = self_cpu() - c0
 
 
+@contextlib.contextmanager
+def metadata_database(root: Path) -> Iterator[str]:
+    """The metadata URL: ``DATABASE_URL`` when set, else an embedded Postgres under ``root`` for the block."""
+    url = os.environ.get("DATABASE_URL", "")
+    if url:
+        yield url
+        return
+    postgres = EmbeddedPostgres(root / "postgres", delete_on_stop=True)
+    try:
+        yield postgres.start()
+    finally:
+        postgres.stop()
+
+
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1,
                  configs: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})

@@ -27,11 +27,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker import Broker, Phase, Procs, create_topic, kafka_latency, kafka_produce, ok, percentiles
+from broker import (
+    Broker,
+    Phase,
+    Procs,
+    create_topic,
+    kafka_latency,
+    kafka_produce,
+    metadata_database,
+    ok,
+    percentiles,
+)
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
-
-from sluice.embedded import EmbeddedPostgres
 
 LEASE_MS = 3000
 VALUE = b"x" * 1024
@@ -91,13 +99,9 @@ def main() -> int:
     n = 20_000 if args.quick else args.records
     seconds = 3.0 if args.quick else 10.0
     procs = Procs()
-    postgres: EmbeddedPostgres | None = None
-    with tempfile.TemporaryDirectory(prefix="sluice-bench-cluster-") as tmp:
+    with (tempfile.TemporaryDirectory(prefix="sluice-bench-cluster-") as tmp,
+          metadata_database(Path(tmp)) as metadata_url):
         root = Path(tmp)
-        metadata_url = os.environ.get("DATABASE_URL", "")
-        if not metadata_url:
-            postgres = EmbeddedPostgres(root / "postgres", delete_on_stop=True)
-            metadata_url = postgres.start()
         try:
             single = start_cluster(procs, root / "single", metadata_url, 1)
             create_topic(single[0].bootstrap, "one", 1)
@@ -116,8 +120,6 @@ def main() -> int:
             failover = failover_seconds(brokers, "failover")
         finally:
             procs.stop_all()
-            if postgres is not None:
-                postgres.stop()
     ratio = replicated.rps / baseline.rps if baseline.rps else 0.0
     print(f"records: {n} x 1 KiB, one partition")
     print(f"  single broker, RF=1, acks=1     : {baseline.rps:10.0f} rec/s {baseline.mbps:7.1f} MiB/s"

@@ -19,7 +19,6 @@ and raw OffsetCommit requests from one socket.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import struct
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker import Broker, Procs, create_topic
+from broker import Broker, Procs, create_topic, metadata_database
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -48,8 +47,6 @@ from kafka.protocol.consumer.group import (
     SyncGroupResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
-
-from sluice.embedded import EmbeddedPostgres
 
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS = 79, 27
 HEARTBEAT_S = 0.1
@@ -285,13 +282,9 @@ def main() -> int:
     seconds = 3.0 if args.quick else 10.0
     sizes = (1, 10, 50)
     procs = Procs()
-    postgres: EmbeddedPostgres | None = None
-    with tempfile.TemporaryDirectory(prefix="sluice-bench-groups-") as tmp:
+    with (tempfile.TemporaryDirectory(prefix="sluice-bench-groups-") as tmp,
+          metadata_database(Path(tmp)) as metadata_url):
         root = Path(tmp)
-        metadata_url = os.environ.get("DATABASE_URL", "")
-        if not metadata_url:
-            postgres = EmbeddedPostgres(root / "postgres", delete_on_stop=True)
-            metadata_url = postgres.start()
         try:
             results: dict[str, Any] = {}
             for delay in (3000, 0):
@@ -324,8 +317,6 @@ def main() -> int:
                 broker.stop()
         finally:
             procs.stop_all()
-            if postgres is not None:
-                postgres.stop()
     print("\n| members | cold join (delay 3000) | cold join (delay 0) | one joins | one leaves |")
     print("|---|---|---|---|---|")
     for size in sizes:

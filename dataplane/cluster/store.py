@@ -227,12 +227,6 @@ class MetadataStore:
                               " AND node_id = %s AND epoch = %s", (self.cluster_id, node_id, epoch))
             self._changed()
 
-    def controller(self) -> tuple[int, int] | None:
-        """(node id, epoch) of the controller whose lease is current, or None."""
-        row = self.conn.execute("SELECT node_id, epoch FROM controller WHERE cluster_id = %s"
-                                " AND lease_expires_at > now()", (self.cluster_id,)).fetchone()
-        return None if row is None else (int(str(row[0])), int(str(row[1])))
-
     def _fence(self, node_id: int, epoch: int) -> None:
         """Inside a write transaction: refuse unless the caller holds a current controller lease at ``epoch``.
 

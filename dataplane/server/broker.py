@@ -368,9 +368,6 @@ class Broker:
                              f"(leader: {state.leader})", code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return topic, runtime
 
-    def partition_log(self, topic: TopicState, partition: int) -> Log:
-        return self.leader_runtime(topic.name, partition)[1].log
-
     def _snapshot_producer_state(self) -> None:
         """At clean shutdown, so the next start need not rescan the logs for producer state."""
         for runtime in self.runtimes.values():

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
@@ -236,6 +236,3 @@ def log_batches(data_dir: Path, topic: str, partition: int) -> list[tuple[int, i
 def replica_logs(cluster: Cluster, topic: str, partition: int = 0) -> dict[int, list[tuple[int, int, int, int]]]:
     return {n.node_id: log_batches(n.data_dir, topic, partition) for n in cluster.nodes.values()}
 
-
-def iter_nodes(cluster: Cluster) -> Iterator[Node]:
-    return iter(cluster.nodes.values())

@@ -100,6 +100,14 @@ class Run:
         assert result.counts["acked"] >= 80, result
 
 
+def after_leader_loss(run: Run, leader: Node, partition: int = 0) -> None:
+    """A new leader for ``partition``, writes acknowledged again, the old leader back and in sync."""
+    run.wait_new_leader(leader.node_id, partition)
+    run.progress(20)
+    leader.start()
+    run.cluster.wait_for_full_isr(TOPIC, run.partitions)
+
+
 def kill_and_restart(run: Run, node: Node, sig: int) -> None:
     run.history.note(f"{signal.Signals(sig).name} broker {node.node_id}")
     node.kill(sig)
@@ -112,13 +120,11 @@ def kill_and_restart(run: Run, node: Node, sig: int) -> None:
 def test_leader_chased_by_sigkill(cluster: Cluster, tmp_path: Path) -> None:
     def faults(run: Run) -> None:
         for _ in range(5 * ROUNDS):
-            leader = run.leader(run.rng.randrange(run.partitions))
-            run.history.note(f"SIGKILL leader {leader.node_id}")
+            partition = run.rng.randrange(run.partitions)
+            leader = run.leader(partition)
+            run.history.note(f"SIGKILL leader {leader.node_id} of partition {partition}")
             leader.kill(signal.SIGKILL)
-            run.wait_new_leader(leader.node_id)
-            run.progress(20)
-            leader.start()
-            run.cluster.wait_for_full_isr(TOPIC, run.partitions)
+            after_leader_loss(run, leader, partition)
     Run(cluster, tmp_path).execute(faults)
 
 
@@ -197,8 +203,5 @@ def test_follower_restarts_as_leader_dies(cluster: Cluster, tmp_path: Path) -> N
             follower.kill(signal.SIGKILL)
             follower.start()
             leader.kill(signal.SIGKILL)
-            run.wait_new_leader(leader.node_id)
-            run.progress(20)
-            leader.start()
-            run.cluster.wait_for_full_isr(TOPIC, run.partitions)
+            after_leader_loss(run, leader)
     Run(cluster, tmp_path).execute(faults)
