@@ -47,6 +47,7 @@ from dataplane.protocol.errors import (
 )
 from dataplane.protocol.records import (
     BATCH_HEADER,
+    NO_PRODUCER_ID,
     CODEC_MASK,
     CRC_START,
     HEADER_SIZE,
@@ -69,6 +70,7 @@ from dataplane.protocol.records import (
 from dataplane.storage.checkpoints import fsync_dir, read_offset, write_offset
 from dataplane.storage.config import LogConfig
 from dataplane.storage.epoch_cache import EpochEndOffset, LeaderEpochCache
+from dataplane.storage.producer_state import BatchMetadata, ProducerStateManager
 from dataplane.storage.segment import (
     INDEX_SUFFIX,
     INT32_MAX,
@@ -116,6 +118,11 @@ class AppendInfo(NamedTuple):
     log_start_offset: int
     num_offsets: int
     valid_bytes: int
+    duplicate: bool = False  # an idempotent producer's retry of a batch the log holds: nothing written
+
+    @classmethod
+    def of_duplicate(cls, batch: BatchMetadata, log_start_offset: int) -> AppendInfo:
+        return cls(batch.first_offset, batch.last_offset, -1, -1, -1, log_start_offset, 0, 0, True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +191,7 @@ class Log:
         self.recovered_bytes = 0
         directory.mkdir(parents=True, exist_ok=True)
         self._epochs = LeaderEpochCache(directory / EPOCH_FILE)
+        self._producers = ProducerStateManager(directory)
         self._load()
 
     @classmethod
@@ -234,6 +242,7 @@ class Log:
         self._cleaner_offset = min(max(read_offset(self.dir / CLEANER_FILE) or 0, self._log_start), self._leo)
         self._epochs.truncate_from_end(self._leo)
         self._epochs.truncate_from_start(self._log_start)
+        self._producers.load(self._log_start, self._leo, self._headers_locked)
         if clean:
             marker.unlink()
             fsync_dir(self.dir)
@@ -345,10 +354,17 @@ class Log:
         self._check_sizes(summary)
         if self.config.compact:
             _require_keys(batches, summary)
+        idempotent = [h for _, h in summary.headers if h.producer_id != NO_PRODUCER_ID]
+        if idempotent and len(summary.headers) > 1:
+            raise InvalidRecordError("an idempotent produce must carry exactly one batch per partition")
         log_append = self.config.log_append_time
         mv = memoryview(batches)
         with self._lock:
             self._check_open()
+            if idempotent:
+                duplicate = self._producers.check(idempotent[0])
+                if duplicate is not None:
+                    return AppendInfo.of_duplicate(duplicate, self._log_start)
             now = self._time()
             first = offset = self._leo
             placements: list[BatchPlacement] = []
@@ -374,6 +390,8 @@ class Log:
                 placements.append(BatchPlacement(pos, h.size, last, ts))
                 offset = last + 1
             self._append_locked(iov, placements, first, offset - 1, now, summary.total_size)
+            if idempotent:
+                self._producers.update(idempotent[0], first)
             if leader_epoch > self._epochs.latest_epoch:
                 self._epochs.assign(leader_epoch, first)
             info = AppendInfo(first, offset - 1, max_ts, offset_of_max, now if log_append else -1,
@@ -392,7 +410,8 @@ class Log:
         any failure that function is called to raise the precise typed error.
         """
         n = len(batch)
-        (_, batch_length, _, magic, crc, attrs, lod, _, max_ts, _, _, _, count) = _unpack_header(batch, 0)
+        fields = _unpack_header(batch, 0)
+        (_, batch_length, _, magic, crc, attrs, lod, _, max_ts, producer_id, _, _, count) = fields
         codec = attrs & CODEC_MASK
         if (
             magic != 2
@@ -410,9 +429,14 @@ class Log:
             h = BatchHeader.parse(batch)
             self._check_sizes(BatchesSummary(((0, h),), n, lod + 1))
         rest = memoryview(batch)[_PREFIX.size :]
+        header = BatchHeader._make(fields) if producer_id != NO_PRODUCER_ID else None
         with self._lock:
             if self._closed:
                 self._check_open()
+            if header is not None:
+                duplicate = self._producers.check(header)
+                if duplicate is not None:
+                    return AppendInfo.of_duplicate(duplicate, self._log_start)
             first = self._leo
             last = first + lod
             now = self._time()
@@ -433,6 +457,8 @@ class Log:
                 active.size = before
                 raise KafkaStorageError(f"append to {active.log_path} failed: {exc}") from exc
             self._leo = last + 1
+            if header is not None:
+                self._producers.update(header, first)
             if leader_epoch > self._epochs.latest_epoch:
                 self._epochs.assign(leader_epoch, first)
             info = AppendInfo(first, last, max_ts, last, -1, self._log_start, lod + 1, n)
@@ -466,6 +492,8 @@ class Log:
             for h in headers:
                 if h.partition_leader_epoch >= 0:
                     self._epochs.assign(h.partition_leader_epoch, h.base_offset)
+                if h.producer_id != NO_PRODUCER_ID:
+                    self._producers.update(h, h.base_offset)
             info = AppendInfo(first, last, max_ts, offset_of_max, -1, self._log_start,
                               last + 1 - first, summary.total_size)
             need_flush = self._leo - self._recovery_point >= self.config.flush_messages
@@ -522,6 +550,9 @@ class Log:
         seg = LogSegment(self.dir, new_base, self.config, now_ms=now)
         self._segments = [*self._segments, seg]
         self._bases = [*self._bases, new_base]
+        # The producer state as of the new segment's base (nothing lies between the log end and it),
+        # so a restart or a truncation rescans at most one segment.
+        self._producers.take_snapshot(new_base)
         return seg
 
     # ------------------------------------------------------------------ read
@@ -598,6 +629,26 @@ class Log:
                         yield r
                 pos = max(pos, b.header.next_offset)
 
+    def _headers_locked(self, start: int, end: int) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets in ``[start, end)``, in order (the producer state's source)."""
+        for seg in self._segments_from(start):
+            if seg.base_offset >= end:
+                return
+            found = seg.translate_offset(start) if seg.base_offset <= start else None
+            position = found[0] if found is not None else 0
+            if seg.base_offset <= start and found is None:
+                continue
+            for _, h in seg.scan_headers(position):
+                if h.base_offset >= end:
+                    return
+                yield h
+
+    def producer_batch(self, producer_id: int) -> BatchMetadata | None:
+        """The last batch the log holds of ``producer_id`` (None if it has none): tests and tools."""
+        with self._lock:
+            entry = self._producers.producers.get(producer_id)
+            return entry.batches[-1] if entry is not None and entry.batches else None
+
     # ------------------------------------------------------------------ timestamps
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -653,8 +704,10 @@ class Log:
                 active = self._segments[-1]
                 work = [(s, s.take_pending(with_indexes=s is not active)) for s in self._segments
                         if s.base_offset >= first or s.has_pending()]
+                snapshots = self._producers.take_unsynced()
             for seg, pending in work:
                 seg.sync(pending)
+            ProducerStateManager.sync_snapshots(snapshots)
             with self._lock:
                 self._recovery_point = max(self._recovery_point, target)
                 self._last_flush_ms = self._time()
@@ -681,6 +734,7 @@ class Log:
             for seg in self._segments:
                 seg.seal()
                 seg.flush()
+            self._producers.take_snapshot(self._leo, sync=True)
             self._recovery_point = self._leo
             write_offset(self.dir / RECOVERY_POINT_FILE, self._recovery_point)
             write_offset(self.dir / LOG_START_FILE, self._log_start)
@@ -725,6 +779,8 @@ class Log:
             self._layout_version += 1
             write_offset(self.dir / RECOVERY_POINT_FILE, self._recovery_point)
             self._delete_segments(doomed)
+            # Kafka's truncateTo: snapshots above the new end go, the state comes back from the log.
+            self._producers.load(self._log_start, self._leo, self._headers_locked)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Discard everything; the log restarts empty at ``offset``."""
@@ -742,6 +798,7 @@ class Log:
         self._bases = [offset]
         self._leo = self._log_start = self._recovery_point = self._cleaner_offset = offset
         self._epochs.clear()
+        self._producers.clear()
         self._layout_version += 1
         write_offset(self.dir / RECOVERY_POINT_FILE, offset)
         write_offset(self.dir / LOG_START_FILE, offset)
@@ -811,6 +868,7 @@ class Log:
         self._cleaner_offset = max(self._cleaner_offset, self._log_start)
         self._layout_version += 1
         self._delete_segments(doomed)
+        self._producers.prune_below(self._bases[0])
 
     # ------------------------------------------------------------------ compaction
 

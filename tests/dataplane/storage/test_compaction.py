@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from dataplane.protocol.records import Compression, Record, build_batch
@@ -8,13 +9,17 @@ from dataplane.storage.log import Log
 from tests.dataplane.conftest import Clock
 
 OpenLog = Callable[..., Log]
+_SEQUENCES = itertools.count()  # one idempotent producer's sequences: each batch follows the last
 
 
 def kv_batch(
     pairs: list[tuple[bytes, bytes | None]], ts: int, codec: Compression = Compression.NONE
 ) -> bytes:
     recs = [Record(i, ts + i, k, v) for i, (k, v) in enumerate(pairs)]
-    return build_batch(recs, compression=codec, producer_id=42, producer_epoch=3, base_sequence=0)
+    first = next(_SEQUENCES)
+    for _ in pairs[1:]:
+        next(_SEQUENCES)
+    return build_batch(recs, compression=codec, producer_id=42, producer_epoch=3, base_sequence=first)
 
 
 def test_compaction_keeps_latest_per_key_with_offsets(open_log: OpenLog, clock: Clock) -> None:
