@@ -10,8 +10,20 @@ change is never overwritten.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
+
+import psycopg
+
 from dataplane.cluster.election import after_liveness_change, complete_reassignment
+from dataplane.cluster.lease import BrokerLease
+from dataplane.cluster.metadata_cache import MetadataCache
 from dataplane.cluster.store import MetadataStore, PartitionChange, TopicState
+from dataplane.cluster.store_thread import StoreThread
+from dataplane.protocol.errors import KafkaError
+
+log = logging.getLogger(__name__)
 
 UNCLEAN = "unclean.leader.election.enable"
 
@@ -38,3 +50,35 @@ def elect_leaders_for_liveness(store: MetadataStore, node_id: int, controller_ep
                 changes.append(PartitionChange(topic.topic_id, state.partition, state.partition_epoch, moved.leader,
                                                moved.isr, moved.leader_changed, moved.replicas, (), ()))
     return store.apply_partition_changes(node_id, controller_epoch, changes) if changes else 0
+
+
+class ControllerLoop:
+    """Holds or contends for the controller lease; while holding it, re-elects leaders of dead brokers.
+
+    Owned by the broker; its loop runs on the broker's event loop and its store calls on the metadata thread.
+    """
+
+    def __init__(self, db: StoreThread, metadata: MetadataCache, lease: BrokerLease, *,
+                 on_change: Callable[[], None]) -> None:
+        self.db, self.metadata, self.lease = db, metadata, lease
+        self._on_change = on_change  # partitions moved: re-read metadata
+
+    async def run(self) -> None:
+        interval = min(0.5, self.lease.lease_seconds / 4)
+        node_id = self.metadata.node_id
+        while True:
+            try:
+                if self.lease.ok():
+                    holder, epoch = await self.db.call(self.db.store.acquire_controller, node_id,
+                                                       self.lease.lease_seconds)
+                    if holder == node_id and epoch != self.metadata.controller_epoch:
+                        log.info("broker %d is the controller at epoch %d", holder, epoch)
+                    self.metadata.update_controller(holder, epoch)
+                    if holder == node_id:
+                        changed = await self.db.call(elect_leaders_for_liveness, self.db.store, holder, epoch)
+                        if changed:
+                            log.info("controller moved leadership of %d partitions", changed)
+                            self._on_change()
+            except (psycopg.Error, KafkaError) as exc:
+                log.warning("controller pass failed (will retry): %s", exc)
+            await asyncio.sleep(interval)

@@ -34,13 +34,12 @@ from dataplane.replication.peer import PeerConnection, PeerError
 from dataplane.storage.epoch_cache import UNDEFINED_EPOCH
 
 if TYPE_CHECKING:
-    from dataplane.storage import Log
+    from dataplane.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 _WAIT_FOR_METADATA = {WireError.fenced_leader_epoch, WireError.not_leader_or_follower,
                       WireError.unknown_leader_epoch, WireError.unknown_topic_or_partition}
 MAX_TRUNCATION_ROUNDS = 16
-INLINE_APPEND_BYTES = 64 * 1024
 
 
 class FollowerHost(Protocol):
@@ -50,13 +49,8 @@ class FollowerHost(Protocol):
 
     def leader_address(self, leader: int) -> tuple[str, int] | None: ...
 
-    def follower_log(self, topic: str, partition: int, leader_epoch: int) -> Log | None:
-        """The log while this broker still follows at ``leader_epoch``; None once that changed."""
-
-    async def follower_truncated(self, topic: str, partition: int) -> None: ...
-
-    async def follower_appended(self, topic: str, partition: int, high_watermark: int,
-                                leader_log_start: int) -> None: ...
+    def follower_partition(self, topic: str, index: int, leader_epoch: int) -> Partition | None:
+        """The partition while this broker still follows it at ``leader_epoch``; None once that changed."""
 
     def request_metadata_refresh(self) -> None: ...
 
@@ -88,6 +82,9 @@ class FetcherSettings:
 
 
 class ReplicaFetcher:
+    """Pulls every partition this broker follows from one leader. Owned by the replica manager; one task on
+    the broker's event loop."""
+
     def __init__(self, host: FollowerHost, leader: int, settings: FetcherSettings) -> None:
         self.host = host
         self.leader = leader
@@ -116,6 +113,11 @@ class ReplicaFetcher:
 
     def unfollow(self, topic: str, partition: int) -> None:
         self.targets.pop((topic, partition), None)
+
+    def _drop(self, key: tuple[str, int], target: FetchTarget) -> None:
+        """Stop pulling ``key`` at ``target``'s epoch, unless it was re-targeted meanwhile (a newer epoch)."""
+        if self.targets.get(key) is target:
+            del self.targets[key]
 
     async def _run(self) -> None:
         backoff = 0.05
@@ -164,10 +166,11 @@ class ReplicaFetcher:
     async def _truncate(self, conn: PeerConnection, key: tuple[str, int], target: FetchTarget) -> None:
         """Truncate to the last offset both logs agree on (KIP-101/279), asking as many rounds as needed."""
         topic, partition = key
-        partition_log = self.host.follower_log(topic, partition, target.leader_epoch)
-        if partition_log is None:
-            self.unfollow(topic, partition)
+        replica = self.host.follower_partition(topic, partition, target.leader_epoch)
+        if replica is None:
+            self._drop((topic, partition), target)
             return
+        partition_log = replica.log
         asked = partition_log.latest_epoch
         point: int | None = None
         for _ in range(MAX_TRUNCATION_ROUNDS):
@@ -194,11 +197,10 @@ class ReplicaFetcher:
         if point < partition_log.log_end_offset:
             log.info("truncating %s-%d from %d to %d (leader %d, epoch %d)", topic, partition,
                      partition_log.log_end_offset, point, self.leader, target.leader_epoch)
-            if point <= partition_log.log_start_offset:
-                await asyncio.to_thread(partition_log.truncate_fully_and_start_at, max(point, 0))
-            else:
-                await asyncio.to_thread(partition_log.truncate_to, point)
-            await self.host.follower_truncated(topic, partition)
+            if not await replica.truncate(max(point, 0), target.leader_epoch,
+                                          fully=point <= partition_log.log_start_offset):
+                self._drop((topic, partition), target)
+                return
         target.truncated = True
 
     async def _end_offset_for(self, conn: PeerConnection, topic: str, partition: int, current_epoch: int,
@@ -217,14 +219,15 @@ class ReplicaFetcher:
         raise PeerError("OffsetForLeaderEpoch answer without the partition asked for")
 
     async def _fetch(self, conn: PeerConnection, targets: dict[tuple[str, int], FetchTarget]) -> None:
-        logs: dict[tuple[str, int], Log] = {}
+        replicas: dict[tuple[str, int], Partition] = {}
         topics: dict[str, list[FetchPartition]] = {}
         for (topic, partition), target in targets.items():
-            partition_log = self.host.follower_log(topic, partition, target.leader_epoch)
-            if partition_log is None:
-                self.unfollow(topic, partition)
+            replica = self.host.follower_partition(topic, partition, target.leader_epoch)
+            if replica is None:
+                self._drop((topic, partition), target)
                 continue
-            logs[(topic, partition)] = partition_log
+            replicas[(topic, partition)] = replica
+            partition_log = replica.log
             topics.setdefault(topic, []).append(FetchPartition(
                 partition=i32(partition), current_leader_epoch=i32(target.leader_epoch),
                 fetch_offset=i64(partition_log.log_end_offset), last_fetched_epoch=i32(partition_log.latest_epoch),
@@ -246,14 +249,15 @@ class ReplicaFetcher:
             for data in topic_response.partitions:
                 key = (str(topic_response.topic), int(data.partition_index))
                 current = self.targets.get(key)
-                partition_log = logs.get(key)
-                if current is None or partition_log is None or current is not targets.get(key):
+                replica = replicas.get(key)
+                if current is None or replica is None or current is not targets.get(key):
                     continue  # unfollowed or re-targeted while the fetch was out
-                received += await self._apply(key, current, partition_log, data)
+                received += await self._apply(key, current, replica, data)
         await self._throttle(received, started)
 
-    async def _apply(self, key: tuple[str, int], target: FetchTarget, partition_log: Log, data: object) -> int:
+    async def _apply(self, key: tuple[str, int], target: FetchTarget, replica: Partition, data: object) -> int:
         topic, partition = key
+        partition_log = replica.log
         error = data.error_code  # type: ignore[attr-defined]
         if error in _WAIT_FOR_METADATA:
             target.park()
@@ -262,8 +266,8 @@ class ReplicaFetcher:
         if error == WireError.offset_out_of_range:
             leader_start = int(data.log_start_offset)  # type: ignore[attr-defined]
             if partition_log.log_end_offset < leader_start:
-                await asyncio.to_thread(partition_log.truncate_fully_and_start_at, leader_start)
-                await self.host.follower_truncated(topic, partition)
+                if not await replica.truncate(leader_start, target.leader_epoch, fully=True):
+                    self._drop((topic, partition), target)
             else:
                 target.truncated = False
             return 0
@@ -271,13 +275,11 @@ class ReplicaFetcher:
             log.warning("fetch of %s-%d from leader %d: %s", topic, partition, self.leader, error.name)
             return 0
         records = data.records  # type: ignore[attr-defined]
-        if records:
-            if len(records) <= INLINE_APPEND_BYTES:  # a thread hop costs more than a small page-cache write
-                partition_log.append_as_follower(records)
-            else:
-                await asyncio.to_thread(partition_log.append_as_follower, records)
-        await self.host.follower_appended(topic, partition, int(data.high_watermark),  # type: ignore[attr-defined]
-                                          int(data.log_start_offset))  # type: ignore[attr-defined]
+        if records and not await replica.append_as_follower(records, target.leader_epoch):
+            self._drop((topic, partition), target)  # no longer following at this epoch: the data is not ours to take
+            return 0
+        await replica.follower_update(int(data.high_watermark),  # type: ignore[attr-defined]
+                                      int(data.log_start_offset))  # type: ignore[attr-defined]
         return len(records) if records else 0
 
     async def _throttle(self, received: int, started: float) -> None:

@@ -9,7 +9,6 @@ handler implements.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,27 @@ from dataplane.protocol.messages import Request
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
 
-Handler = Callable[["Broker", Request], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who sent a request and over what: every handler gets one (the authorizer reads ``principal``).
+
+    Built once per connection by the connection that reads the requests.
+    """
+
+    principal: str  # "User:ANONYMOUS" until the listener authenticates its clients
+    client_id: str
+    peer: str  # "host:port" of the client
+    listener: str  # the listener's name, e.g. "PLAINTEXT"
+
+    @property
+    def client_host(self) -> str:
+        return self.peer.rpartition(":")[0] or self.peer
+
+
+ANONYMOUS = "User:ANONYMOUS"
+Handler = Callable[["Broker", Request, RequestContext], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +65,6 @@ class Later:
 
 
 REGISTRY: dict[int, Api] = {}
-# The peer address of the connection whose request is being handled (each connection is its own task).
-client_host: ContextVar[str] = ContextVar("client_host", default="")
 
 
 def api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:

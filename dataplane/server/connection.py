@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -39,7 +40,7 @@ from dataplane.protocol.messages import (
     encode_response,
     parse_request,
 )
-from dataplane.server.apis import REGISTRY, Later, api_version_entries, client_host
+from dataplane.server.apis import ANONYMOUS, REGISTRY, Later, RequestContext, api_version_entries
 from dataplane.server.metrics import response_error
 from dataplane.storage import FileRegion
 
@@ -122,12 +123,13 @@ class Listener:
 class Connection:
     """One client: its socket, its frame decoder, and how it sends record data."""
 
-    def __init__(self, broker: Broker, sock: socket.socket) -> None:
+    def __init__(self, broker: Broker, sock: socket.socket, listener: str = "PLAINTEXT") -> None:
         self.broker = broker
         self.sock = sock
         self.fd = sock.fileno()
         self.loop = asyncio.get_running_loop()
         self.peer = _peer(sock)
+        self.context = RequestContext(ANONYMOUS, "", self.peer, listener)  # the client id follows each request
         self.decoder = FrameDecoder(broker.config.max_request_bytes)
         self.use_sendfile = broker.config.fetch_transfer == "sendfile"
         self._copy_buffer: bytearray | None = None
@@ -142,7 +144,6 @@ class Connection:
 
     async def serve(self) -> None:
         metrics = self.broker.metrics
-        client_host.set(self.peer.rpartition(":")[0] or self.peer)  # this task's requests come from here
         metrics.connection_opened()
         try:
             while not self.broker.stopping:
@@ -180,7 +181,9 @@ class Connection:
             await self.send(chunks)
             error = int(WireError.unsupported_version)
         else:
-            response = await self.broker.handle(parsed)
+            if (parsed.client_id or "") != self.context.client_id:
+                self.context = dataclasses.replace(self.context, client_id=parsed.client_id or "")
+            response = await self.broker.handle(parsed, self.context)
             if isinstance(response, Later) or self._waiting:
                 await self._queue(response, parsed.correlation_id, parsed.api_key, started, SIZE.size + len(payload))
                 return

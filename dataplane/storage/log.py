@@ -47,12 +47,12 @@ from dataplane.protocol.errors import (
 )
 from dataplane.protocol.records import (
     BATCH_HEADER,
-    NO_PRODUCER_ID,
     CODEC_MASK,
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MIN_RECORD_SIZE,
+    NO_PRODUCER_ID,
     BatchesSummary,
     BatchHeader,
     Record,

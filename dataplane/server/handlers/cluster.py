@@ -12,7 +12,7 @@ from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import VALID_OPERATIONS, AclOperation, ResourceType
-from dataplane.server.apis import api
+from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ CLUSTER_OPERATIONS = reduce(lambda bits, op: bits | (1 << op),
 
 
 @api(60, "DescribeCluster", 0, 2)
-async def describe_cluster(broker: Broker, request: Request) -> Any:
+async def describe_cluster(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     endpoint_type = body.endpoint_type if version >= 1 else BROKERS_ENDPOINT
     error, message = WireError.none, None
@@ -35,11 +35,11 @@ async def describe_cluster(broker: Broker, request: Request) -> Any:
         error, message = wire(ErrorCode.MISMATCHED_ENDPOINT_TYPE), "The request was sent to a broker, not a controller."
     elif endpoint_type != BROKERS_ENDPOINT:
         error, message = wire(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE), f"Unknown endpoint type {endpoint_type}."
-    host, port = broker.config.advertised
-    brokers = [] if message else [{"broker_id": broker.config.node_id, "host": host, "port": port,
-                                   "rack": broker.config.rack, "is_fenced": False}]
+    brokers = [] if message else [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
+                                   "is_fenced": False} for b in broker.metadata.live_brokers()]
     return build(load_response_schema(60, version), {
         "throttle_time": ZERO, "error_code": error, "error_message": message, "endpoint_type": endpoint_type,
-        "cluster_id": broker.config.cluster_id, "controller_id": broker.config.node_id, "brokers": brokers,
+        "cluster_id": broker.config.cluster_id, "controller_id": broker.metadata.known_controller(),
+        "brokers": brokers,
         "cluster_authorized_operations": (CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
                                           else NO_AUTHORIZED_OPERATIONS)})

@@ -33,8 +33,9 @@ from dataplane.config.topic import (
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.server.apis import api
-from dataplane.server.broker import ZERO, log_config, wire
+from dataplane.server.apis import RequestContext, api
+from dataplane.server.broker import ZERO, wire
+from dataplane.server.topic_configs import log_config
 
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
@@ -150,7 +151,7 @@ def _describe_entry(entry: Entry, *, synonyms: bool, documentation: bool) -> dic
 
 
 @api(32, "DescribeConfigs", 1, 4)
-async def describe_configs(broker: Broker, request: Request) -> Any:
+async def describe_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     await broker.refresh_topics()
     documentation = version >= 3 and body.include_documentation
@@ -171,13 +172,13 @@ async def describe_configs(broker: Broker, request: Request) -> Any:
 
 def _entries_for(broker: Broker, resource_type: int, name: str) -> list[Entry]:
     if resource_type == TOPIC:
-        topic = broker.topics.get(name)
+        topic = broker.metadata.topics.get(name)
         if topic is None:
             raise KafkaError(f"Topic '{name}' does not exist.", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return topic_entries(topic.configs, broker.cluster_defaults)
+        return topic_entries(topic.configs, broker.metadata.cluster_defaults)
     if resource_type == BROKER:
         _check_broker_name(broker, name)
-        return broker_entries(broker, broker.cluster_defaults, only_dynamic=name == CLUSTER_DEFAULT)
+        return broker_entries(broker, broker.metadata.cluster_defaults, only_dynamic=name == CLUSTER_DEFAULT)
     raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
 
 
@@ -255,7 +256,7 @@ async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tu
     if duplicates:
         raise _request_error(f"Error due to duplicate config keys: {', '.join(duplicates)}.")
     if resource_type == TOPIC:
-        defaults = broker.cluster_defaults
+        defaults = broker.metadata.cluster_defaults
         change = (_replacement(ops) if replace
                   else incremental_change(ops, lambda key: defaults.get(key, TOPIC_CONFIGS[key].default)))
         await broker.on_db(broker.store.alter_topic_configs, name, change, dry_run=validate_only)
@@ -294,12 +295,12 @@ async def _alter_all(broker: Broker, request: Request, *, replace: bool) -> list
 
 
 @api(33, "AlterConfigs", 0, 2)
-async def alter_configs(broker: Broker, request: Request) -> Any:
+async def alter_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
     results = await _alter_all(broker, request, replace=True)
     return build(load_response_schema(33, request.api_version), {"throttle_time": ZERO, "responses": results})
 
 
 @api(44, "IncrementalAlterConfigs", 0, 1)
-async def incremental_alter_configs(broker: Broker, request: Request) -> Any:
+async def incremental_alter_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
     results = await _alter_all(broker, request, replace=False)
     return build(load_response_schema(44, request.api_version), {"throttle_time": ZERO, "responses": results})

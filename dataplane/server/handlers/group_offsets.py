@@ -10,7 +10,7 @@ from dataplane.coordinator.manager import CommitRequest, TopicPartition
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.server.apis import api
+from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ NO_LEADER_EPOCH = -1
 
 
 def _known(broker: Broker, topic: str, partition: int) -> bool:
-    found = broker.topics.get(topic)
+    found = broker.metadata.topics.get(topic)
     return found is not None and 0 <= partition < len(found.partitions)
 
 
@@ -33,7 +33,7 @@ def _by_topic(errors: dict[TopicPartition, ErrorCode], order: list[TopicPartitio
 
 
 @api(8, "OffsetCommit", 2, 9)  # v10 names topics by id
-async def offset_commit(broker: Broker, request: Request) -> Any:
+async def offset_commit(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     errors: dict[TopicPartition, ErrorCode] = {}
@@ -78,7 +78,7 @@ async def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[Erro
 
 
 @api(9, "OffsetFetch", 1, 9)  # v10 names topics by id
-async def offset_fetch(broker: Broker, request: Request) -> Any:
+async def offset_fetch(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     schema = load_response_schema(9, version)
     if version >= 8:  # batched groups (KIP-709)
@@ -92,7 +92,7 @@ async def offset_fetch(broker: Broker, request: Request) -> Any:
 
 
 @api(47, "OffsetDelete", 0, 0)
-async def offset_delete(broker: Broker, request: Request) -> Any:
+async def offset_delete(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order if not _known(broker, *tp)}

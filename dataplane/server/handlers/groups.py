@@ -13,7 +13,7 @@ from dataplane.coordinator.manager import CoordinatorError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.server.apis import api, client_host
+from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ async def _find_coordinator(broker: Broker, key: str, key_type: int) -> dict[str
         partition = broker.coordinator.partition_for(key)
         assert partition is not None
         leader = topic.partitions[partition].leader
-        live = {b.node_id: b for b in broker.live_brokers}
-        live[broker.config.node_id] = broker.registration
+        live = {b.node_id: b for b in broker.metadata.live_brokers()}
         if leader not in live:
             raise KafkaError(f"the coordinator of group {key!r} is offline", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         entry.update(node_id=leader, host=live[leader].host, port=live[leader].port)
@@ -58,7 +57,7 @@ async def _find_coordinator(broker: Broker, key: str, key_type: int) -> dict[str
 
 
 @api(10, "FindCoordinator", 0, 6)
-async def find_coordinator(broker: Broker, request: Request) -> Any:
+async def find_coordinator(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     key_type = getattr(body, "key_type", GROUP_KEY)
     if version >= 4:  # batched (KIP-699)
@@ -72,7 +71,7 @@ async def find_coordinator(broker: Broker, request: Request) -> Any:
 
 
 @api(11, "JoinGroup", 0, 9)
-async def join_group(broker: Broker, request: Request) -> Any:
+async def join_group(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "generation_id": -1,
                               "protocol_type": None, "protocol_name": None, "leader": "", "skip_assignment": False,
@@ -80,7 +79,7 @@ async def join_group(broker: Broker, request: Request) -> Any:
     session_ms = _ms(body.session_timeout)
     join = JoinRequest(
         member_id=body.member_id, group_instance_id=getattr(body, "group_instance_id", None),
-        client_id=request.client_id or "", client_host=f"/{client_host.get()}", session_timeout_ms=session_ms,
+        client_id=request.client_id or "", client_host=f"/{context.client_host}", session_timeout_ms=session_ms,
         rebalance_timeout_ms=_ms(body.rebalance_timeout) if version >= 1 else session_ms,
         protocol_type=body.protocol_type, protocols=tuple((p.name, p.metadata) for p in body.protocols),
         require_known_member_id=version >= 4)
@@ -103,7 +102,7 @@ async def join_group(broker: Broker, request: Request) -> Any:
 
 
 @api(14, "SyncGroup", 0, 5)
-async def sync_group(broker: Broker, request: Request) -> Any:
+async def sync_group(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "protocol_type": None,
                               "protocol_name": None, "assignment": b""}
@@ -123,7 +122,7 @@ async def sync_group(broker: Broker, request: Request) -> Any:
 
 
 @api(12, "Heartbeat", 0, 4)
-async def heartbeat(broker: Broker, request: Request) -> Any:
+async def heartbeat(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     try:
         if not body.group_id:
@@ -137,7 +136,7 @@ async def heartbeat(broker: Broker, request: Request) -> Any:
 
 
 @api(13, "LeaveGroup", 0, 5)
-async def leave_group(broker: Broker, request: Request) -> Any:
+async def leave_group(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     identities = ([(m.member_id, m.group_instance_id) for m in body.members] if version >= 3
                   else [(body.member_id, None)])
@@ -160,7 +159,7 @@ async def leave_group(broker: Broker, request: Request) -> Any:
 
 
 @api(15, "DescribeGroups", 0, 6)
-async def describe_groups(broker: Broker, request: Request) -> Any:
+async def describe_groups(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     described = []
     for group_id in body.groups:
@@ -188,7 +187,7 @@ async def describe_groups(broker: Broker, request: Request) -> Any:
 
 
 @api(16, "ListGroups", 0, 5)
-async def list_groups(broker: Broker, request: Request) -> Any:
+async def list_groups(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
@@ -205,7 +204,7 @@ async def list_groups(broker: Broker, request: Request) -> Any:
 
 
 @api(42, "DeleteGroups", 0, 2)
-async def delete_groups(broker: Broker, request: Request) -> Any:
+async def delete_groups(broker: Broker, request: Request, context: RequestContext) -> Any:
     results = []
     for group_id in request.body.groups_names:
         error = (ErrorCode.INVALID_GROUP_ID if not group_id

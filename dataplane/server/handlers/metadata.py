@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.server.apis import api, api_version_entries
+from dataplane.server.apis import RequestContext, api, api_version_entries
 from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @api(18, "ApiVersions", 0, 4)
-async def api_versions(broker: Broker, request: Request) -> Any:
+async def api_versions(broker: Broker, request: Request, context: RequestContext) -> Any:
     return build(load_response_schema(18, request.api_version), {
         "error_code": WireError.none, "throttle_time": ZERO, "api_keys": api_version_entries()})
 
@@ -29,20 +29,23 @@ def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
 
 
 @api(3, "Metadata", 0, 12)
-async def metadata(broker: Broker, request: Request) -> Any:
+async def metadata(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
-    await broker.refresh_topics()
     if body.topics is None or (version == 0 and not body.topics):
-        wanted = sorted(broker.topics)
+        wanted = sorted(broker.metadata.topics)
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
     allow_create = version < 4 or body.allow_auto_topic_creation
-    live = {b.node_id: b for b in broker.live_brokers}
-    live[broker.config.node_id] = broker.registration  # we answer, so we are alive whatever the lease says
+    live = {b.node_id: b for b in broker.metadata.live_brokers()}
     entries = []
     for name in wanted:
         try:
-            topic = await broker.topic_or_autocreate(name) if allow_create else broker.topics.get(name)
+            topic = broker.metadata.topic(name)
+            if topic is None and allow_create:
+                topic = await broker.topic_or_autocreate(name)
+            elif topic is None:
+                await broker.refresh_topics()  # created through another broker a moment ago?
+                topic = broker.metadata.topic(name)
         except KafkaError as exc:
             entries.append(_topic_error(name, exc.code))
             continue
@@ -60,8 +63,8 @@ async def metadata(broker: Broker, request: Request) -> Any:
         })
     return build(load_response_schema(3, version), {
         "throttle_time": ZERO, "cluster_id": broker.config.cluster_id,
-        "controller_id": broker.controller_id if broker.controller_id >= 0 else broker.config.node_id,
+        "controller_id": broker.metadata.known_controller(),
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in sorted(live.values(), key=lambda b: b.node_id)],
+                    for b in live.values()],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS, "topics": entries,
     })

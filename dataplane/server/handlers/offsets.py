@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
@@ -11,7 +10,7 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.server.apis import api
+from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 from dataplane.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @api(2, "ListOffsets", 1, 7)
-async def list_offsets(broker: Broker, request: Request) -> Any:
+async def list_offsets(broker: Broker, request: Request, context: RequestContext) -> Any:
     topics = []
     for topic_req in request.body.topics:
         partitions = []
@@ -28,16 +27,15 @@ async def list_offsets(broker: Broker, request: Request) -> Any:
             entry: dict[str, Any] = {"partition_index": part.partition_index, "error_code": WireError.none,
                                      "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": ()}
             try:
-                _, runtime = broker.leader_runtime(topic_req.name, part.partition_index,
-                                                   getattr(part, "current_leader_epoch", -1))
-                partition_log = runtime.log
+                partition = broker.replicas.leader_partition(topic_req.name, part.partition_index,
+                                                             getattr(part, "current_leader_epoch", -1))
                 if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark
-                    entry.update(offset=runtime.high_watermark, leader_epoch=runtime.leader_epoch)
+                    entry.update(offset=partition.high_watermark, leader_epoch=partition.leader_epoch)
                 elif part.timestamp == EARLIEST_TIMESTAMP:
-                    entry.update(offset=partition_log.log_start_offset, leader_epoch=runtime.leader_epoch)
+                    entry.update(offset=partition.log.log_start_offset, leader_epoch=partition.leader_epoch)
                 else:
-                    found = await asyncio.to_thread(partition_log.offset_for_timestamp, part.timestamp)
-                    if found is not None and found.offset < runtime.high_watermark:
+                    found = await partition.offset_for_timestamp(part.timestamp)
+                    if found is not None:
                         entry.update(timestamp=found.timestamp, offset=found.offset, leader_epoch=found.leader_epoch)
             except KafkaError as exc:
                 entry["error_code"] = wire(exc.code)

@@ -1,11 +1,10 @@
-"""Produce and InitProducerId: appends, acks, and the idempotent producer's sequence checks."""
+"""Produce and InitProducerId: appends and acks (the partition's log checks idempotent producers' sequences)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import datetime
-import struct
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
@@ -14,22 +13,17 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.protocol.records import NO_PRODUCER_ID, BatchHeader, validate_batches
-from dataplane.server.apis import Later, api
+from dataplane.server.apis import Later, RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
-    from dataplane.cluster.store import TopicState
-    from dataplane.replication.partition import PartitionRuntime
     from dataplane.server.broker import Broker
 
-_PRODUCER_ID = struct.Struct(">q")
-_PRODUCER_ID_OFFSET = 43  # baseOffset 8, length 4, epoch 4, magic 1, crc 4, attributes 2, delta 4, timestamps 16
 VALID_ACKS = (-1, 0, 1)
 
 
 @api(0, "Produce", 3, 9)
-async def produce(broker: Broker, request: Request) -> Any:
+async def produce(broker: Broker, request: Request, context: RequestContext) -> Any:
     """Append every partition's batches, then (acks=all) wait for all of them to reach the ISR together."""
     body = request.body
     timeout = max(body.timeout.total_seconds(), 0.0)
@@ -46,16 +40,17 @@ async def produce(broker: Broker, request: Request) -> Any:
             try:
                 if body.acks not in VALID_ACKS:
                     raise KafkaError(f"acks must be -1, 0 or 1, not {body.acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
-                topic, runtime = broker.leader_runtime(topic_data.name, part.index)
+                partition = broker.replicas.leader_partition(topic_data.name, part.index)
                 if not part.records:
                     raise KafkaError("no records", code=ErrorCode.INVALID_RECORD)
-                base_offset, end, log_start, append_time = await _append(
-                    broker, topic, runtime, part.records, acks_all=body.acks == -1)
-                entry.update(base_offset=base_offset, log_start_offset=log_start)
-                if append_time >= 0:
-                    entry["log_append_time"] = datetime.datetime.fromtimestamp(append_time / 1000, tz=datetime.UTC)
+                # A retried idempotent batch comes back with its original offsets and nothing written.
+                info = await partition.append_as_leader(part.records, acks_all=body.acks == -1)
+                entry.update(base_offset=info.first_offset, log_start_offset=info.log_start_offset)
+                if info.log_append_time >= 0:
+                    entry["log_append_time"] = datetime.datetime.fromtimestamp(info.log_append_time / 1000,
+                                                                               tz=datetime.UTC)
                 if body.acks == -1:
-                    waits.append((entry, broker.await_replication(topic, runtime, end, timeout)))
+                    waits.append((entry, partition.wait_for_replication(info.last_offset + 1, timeout)))
             except KafkaError as exc:
                 entry.update(error_code=wire(exc.code), error_message=str(exc))
             partitions.append(entry)
@@ -77,34 +72,8 @@ async def produce(broker: Broker, request: Request) -> Any:
     return Later(replicated())
 
 
-async def _append(broker: Broker, topic: TopicState, runtime: PartitionRuntime, records: bytes, *,
-                  acks_all: bool) -> tuple[int, int, int, int]:
-    """(base offset, log end after the batch, log start offset, log append time or -1)."""
-    log = runtime.log
-    producer_id = (_PRODUCER_ID.unpack_from(records, _PRODUCER_ID_OFFSET)[0]
-                   if len(records) >= _PRODUCER_ID_OFFSET + 8 else NO_PRODUCER_ID)
-    if producer_id == NO_PRODUCER_ID:
-        info = await broker.append_as_leader(topic, runtime, records, acks_all=acks_all)
-        return info.first_offset, info.last_offset + 1, info.log_start_offset, info.log_append_time
-    # Idempotent: the sequence check, the append and the state update must not interleave with another
-    # append of this partition. Validate first so a corrupt batch is CORRUPT_MESSAGE, not a sequence error.
-    validate_batches(records)
-    header = BatchHeader.parse(records)
-    if header.size != len(records):
-        raise KafkaError("an idempotent produce must carry exactly one batch per partition",
-                         code=ErrorCode.INVALID_RECORD)
-    async with runtime.lock:
-        producers = await runtime.producer_state()
-        duplicate = producers.check(header)
-        if duplicate is not None:  # Kafka answers a retried batch with its original offsets, no error
-            return duplicate.first_offset, duplicate.last_offset + 1, log.log_start_offset, -1
-        info = await broker.append_as_leader(topic, runtime, records, acks_all=acks_all)
-        producers.update(header, info.first_offset)
-    return info.first_offset, info.last_offset + 1, info.log_start_offset, info.log_append_time
-
-
 @api(22, "InitProducerId", 0, 5)
-async def init_producer_id(broker: Broker, request: Request) -> Any:
+async def init_producer_id(broker: Broker, request: Request, context: RequestContext) -> Any:
     """Idempotent producers get a fresh id at epoch 0; transactions are not served yet."""
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "producer_id": -1,
                               "producer_epoch": -1}

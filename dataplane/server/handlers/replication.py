@@ -13,7 +13,7 @@ from dataplane.cluster.store import PartitionChange
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.server.apis import api
+from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ PREFERRED, UNCLEAN = 0, 1
 
 
 @api(23, "OffsetForLeaderEpoch", 2, 4)
-async def offset_for_leader_epoch(broker: Broker, request: Request) -> Any:
+async def offset_for_leader_epoch(broker: Broker, request: Request, context: RequestContext) -> Any:
     topics = []
     for topic_req in request.body.topics:
         partitions = []
@@ -31,8 +31,9 @@ async def offset_for_leader_epoch(broker: Broker, request: Request) -> Any:
             entry: dict[str, Any] = {"error_code": WireError.none, "partition": part.partition,
                                      "leader_epoch": -1, "end_offset": -1}
             try:
-                _, runtime = broker.leader_runtime(topic_req.topic, part.partition, part.current_leader_epoch)
-                found = runtime.log.end_offset_for_epoch(part.leader_epoch)
+                partition = broker.replicas.leader_partition(topic_req.topic, part.partition,
+                                                             part.current_leader_epoch)
+                found = partition.end_offset_for_epoch(part.leader_epoch)
                 entry.update(leader_epoch=found.epoch, end_offset=found.end_offset)
             except KafkaError as exc:
                 entry["error_code"] = wire(exc.code)
@@ -42,7 +43,7 @@ async def offset_for_leader_epoch(broker: Broker, request: Request) -> Any:
 
 
 @api(43, "ElectLeaders", 0, 2)
-async def elect_leaders(broker: Broker, request: Request) -> Any:
+async def elect_leaders(broker: Broker, request: Request, context: RequestContext) -> Any:
     """Decided and written by the controller's rules, fenced by the controller epoch this broker holds.
 
     Any broker accepts the request, as with Kafka's forwarding; a broker that is not
@@ -51,13 +52,13 @@ async def elect_leaders(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.api_version
     election_type = getattr(body, "election_type", PREFERRED)
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "replica_election_results": ()}
-    if broker.controller_id != broker.config.node_id:
+    if broker.metadata.controller_id != broker.config.node_id:
         values["error_code"] = wire(ErrorCode.NOT_CONTROLLER)
         return build(load_response_schema(43, version), values)
     await broker.refresh_topics()
-    live = set(broker.live_node_ids())
+    live = set(broker.metadata.live_node_ids())
     if body.topic_partitions is None:  # every partition
-        wanted = [(t.name, p.partition) for t in broker.topics.values() for p in t.partitions]
+        wanted = [(t.name, p.partition) for t in broker.metadata.topics.values() for p in t.partitions]
     else:
         wanted = [(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions]
     changes: list[PartitionChange] = []
@@ -66,7 +67,7 @@ async def elect_leaders(broker: Broker, request: Request) -> Any:
         entry: dict[str, Any] = {"partition_id": index, "error_code": WireError.none, "error_message": None}
         results.setdefault(name, []).append(entry)
         try:
-            topic, state = broker.partition_state(name, index)
+            topic, state = broker.metadata.partition(name, index)
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
             continue
@@ -80,7 +81,7 @@ async def elect_leaders(broker: Broker, request: Request) -> Any:
     if changes:
         try:
             await broker.on_db(broker.store.apply_partition_changes, broker.config.node_id,
-                               broker.controller_epoch, changes)
+                               broker.metadata.controller_epoch, changes)
         except KafkaError as exc:
             values["error_code"] = wire(ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH
                                         else exc.code)
@@ -94,12 +95,12 @@ async def elect_leaders(broker: Broker, request: Request) -> Any:
 
 
 @api(45, "AlterPartitionReassignments", 0, 0)
-async def alter_partition_reassignments(broker: Broker, request: Request) -> Any:
+async def alter_partition_reassignments(broker: Broker, request: Request, context: RequestContext) -> Any:
     """Start or cancel (replicas null) partition moves; the controller completes them (see ``election``)."""
     body = request.body
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "error_message": None,
                               "responses": ()}
-    if broker.controller_id != broker.config.node_id:
+    if broker.metadata.controller_id != broker.config.node_id:
         values.update(error_code=wire(ErrorCode.NOT_CONTROLLER), error_message="this broker is not the controller")
         return build(load_response_schema(45, request.api_version), values)
     responses = []
@@ -110,7 +111,7 @@ async def alter_partition_reassignments(broker: Broker, request: Request) -> Any
                                      "error_message": None}
             try:
                 target = None if part.replicas is None else [int(r) for r in part.replicas]
-                await broker.on_db(broker.store.reassign, broker.config.node_id, broker.controller_epoch,
+                await broker.on_db(broker.store.reassign, broker.config.node_id, broker.metadata.controller_epoch,
                                    topic_req.name, part.partition_index, target)
             except KafkaError as exc:
                 code = ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH else exc.code
@@ -123,17 +124,17 @@ async def alter_partition_reassignments(broker: Broker, request: Request) -> Any
 
 
 @api(46, "ListPartitionReassignments", 0, 0)
-async def list_partition_reassignments(broker: Broker, request: Request) -> Any:
+async def list_partition_reassignments(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     await broker.refresh_topics()
     wanted: dict[str, set[int] | None]
     if body.topics is None:
-        wanted = dict.fromkeys(broker.topics)
+        wanted = dict.fromkeys(broker.metadata.topics)
     else:
         wanted = {t.name: {int(p) for p in t.partition_indexes} for t in body.topics}
     topics = []
     for name, indexes in wanted.items():
-        topic = broker.topics.get(name)
+        topic = broker.metadata.topics.get(name)
         if topic is None:
             continue
         moving = [{"partition_index": p.partition, "replicas": p.replicas, "adding_replicas": p.adding,

@@ -14,7 +14,7 @@ from dataplane.cluster.store import TopicState
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.server.apis import api
+from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @api(19, "CreateTopics", 2, 7)
-async def create_topics(broker: Broker, request: Request) -> Any:
+async def create_topics(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     results = []
     for item in body.topics:
@@ -47,7 +47,7 @@ async def create_topics(broker: Broker, request: Request) -> Any:
 
 
 @api(20, "DeleteTopics", 1, 6)
-async def delete_topics(broker: Broker, request: Request) -> Any:
+async def delete_topics(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     # v6 names topics by name or by id; older versions by name only.
     wanted: list[tuple[str | None, uuid.UUID | None]] = (
@@ -85,7 +85,7 @@ async def _delete_logs(broker: Broker, topics: list[TopicState]) -> None:
 
 
 @api(37, "CreatePartitions", 0, 3)
-async def create_partitions(broker: Broker, request: Request) -> Any:
+async def create_partitions(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     seen = Counter(item.name for item in body.topics)
     results = []

@@ -120,7 +120,7 @@ def test_a_request_that_never_finishes_is_cancelled_after_the_grace_period(tmp_p
             @staticmethod
             def connection_closed() -> None: ...
 
-        async def handle(self, request: object) -> None:
+        async def handle(self, request: object, context: object) -> None:
             await asyncio.Event().wait()
 
     async def run() -> tuple[float, int]:

@@ -1,0 +1,94 @@
+"""This broker's view of the cluster's metadata: topics and partitions, live brokers, the controller.
+
+Every request handler reads it (Metadata, DescribeCluster, leader lookups,
+configs), so they agree with each other, and none reads Postgres per request.
+It is refreshed from the metadata store by the broker's metadata loop (woken by
+NOTIFY, and on a timer in case a notification was missed), by the lease
+heartbeat (live brokers), by the controller loop (the controller), and patched
+at once by this broker's own writes (an ISR change it made).
+
+Owned by the broker; read and written on its event loop only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from dataplane.cluster.store import BrokerRegistration, PartitionState, TopicState
+from dataplane.protocol.errors import ErrorCode, KafkaError
+
+
+class MetadataCache:
+    def __init__(self, local: BrokerRegistration) -> None:
+        self.local = local  # this broker: alive whatever its lease says, since it is answering
+        self.version = -1  # the store's metadata version this view was read at
+        self.topics: dict[str, TopicState] = {}
+        self.cluster_defaults: dict[str, str] = {}  # cluster-wide topic config defaults
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self.controller_id = -1
+        self.controller_epoch = 0
+
+    @property
+    def node_id(self) -> int:
+        return self.local.node_id
+
+    # ------------------------------------------------------------------ updates
+
+    def update_topics(self, version: int, topics: Iterable[TopicState],
+                      defaults: Mapping[str, str]) -> list[TopicState]:
+        """Take a fresh read of every topic; returns the topics whose effective configs changed."""
+        previous, previous_defaults = self.topics, self.cluster_defaults
+        self.topics = {t.name: t for t in topics}
+        self.cluster_defaults = dict(defaults)
+        self.version = version
+        return [t for t in self.topics.values()
+                if (old := previous.get(t.name)) is None or old.configs != t.configs
+                or self.cluster_defaults != previous_defaults]
+
+    def update_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
+        self._brokers = {b.node_id: b for b in brokers}
+
+    def update_controller(self, controller_id: int, epoch: int) -> None:
+        self.controller_id, self.controller_epoch = controller_id, epoch
+
+    def patch_partition(self, topic_name: str, state: PartitionState) -> None:
+        """A partition state this broker just wrote (an ISR change), taken before the next refresh."""
+        topic = self.topics.get(topic_name)
+        if topic is not None and state.partition < len(topic.partitions) \
+                and topic.partitions[state.partition].partition_epoch < state.partition_epoch:
+            parts = tuple(state if p.partition == state.partition else p for p in topic.partitions)
+            self.topics[topic_name] = dataclasses.replace(topic, partitions=parts)
+
+    # ------------------------------------------------------------------ reads
+
+    def topic(self, name: str) -> TopicState | None:
+        return self.topics.get(name)
+
+    def partition(self, topic_name: str, partition: int) -> tuple[TopicState, PartitionState]:
+        """Raises UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the cluster does not have."""
+        topic = self.topics.get(topic_name)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            raise KafkaError(f"This server does not host this topic-partition: {topic_name}-{partition}",
+                             code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic, topic.partitions[partition]
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        """Every broker with a live lease, and this one, by node id."""
+        live = dict(self._brokers)
+        live[self.local.node_id] = self.local
+        return [live[n] for n in sorted(live)]
+
+    def live_node_ids(self) -> list[int]:
+        return sorted({*self._brokers, self.local.node_id})
+
+    def live_racks(self) -> dict[int, str | None]:
+        return {b.node_id: b.rack for b in self.live_brokers()}
+
+    def broker_address(self, node_id: int) -> tuple[str, int] | None:
+        found = self.local if node_id == self.local.node_id else self._brokers.get(node_id)
+        return None if found is None else (found.host, found.port)
+
+    def known_controller(self) -> int:
+        """The controller as last seen; this broker when none is known yet (Kafka clients need some id)."""
+        return self.controller_id if self.controller_id >= 0 else self.local.node_id
