@@ -20,6 +20,7 @@ MYPY_ENV := DATABASE_URL=postgresql://typecheck@127.0.0.1/typecheck REDIS_URL=re
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(MYPY_ENV) $(BIN)/mypy dataplane controlplane sluice
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
@@ -30,8 +31,10 @@ chaos: $(STAMP)
 	$(BIN)/python -m pytest -m slow -n 2
 	CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(BIN)/python -m pytest tests/chaos/test_scenarios.py
 
+# ruff, then the import contracts in pyproject.toml ([tool.importlinter]): the dataplane's layers, no Django.
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(MYPY_ENV) $(BIN)/mypy dataplane controlplane sluice

@@ -1,21 +1,18 @@
-"""A connection from this broker to another one: requests encoded, responses decoded by ``kio``.
+"""A connection from this broker to another one: the asyncio transport around ``protocol.client.ClientCodec``.
 
 Replica fetchers use it for OffsetForLeaderEpoch and Fetch. One request is in
 flight at a time (a fetcher waits for each answer before its next request), so
-correlation ids only guard against a confused peer.
+correlation ids only guard against a confused peer. It stays here rather than in
+``dataplane.protocol``, which is sans-IO and never touches a socket.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
-import itertools
 from typing import Any
 
-from kio.index import load_response_schema
-from kio.serial import entity_reader, entity_writer
-
-from dataplane.protocol.framing import SIZE, FrameDecoder, RemoteProtocolError
+from dataplane.protocol.client import ClientCodec, Response, expects_response
+from dataplane.protocol.framing import RemoteProtocolError
 
 
 class PeerError(ConnectionError):
@@ -25,9 +22,7 @@ class PeerError(ConnectionError):
 class PeerConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
         self._reader, self._writer = reader, writer
-        self._client_id = client_id
-        self._correlation = itertools.count(1)
-        self._decoder = FrameDecoder()
+        self._codec = ClientCodec(client_id)
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str, timeout: float) -> PeerConnection:
@@ -38,48 +33,35 @@ class PeerConnection:
         return cls(reader, writer, client_id)
 
     async def call(self, request: Any, api_version: int, timeout: float) -> Any:
-        """Send a kio request entity and return the decoded response entity."""
-        header_schema = request.__header_schema__
-        correlation_id = next(self._correlation)
-        buffer = io.BytesIO()
-        entity_writer(header_schema)(buffer, header_schema(
-            request_api_key=request.__api_key__, request_api_version=api_version,
-            correlation_id=correlation_id, client_id=self._client_id))
-        entity_writer(type(request))(buffer, request)
-        payload = buffer.getvalue()
+        """Send a kio request entity and return the decoded response entity (None for a produce with acks=0).
+
+        Any failure closes the connection: after a timeout or a bad frame the
+        byte stream cannot be trusted to line up with requests again.
+        """
         if self._writer.is_closing():
             raise PeerError("connection to peer is closed")
+        _, data = self._codec.send(request, api_version)
         try:
-            self._writer.write(SIZE.pack(len(payload)) + payload)
+            self._writer.write(data)
             await asyncio.wait_for(self._writer.drain(), timeout)
-            frame = await asyncio.wait_for(self._read_frame(), timeout)
+            if not expects_response(request):
+                return None
+            return (await asyncio.wait_for(self._read_response(), timeout)).body
+        except RemoteProtocolError as exc:
+            self.close()
+            raise PeerError(f"bad response from peer: {exc}") from exc
         except (OSError, TimeoutError, RuntimeError, asyncio.IncompleteReadError) as exc:  # uvloop: RuntimeError
             self.close()
             raise PeerError(f"request to peer failed: {exc!r}") from exc
-        response_schema = load_response_schema(request.__api_key__, api_version)
-        try:
-            header, offset = entity_reader(response_schema.__header_schema__)(frame, 0)
-            body, _ = entity_reader(response_schema)(frame, offset)
-        except Exception as exc:  # a decoder error of any kind: the peer is not speaking our protocol
-            self.close()
-            raise PeerError(f"undecodable response from peer: {exc!r}") from exc
-        if header.correlation_id != correlation_id:
-            self.close()
-            raise PeerError(f"correlation id {header.correlation_id} does not match {correlation_id}")
-        return body
 
-    async def _read_frame(self) -> bytes:
+    async def _read_response(self) -> Response:
         while True:
             chunk = await self._reader.read(1 << 20)
             if not chunk:
                 raise asyncio.IncompleteReadError(b"", None)
-            try:
-                frames = self._decoder.feed(chunk)
-            except RemoteProtocolError as exc:
-                raise OSError(str(exc)) from exc
-            if frames:
-                return frames[0]
+            responses = self._codec.receive(chunk)
+            if responses:
+                return responses[0]
 
     def close(self) -> None:
         self._writer.close()
-

@@ -7,7 +7,6 @@ cuts replication to it while these clients still reach it.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import signal
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from dataplane.protocol.records import Record, build_batch
-from dataplane.replication.peer import PeerConnection
+from tests import kafka_wire
 from tests.chaos.cluster import Cluster, Node
 
 pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
@@ -48,13 +47,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def call(node: Node, request: Any, version: int) -> Any:
-    async def run() -> Any:
-        conn = await PeerConnection.open("127.0.0.1", node.port, "wire-test", 10)
-        try:
-            return await conn.call(request, version, 30)
-        finally:
-            conn.close()
-    return asyncio.run(run())
+    return kafka_wire.call(node.port, request, version)
 
 
 def produce(node: Node, topic: str, acks: int, value: bytes, timeout_ms: int = 30_000) -> tuple[int, int]:
@@ -274,42 +267,11 @@ def test_a_group_survives_the_loss_of_its_coordinator(cluster: Cluster) -> None:
         second.close()
 
 
-def _frame(request: Any, version: int, correlation_id: int) -> bytes:
-    import io
-    import struct
-
-    from kio.serial import entity_writer
-
-    header = request.__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header)(buffer, header(request_api_key=request.__api_key__, request_api_version=version,
-                                         correlation_id=correlation_id, client_id="pipeline-test"))
-    entity_writer(type(request))(buffer, request)
-    return struct.pack(">i", len(buffer.getvalue())) + buffer.getvalue()
-
-
-def _read_frames(sock: Any, count: int) -> list[bytes]:
-    import struct
-
-    frames, data = [], b""
-    while len(frames) < count:
-        chunk = sock.recv(65536)
-        assert chunk, "broker closed the connection"
-        data += chunk
-        while len(data) >= 4 and len(data) >= 4 + struct.unpack(">i", data[:4])[0]:
-            size = struct.unpack(">i", data[:4])[0]
-            frames.append(data[4:4 + size])
-            data = data[4 + size:]
-    return frames
-
-
 def test_a_waiting_acks_all_produce_does_not_hold_up_the_connection_and_answers_stay_in_order(
         cluster: Cluster) -> None:
     import socket
 
-    from kio.index import load_response_schema
     from kio.schema.metadata.v9.request import MetadataRequest
-    from kio.serial import entity_reader
 
     cluster.create_topic("ordered", 1, 3, **{"min.insync.replicas": "2"})
     leader, epoch = leader_and_epoch(cluster, "ordered")
@@ -326,24 +288,19 @@ def test_a_waiting_acks_all_produce_does_not_hold_up_the_connection_and_answers_
             datetime.timedelta(milliseconds=timeout_ms)), topic_data=(TopicProduceData(
                 name=TopicName("ordered"), partition_data=(data,)),))
 
-    with socket.create_connection(("127.0.0.1", leader.port), timeout=30) as sock:
-        sock.sendall(_frame(produce_request(-1, b"slow", 3_000), 9, 1)
-                     + _frame(produce_request(1, b"fast", 3_000), 9, 2)
-                     + _frame(MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                              include_cluster_authorized_operations=False,
-                                              include_topic_authorized_operations=False), 9, 3))
+    with kafka_wire.KafkaWire(leader.port, client_id="pipeline-test") as wire:
+        assert wire.send(produce_request(-1, b"slow", 3_000), produce_request(1, b"fast", 3_000),
+                         MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                         include_cluster_authorized_operations=False,
+                                         include_topic_authorized_operations=False)) == [1, 2, 3]
         # The second write is in the log while the first still waits for the ISR, and nothing is answered yet.
         cluster.wait_until(lambda: log_end() == start + 2, "both writes appended")
-        sock.setblocking(False)  # a socket with a timeout would wait out MSG_DONTWAIT
+        wire.sock.setblocking(False)  # a socket with a timeout would wait out MSG_DONTWAIT
         with pytest.raises(BlockingIOError):
-            sock.recv(1, socket.MSG_PEEK)
-        sock.settimeout(30)
-        frames = _read_frames(sock, 3)
-    answers = []
-    for frame, key in zip(frames, (0, 0, 3), strict=True):
-        schema = load_response_schema(key, 9)
-        header, offset = entity_reader(schema.__header_schema__)(frame, 0)
-        answers.append((int(header.correlation_id), entity_reader(schema)(frame, offset)[0]))
+            wire.sock.recv(1, socket.MSG_PEEK)
+        wire.sock.settimeout(30)
+        responses = wire.receive(3)
+    answers = [(r.correlation_id, r.body) for r in responses]
     assert [cid for cid, _ in answers] == [1, 2, 3]  # in request order, though the first waited longest
     slow = answers[0][1].responses[0].partition_responses[0]
     fast = answers[1][1].responses[0].partition_responses[0]

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.dataplane.server.conftest import BrokerProcess
+from tests.kafka_wire import KafkaWire
 
 T = TypeVar("T")
 
@@ -426,31 +427,11 @@ def test_advertised_admin_versions_are_all_decodable() -> None:
 
 def _call(broker: BrokerProcess, request: Any) -> Any:
     """Send one kio request entity and decode the answer (for cases no client library produces)."""
-    import io
-    import socket
-    import struct
-
-    from kio.index import load_response_schema
-    from kio.serial import entity_reader, entity_writer
-
-    header_type = type(request).__header_schema__
-    body = io.BytesIO()
-    entity_writer(header_type)(body, header_type(request_api_key=request.__api_key__,
-                                                 request_api_version=request.__version__,
-                                                 correlation_id=9, client_id="raw"))
-    entity_writer(type(request))(body, request)
-    payload = body.getvalue()
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(65536)
-            assert chunk, "connection closed"
-            data += chunk
-    schema = load_response_schema(request.__api_key__, request.__version__)
-    header, header_size = entity_reader(schema.__header_schema__)(data, 4)
-    assert header.correlation_id == 9
-    return entity_reader(schema)(data, 4 + header_size)[0]
+    with KafkaWire(broker.port, client_id="raw", first_correlation_id=9) as wire:
+        wire.send(request)
+        [response] = wire.receive()
+    assert response.correlation_id == 9
+    return response.body
 
 
 def test_requests_no_client_library_sends(broker: BrokerProcess) -> None:

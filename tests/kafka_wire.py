@@ -1,0 +1,65 @@
+"""A blocking Kafka-protocol client for tests: kio requests over one socket, through the broker's own client codec.
+
+For requests no client library sends, and for pipelining (send several, then
+read the answers). ``dataplane.protocol.client.ClientCodec`` does the framing,
+numbering and decoding; this is only the socket. The independent check of the
+broker, with kafka-python's codec, is ``tests/dataplane/server/wire.py``.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+from typing import Any
+
+from dataplane.protocol.client import ClientCodec, Response, expects_response
+
+
+class KafkaWire:
+    def __init__(self, port: int, *, host: str = "127.0.0.1", client_id: str = "wire-test", timeout: float = 30,
+                 first_correlation_id: int = 1) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.codec = ClientCodec(client_id, first_correlation_id=first_correlation_id)
+        self._received: collections.deque[Response] = collections.deque()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> KafkaWire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, *requests: Any) -> list[int]:
+        """Write kio requests in one go (pipelined); their correlation ids."""
+        sent = [self.codec.send(request) for request in requests]
+        self.sock.sendall(b"".join(data for _, data in sent))
+        return [correlation_id for correlation_id, _ in sent]
+
+    def receive(self, count: int = 1) -> list[Response]:
+        """The next ``count`` responses, each checked against its request."""
+        while len(self._received) < count:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            self._received.extend(self.codec.receive(chunk))
+        return [self._received.popleft() for _ in range(count)]
+
+    def call(self, request: Any, api_version: int | None = None) -> Any:
+        """Send one kio request; its decoded response entity (None for a produce with acks=0).
+
+        ``api_version`` is only checked against the request's kio class.
+        """
+        _, data = self.codec.send(request, api_version)
+        self.sock.sendall(data)
+        if not expects_response(request):
+            return None
+        [response] = self.receive()
+        return response.body
+
+
+def call(port: int, request: Any, api_version: int | None = None, client_id: str = "wire-test") -> Any:
+    """One request on a fresh connection: its decoded response entity."""
+    with KafkaWire(port, client_id=client_id) as wire:
+        return wire.call(request, api_version)
