@@ -11,13 +11,8 @@ change is never overwritten.
 from __future__ import annotations
 
 from dataplane.cluster.election import after_liveness_change, complete_reassignment
-from dataplane.cluster.store import MetadataStore, PartitionChange, TopicState
-
-UNCLEAN = "unclean.leader.election.enable"
-
-
-def unclean_allowed(topic: TopicState, cluster_defaults: dict[str, str]) -> bool:
-    return (topic.configs.get(UNCLEAN) or cluster_defaults.get(UNCLEAN) or "false") == "true"
+from dataplane.cluster.store import MetadataStore, PartitionChange
+from dataplane.config.resolver import unclean_leader_election_enable
 
 
 def elect_leaders_for_liveness(store: MetadataStore, node_id: int, controller_epoch: int) -> int:
@@ -26,7 +21,7 @@ def elect_leaders_for_liveness(store: MetadataStore, node_id: int, controller_ep
     defaults = store.cluster_configs()
     changes: list[PartitionChange] = []
     for topic in store.topics():
-        unclean = unclean_allowed(topic, defaults)
+        unclean = unclean_leader_election_enable(topic.configs, defaults)
         for state in topic.partitions:
             election = after_liveness_change(state, live, unclean=unclean)
             if election is not None:
