@@ -19,17 +19,12 @@ import psycopg
 from dataplane.cluster.election import after_liveness_change, complete_reassignment
 from dataplane.cluster.lease import BrokerLease
 from dataplane.cluster.metadata_cache import MetadataCache
-from dataplane.cluster.store import MetadataStore, PartitionChange, TopicState
+from dataplane.cluster.store import MetadataStore, PartitionChange
 from dataplane.cluster.store_thread import StoreThread
+from dataplane.config.resolver import unclean_leader_election_enable
 from dataplane.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
-
-UNCLEAN = "unclean.leader.election.enable"
-
-
-def unclean_allowed(topic: TopicState, cluster_defaults: dict[str, str]) -> bool:
-    return (topic.configs.get(UNCLEAN) or cluster_defaults.get(UNCLEAN) or "false") == "true"
 
 
 def elect_leaders_for_liveness(store: MetadataStore, node_id: int, controller_epoch: int) -> int:
@@ -38,7 +33,7 @@ def elect_leaders_for_liveness(store: MetadataStore, node_id: int, controller_ep
     defaults = store.cluster_configs()
     changes: list[PartitionChange] = []
     for topic in store.topics():
-        unclean = unclean_allowed(topic, defaults)
+        unclean = unclean_leader_election_enable(topic.configs, defaults)
         for state in topic.partitions:
             election = after_liveness_change(state, live, unclean=unclean)
             if election is not None:

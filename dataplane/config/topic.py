@@ -1,15 +1,19 @@
-"""Topic-level configs: the Kafka names, types, defaults and valid ranges.
+"""Topic-level configs: the Kafka names, types, defaults, valid ranges and broker synonyms.
 
-One table, used by the broker (DescribeConfigs, CreateTopics, AlterConfigs) and
-by the control plane (REST validation), so both refuse the same values with
-the same words. Values travel as strings, as on the wire.
+One table, used by the broker (DescribeConfigs, CreateTopics, AlterConfigs, the
+storage layer's ``LogConfig``) and by the control plane (REST validation), so all
+refuse the same values with the same words and fall back to the same defaults.
+Values travel as strings, as on the wire. Which value is in force for a topic is
+``dataplane.config.resolver``'s business.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
+
+from dataplane.protocol.errors import ErrorCode, KafkaError
 
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
@@ -26,13 +30,42 @@ class ConfigType(Enum):
     LIST = "list"
 
 
-class ConfigError(ValueError):
-    """An unknown name or a bad value (Kafka: INVALID_CONFIG), naming the config."""
+class ConfigError(KafkaError, ValueError):
+    """An unknown name or a bad value, naming the config.
+
+    A KafkaError with INVALID_CONFIG, so handlers answer it as Kafka does without
+    translating; still a ValueError for callers outside the broker (the control plane).
+    """
+
+    code = ErrorCode.INVALID_CONFIG
 
     def __init__(self, name: str, message: str) -> None:
         super().__init__(message)
         self.name = name
         self.message = message
+
+
+MINUTE_MS = 60 * 1000
+HOUR_MS = 60 * MINUTE_MS
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSynonym:
+    """A broker-level config that sets a topic config's cluster-wide default (Kafka's ``ConfigSynonym``).
+
+    ``unit_ms`` > 1: the broker config counts minutes or hours where the topic config counts milliseconds.
+    """
+
+    name: str
+    unit_ms: int = 1
+
+    def to_topic_value(self, definition: ConfigDef, raw: object) -> str:
+        """``raw``, set under this broker name, as the topic config's canonical value."""
+        named = replace(definition, name=self.name)  # errors name the config that was actually set
+        if self.unit_ms == 1:
+            return named.parse(raw)
+        count = int(replace(named, type=ConfigType.INT, minimum=None, maximum=None).parse(raw))
+        return named.parse(-1 if count < 0 else count * self.unit_ms)  # Kafka: any negative time is -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +77,9 @@ class ConfigDef:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+    # Kafka's ``ServerTopicConfigSynonyms``, highest precedence first; the first is the one a
+    # BROKER resource shows and alters (Kafka's dynamic broker configs are the first synonyms only).
+    synonyms: tuple[BrokerSynonym, ...] = ()
 
     def parse(self, raw: object) -> str:
         """Validate one value and return its canonical string form."""
@@ -100,40 +136,74 @@ class ConfigDef:
 _B, _S, _I, _L, _D, _LIST = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
                              ConfigType.DOUBLE, ConfigType.LIST)
 
+def _syn(*names: str | tuple[str, int]) -> tuple[BrokerSynonym, ...]:
+    return tuple(BrokerSynonym(n) if isinstance(n, str) else BrokerSynonym(*n) for n in names)
+
+
 TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef("cleanup.policy", _LIST, "delete", "delete old segments, compact by key, or both",
-              choices=("compact", "delete")),
+              choices=("compact", "delete"), synonyms=_syn("log.cleanup.policy")),
     ConfigDef("compression.type", _S, "producer", "codec the broker stores batches in",
-              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    ConfigDef("delete.retention.ms", _L, "86400000", "how long tombstones are kept when compacting", minimum=0),
-    ConfigDef("file.delete.delay.ms", _L, "60000", "delay before a deleted segment's files go", minimum=0),
-    ConfigDef("flush.messages", _L, str(LONG_MAX), "fsync after this many messages", minimum=1),
-    ConfigDef("flush.ms", _L, str(LONG_MAX), "fsync after this many milliseconds", minimum=0),
-    ConfigDef("index.interval.bytes", _I, "4096", "bytes between offset-index entries", minimum=0),
-    ConfigDef("max.compaction.lag.ms", _L, str(LONG_MAX), "longest a record stays uncompacted", minimum=1),
-    ConfigDef("max.message.bytes", _I, "1048588", "largest record batch accepted", minimum=0),
+              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+              synonyms=_syn("compression.type")),
+    ConfigDef("delete.retention.ms", _L, "86400000", "how long tombstones are kept when compacting", minimum=0,
+              synonyms=_syn("log.cleaner.delete.retention.ms")),
+    ConfigDef("file.delete.delay.ms", _L, "60000", "delay before a deleted segment's files go", minimum=0,
+              synonyms=_syn("log.segment.delete.delay.ms")),
+    ConfigDef("flush.messages", _L, str(LONG_MAX), "fsync after this many messages", minimum=1,
+              synonyms=_syn("log.flush.interval.messages")),
+    ConfigDef("flush.ms", _L, str(LONG_MAX), "fsync after this many milliseconds", minimum=0,
+              synonyms=_syn("log.flush.interval.ms", "log.flush.scheduler.interval.ms")),
+    ConfigDef("index.interval.bytes", _I, "4096", "bytes between offset-index entries", minimum=0,
+              synonyms=_syn("log.index.interval.bytes")),
+    ConfigDef("max.compaction.lag.ms", _L, str(LONG_MAX), "longest a record stays uncompacted", minimum=1,
+              synonyms=_syn("log.cleaner.max.compaction.lag.ms")),
+    ConfigDef("max.message.bytes", _I, "1048588", "largest record batch accepted", minimum=0,
+              synonyms=_syn("message.max.bytes")),
     ConfigDef("message.timestamp.type", _S, "CreateTime", "which timestamp records carry",
-              choices=("CreateTime", "LogAppendTime")),
+              choices=("CreateTime", "LogAppendTime"), synonyms=_syn("log.message.timestamp.type")),
     ConfigDef("message.timestamp.difference.max.ms", _L, str(LONG_MAX),
-              "largest allowed gap between record and broker time (deprecated)", minimum=0),
+              "largest allowed gap between record and broker time (deprecated)", minimum=0,
+              synonyms=_syn("log.message.timestamp.difference.max.ms")),
     ConfigDef("message.timestamp.before.max.ms", _L, str(LONG_MAX),
-              "how far in the past a record's timestamp may be", minimum=0),
+              "how far in the past a record's timestamp may be", minimum=0,
+              synonyms=_syn("log.message.timestamp.before.max.ms")),
     ConfigDef("message.timestamp.after.max.ms", _L, str(LONG_MAX),
-              "how far in the future a record's timestamp may be", minimum=0),
+              "how far in the future a record's timestamp may be", minimum=0,
+              synonyms=_syn("log.message.timestamp.after.max.ms")),
     ConfigDef("min.cleanable.dirty.ratio", _D, "0.5", "dirty share of the log that triggers compaction",
-              minimum=0, maximum=1),
-    ConfigDef("min.compaction.lag.ms", _L, "0", "shortest time a record stays uncompacted", minimum=0),
-    ConfigDef("min.insync.replicas", _I, "1", "replicas that must acknowledge an acks=all write", minimum=1),
-    ConfigDef("preallocate", _B, "false", "preallocate segment files"),
-    ConfigDef("retention.bytes", _L, "-1", "size a partition may grow to before old segments go (-1: none)"),
-    ConfigDef("retention.ms", _L, "604800000", "age after which segments go (-1: forever)", minimum=-1),
-    ConfigDef("segment.bytes", _I, "1073741824", "segment size before rolling", minimum=14),
-    ConfigDef("segment.index.bytes", _I, "10485760", "largest offset index per segment", minimum=4),
-    ConfigDef("segment.jitter.ms", _L, "0", "random jitter subtracted from segment.ms", minimum=0),
-    ConfigDef("segment.ms", _L, "604800000", "age of the active segment before rolling", minimum=1),
-    ConfigDef("unclean.leader.election.enable", _B, "false", "allow an out-of-sync replica to lead"),
-    ConfigDef("message.downconversion.enable", _B, "true", "down-convert for old fetch versions"),
+              minimum=0, maximum=1, synonyms=_syn("log.cleaner.min.cleanable.ratio")),
+    ConfigDef("min.compaction.lag.ms", _L, "0", "shortest time a record stays uncompacted", minimum=0,
+              synonyms=_syn("log.cleaner.min.compaction.lag.ms")),
+    ConfigDef("min.insync.replicas", _I, "1", "replicas that must acknowledge an acks=all write", minimum=1,
+              synonyms=_syn("min.insync.replicas")),
+    ConfigDef("preallocate", _B, "false", "preallocate segment files", synonyms=_syn("log.preallocate")),
+    ConfigDef("retention.bytes", _L, "-1", "size a partition may grow to before old segments go (-1: none)",
+              synonyms=_syn("log.retention.bytes")),
+    ConfigDef("retention.ms", _L, "604800000", "age after which segments go (-1: forever)", minimum=-1,
+              synonyms=_syn("log.retention.ms", ("log.retention.minutes", MINUTE_MS),
+                            ("log.retention.hours", HOUR_MS))),
+    ConfigDef("segment.bytes", _I, "1073741824", "segment size before rolling", minimum=14,
+              synonyms=_syn("log.segment.bytes")),
+    ConfigDef("segment.index.bytes", _I, "10485760", "largest offset index per segment", minimum=4,
+              synonyms=_syn("log.index.size.max.bytes")),
+    ConfigDef("segment.jitter.ms", _L, "0", "random jitter subtracted from segment.ms", minimum=0,
+              synonyms=_syn("log.roll.jitter.ms", ("log.roll.jitter.hours", HOUR_MS))),
+    ConfigDef("segment.ms", _L, "604800000", "age of the active segment before rolling", minimum=1,
+              synonyms=_syn("log.roll.ms", ("log.roll.hours", HOUR_MS))),
+    ConfigDef("unclean.leader.election.enable", _B, "false", "allow an out-of-sync replica to lead",
+              synonyms=_syn("unclean.leader.election.enable")),
+    ConfigDef("message.downconversion.enable", _B, "true", "down-convert for old fetch versions",
+              synonyms=_syn("log.message.downconversion.enable")),
 )}
+if not all(d.synonyms for d in TOPIC_CONFIGS.values()):
+    raise RuntimeError("every topic config needs its broker synonym")
+
+# The broker-level name a BROKER resource shows and alters each topic config's default under.
+BROKER_SYNONYMS: dict[str, str] = {name: d.synonyms[0].name for name, d in TOPIC_CONFIGS.items()}
+TOPIC_NAME_FOR_BROKER_CONFIG: dict[str, str] = {broker: topic for topic, broker in BROKER_SYNONYMS.items()}
+# Every broker synonym (``log.retention.hours`` too), for reading cluster defaults kept under any of them.
+TOPIC_NAME_FOR_SYNONYM: dict[str, str] = {s.name: d.name for d in TOPIC_CONFIGS.values() for s in d.synonyms}
 
 
 def parse_topic_config(name: str, value: object) -> str:
@@ -146,46 +216,3 @@ def parse_topic_config(name: str, value: object) -> str:
 def validate_topic_configs(configs: Mapping[str, object]) -> dict[str, str]:
     """Canonical string values for ``configs``; raises ConfigError on the first bad entry."""
     return {name: parse_topic_config(name, value) for name, value in configs.items()}
-
-
-def effective_topic_configs(overrides: Mapping[str, str],
-                            cluster_defaults: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every topic config's value: override, else cluster default, else Kafka's default."""
-    values = {name: d.default for name, d in TOPIC_CONFIGS.items()}
-    values.update(cluster_defaults or {})
-    values.update(overrides)
-    return values
-
-
-# Each topic config's broker-level default in Kafka (``LogConfig.TopicConfigSynonyms``,
-# first synonym only): the name a BROKER resource shows and alters it under.
-BROKER_SYNONYMS: dict[str, str] = {
-    "cleanup.policy": "log.cleanup.policy",
-    "compression.type": "compression.type",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "max.message.bytes": "message.max.bytes",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
-    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "min.insync.replicas": "min.insync.replicas",
-    "preallocate": "log.preallocate",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "segment.bytes": "log.segment.bytes",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "segment.jitter.ms": "log.roll.jitter.ms",
-    "segment.ms": "log.roll.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "message.downconversion.enable": "log.message.downconversion.enable",
-}
-TOPIC_NAME_FOR_BROKER_CONFIG: dict[str, str] = {broker: topic for topic, broker in BROKER_SYNONYMS.items()}
-if BROKER_SYNONYMS.keys() != TOPIC_CONFIGS.keys():
-    raise RuntimeError("every topic config needs its broker synonym")

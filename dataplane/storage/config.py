@@ -1,41 +1,66 @@
-"""Per-log configuration, named after Kafka's topic-level configs."""
+"""Per-log configuration, named after Kafka's topic-level configs.
+
+The defaults are ``dataplane.config.topic``'s table, and ``for_topic`` resolves a
+topic's values as DescribeConfigs does (``dataplane.config.resolver``), so the
+log enforces what the broker describes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
+from dataplane.config.resolver import NO_CONFIGS, resolved_values
+from dataplane.config.topic import TOPIC_CONFIGS, ConfigDef, ConfigType, parse_topic_config
 from dataplane.protocol.errors import ErrorCode, KafkaError
 
-LONG_MAX = 2**63 - 1
+
+def _typed(definition: ConfigDef, value: str) -> int | float | str:
+    if definition.type in (ConfigType.INT, ConfigType.LONG):
+        return int(value)
+    if definition.type is ConfigType.DOUBLE:
+        return float(value)
+    return value
+
+
+def _default(name: str) -> int | float | str:
+    definition = TOPIC_CONFIGS[name]
+    return _typed(definition, definition.default)
 
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1024 * 1024 + 12
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: unlimited
-    retention_bytes: int = -1
-    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
-    delete_retention_ms: int = 24 * 3600 * 1000
-    min_cleanable_dirty_ratio: float = 0.5
-    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    """The topic configs a partition log enforces; each field is the Kafka name with ``_`` for ``.``."""
+
+    segment_bytes: int = int(_default("segment.bytes"))
+    segment_ms: int = int(_default("segment.ms"))
+    segment_index_bytes: int = int(_default("segment.index.bytes"))
+    index_interval_bytes: int = int(_default("index.interval.bytes"))
+    max_message_bytes: int = int(_default("max.message.bytes"))
+    flush_messages: int = int(_default("flush.messages"))
+    flush_ms: int = int(_default("flush.ms"))
+    retention_ms: int = int(_default("retention.ms"))  # -1: unlimited
+    retention_bytes: int = int(_default("retention.bytes"))
+    cleanup_policy: str = str(_default("cleanup.policy"))  # "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = int(_default("delete.retention.ms"))
+    min_cleanable_dirty_ratio: float = float(_default("min.cleanable.dirty.ratio"))
+    message_timestamp_type: str = str(_default("message.timestamp.type"))  # or "LogAppendTime"
 
     def __post_init__(self) -> None:
+        # The table's ranges were checked when the values were written; these are the log's own limits.
         # Positions in the offset index are int32, as in Kafka (segment.bytes is an int there).
         if not 14 <= self.segment_bytes <= 2**31 - 1:
-            raise KafkaError(f"segment.bytes {self.segment_bytes} out of range",
+            raise KafkaError(f"segment.bytes: {self.segment_bytes} is outside 14..{2**31 - 1}.",
                              code=ErrorCode.INVALID_CONFIG)
-        if self.index_interval_bytes < 0 or self.segment_index_bytes < 12:
-            raise KafkaError("bad index settings", code=ErrorCode.INVALID_CONFIG)
+        if self.index_interval_bytes < 0:
+            raise KafkaError(f"index.interval.bytes: {self.index_interval_bytes} is below the minimum 0.",
+                             code=ErrorCode.INVALID_CONFIG)
+        if self.segment_index_bytes < 12:  # room for one time-index entry
+            raise KafkaError(f"segment.index.bytes: {self.segment_index_bytes} is below the log's minimum 12 "
+                             f"(one time-index entry).", code=ErrorCode.INVALID_CONFIG)
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
-            raise KafkaError(f"bad message.timestamp.type {self.message_timestamp_type}",
-                             code=ErrorCode.INVALID_CONFIG)
+            raise KafkaError(f"message.timestamp.type: '{self.message_timestamp_type}' is not one of "
+                             f"CreateTime, LogAppendTime.", code=ErrorCode.INVALID_CONFIG)
 
     @property
     def compact(self) -> bool:
@@ -49,21 +74,33 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
+    @classmethod
+    def from_resolved(cls, values: Mapping[str, str]) -> LogConfig:
+        """The log config for topic-config values already resolved (``resolver.resolved_values``).
+
+        Names without a field here (``min.insync.replicas``…) are not the log's business and are ignored.
+        """
+        return cls(**{name: _typed(TOPIC_CONFIGS[key], values[key])  # type: ignore[arg-type]
+                      for name, key in _FIELD_CONFIGS.items() if key in values})
+
+    @classmethod
+    def for_topic(cls, overrides: Mapping[str, str], cluster_defaults: Mapping[str, str] = NO_CONFIGS) -> LogConfig:
+        """The log config for a topic: its overrides, else the cluster defaults, else the table's defaults."""
+        return cls.from_resolved(resolved_values(overrides, cluster_defaults))
+
     def with_overrides(self, props: Mapping[str, str]) -> LogConfig:
-        """Apply Kafka-named properties (``segment.bytes`` …) on top of this config."""
-        names = {f.name for f in fields(self)}
+        """Apply Kafka-named properties (``segment.bytes`` …) on top of this config, validated by the table."""
         changes: dict[str, object] = {}
         for key, raw in props.items():
-            name = key.replace(".", "_")
-            if name not in names:
+            name = _CONFIG_FIELDS.get(key)
+            if name is None:
                 raise KafkaError(f"unknown log config {key}", code=ErrorCode.INVALID_CONFIG)
-            current = getattr(self, name)
-            try:
-                value: object = type(current)(raw) if not isinstance(current, str) else raw
-            except ValueError as exc:
-                raise KafkaError(f"bad value for {key}: {raw}", code=ErrorCode.INVALID_CONFIG) from exc
-            changes[name] = value
-        policy = str(changes.get("cleanup_policy", self.cleanup_policy))
-        if not set(policy.replace(" ", "").split(",")) <= {"delete", "compact"}:
-            raise KafkaError(f"bad cleanup.policy {policy}", code=ErrorCode.INVALID_CONFIG)
+            changes[name] = _typed(TOPIC_CONFIGS[key], parse_topic_config(key, raw))  # ConfigError: INVALID_CONFIG
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+# Each field's topic config name, and back.
+_FIELD_CONFIGS: dict[str, str] = {f.name: f.name.replace("_", ".") for f in fields(LogConfig)}
+_CONFIG_FIELDS: dict[str, str] = {key: name for name, key in _FIELD_CONFIGS.items()}
+if not set(_FIELD_CONFIGS.values()) <= TOPIC_CONFIGS.keys():
+    raise RuntimeError("every LogConfig field needs its topic config in the table")

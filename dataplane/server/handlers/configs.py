@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
+from dataplane.config.resolver import ConfigSource, Resolved, Synonym, resolve, resolve_all, resolved_value
 from dataplane.config.topic import (
     BROKER_SYNONYMS,
     TOPIC_CONFIGS,
     TOPIC_NAME_FOR_BROKER_CONFIG,
-    ConfigError,
     ConfigType,
     validate_topic_configs,
 )
@@ -35,21 +35,13 @@ from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
-from dataplane.server.topic_configs import log_config
+from dataplane.storage import LogConfig
 
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
 
 TOPIC, BROKER = 2, 4  # ConfigResource.Type on the wire
 CLUSTER_DEFAULT = ""  # the BROKER resource name of the cluster-wide defaults
-
-
-class ConfigSource(IntEnum):
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
 
 
 class AlterOp(IntEnum):
@@ -66,13 +58,20 @@ WIRE_TYPES = {ConfigType.BOOLEAN: 1, ConfigType.STRING: 2, ConfigType.INT: 3, Co
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One described config; ``synonyms`` run from highest precedence down, the first is the value in force."""
+    """One described config; ``synonyms`` run from highest precedence down."""
 
     name: str
-    synonyms: tuple[tuple[str, str, ConfigSource], ...]
+    value: str
+    source: ConfigSource
+    synonyms: tuple[Synonym, ...]
     type: ConfigType
     doc: str
     read_only: bool = False
+
+    @classmethod
+    def of(cls, resolved: Resolved, name: str) -> Entry:
+        d = resolved.definition
+        return cls(name, resolved.value, resolved.source, resolved.synonyms, d.type, d.doc)
 
 
 def _request_error(message: str) -> KafkaError:
@@ -98,31 +97,17 @@ def _check_broker_name(broker: Broker, name: str) -> None:
 
 
 def topic_entries(overrides: Mapping[str, str], defaults: Mapping[str, str]) -> list[Entry]:
-    entries = []
-    for name, definition in TOPIC_CONFIGS.items():
-        synonym = BROKER_SYNONYMS[name]
-        found: list[tuple[str, str, ConfigSource]] = []
-        if name in overrides:
-            found.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        if name in defaults:
-            found.append((synonym, defaults[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-        found.append((synonym, definition.default, ConfigSource.DEFAULT_CONFIG))
-        entries.append(Entry(name, tuple(found), definition.type, definition.doc))
-    return entries
+    return [Entry.of(resolved, resolved.name) for resolved in resolve_all(overrides, defaults)]
 
 
 def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic: bool) -> list[Entry]:
     """The broker's view: topic defaults under Kafka's broker names, then the static settings."""
     entries = []
-    for name, definition in TOPIC_CONFIGS.items():
-        synonym = BROKER_SYNONYMS[name]
-        found: list[tuple[str, str, ConfigSource]] = []
-        if name in defaults:
-            found.append((synonym, defaults[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-        elif only_dynamic:
+    for name in TOPIC_CONFIGS:
+        resolved = resolve(name, {}, defaults)
+        if only_dynamic and resolved.source is ConfigSource.DEFAULT_CONFIG:
             continue
-        found.append((synonym, definition.default, ConfigSource.DEFAULT_CONFIG))
-        entries.append(Entry(synonym, tuple(found), definition.type, definition.doc))
+        entries.append(Entry.of(resolved, BROKER_SYNONYMS[name]))
     if only_dynamic:
         return entries
     config = broker.config
@@ -136,16 +121,17 @@ def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic:
         ("log.dirs", str(config.data_dir), ConfigType.LIST, "where partition logs live"),
     )
     for name, value, kind, doc in static:
-        entries.append(Entry(name, ((name, value, ConfigSource.STATIC_BROKER_CONFIG),), kind, doc, read_only=True))
+        source = ConfigSource.STATIC_BROKER_CONFIG
+        entries.append(Entry(name, value, source, (Synonym(name, value, source),), kind, doc, read_only=True))
     return entries
 
 
 def _describe_entry(entry: Entry, *, synonyms: bool, documentation: bool) -> dict[str, Any]:
-    _, value, source = entry.synonyms[0]
     return {
-        "name": entry.name, "value": value, "read_only": entry.read_only, "config_source": int(source),
+        "name": entry.name, "value": entry.value, "read_only": entry.read_only, "config_source": int(entry.source),
         "is_sensitive": False,
-        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in entry.synonyms] if synonyms else (),
+        "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)} for s in entry.synonyms]
+        if synonyms else (),
         "config_type": WIRE_TYPES[entry.type], "documentation": entry.doc if documentation else None,
     }
 
@@ -223,11 +209,8 @@ def incremental_change(ops: Sequence[tuple[str, int, str | None]], base: Callabl
 
 
 def _validated(configs: Mapping[str, object]) -> dict[str, str]:
-    try:
-        canonical = validate_topic_configs(configs)
-    except ConfigError as exc:
-        raise _config_error(exc.message) from exc
-    log_config(canonical)  # the storage layer's own checks, before anything is written
+    canonical = validate_topic_configs(configs)  # ConfigError is INVALID_CONFIG
+    LogConfig.for_topic(canonical)  # the storage layer's own limits, before anything is written
     return canonical
 
 
@@ -258,7 +241,7 @@ async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tu
     if resource_type == TOPIC:
         defaults = broker.metadata.cluster_defaults
         change = (_replacement(ops) if replace
-                  else incremental_change(ops, lambda key: defaults.get(key, TOPIC_CONFIGS[key].default)))
+                  else incremental_change(ops, lambda key: resolved_value(key, {}, defaults)))
         await broker.on_db(broker.store.alter_topic_configs, name, change, dry_run=validate_only)
     elif resource_type == BROKER:
         _check_broker_name(broker, name)
