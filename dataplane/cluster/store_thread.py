@@ -24,9 +24,14 @@ T = TypeVar("T")
 
 
 class StoreThread:
-    def __init__(self, url: str, schema: str, cluster_id: str, *, connect_timeout: float) -> None:
+    def __init__(self, url: str, schema: str, cluster_id: str, *, lease_seconds: float) -> None:
         self.url, self.schema, self.cluster_id = url, schema, cluster_id
-        self.connect_timeout = max(2, round(connect_timeout))
+        self.connect_timeout = max(2, round(lease_seconds))
+        # A broker paused (SIGSTOP, a stall) inside a transaction must not hold its row locks past its lease:
+        # every other broker's lease renewal and controller pass would wait on them. Postgres ends such a
+        # session (the paused broker reconnects when it wakes, fenced by then), and a lock wait gives up.
+        lease_ms = max(1000, round(lease_seconds * 1000))
+        self.session_options = f"-c idle_in_transaction_session_timeout={lease_ms} -c lock_timeout={lease_ms}"
         self._executor = ThreadPoolExecutor(1, "metadata")
         self._store: MetadataStore | None = None
 
@@ -49,7 +54,7 @@ class StoreThread:
         self._store.ensure_cluster()
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
-        return psycopg.connect(self.url, connect_timeout=self.connect_timeout)
+        return psycopg.connect(self.url, connect_timeout=self.connect_timeout, options=self.session_options)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a metadata-store call on the thread that owns the connection."""

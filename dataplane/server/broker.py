@@ -76,7 +76,7 @@ class Broker:
         self.incarnation = uuid.uuid4()
         self.manager = LogManager(config.data_dir)
         self.db = StoreThread(config.metadata_url, config.metadata_schema, config.cluster_id,
-                              connect_timeout=config.lease_seconds)
+                              lease_seconds=config.lease_seconds)
         host, port = config.advertised
         self.metadata = MetadataCache(BrokerRegistration(config.node_id, host, port, config.rack, self.incarnation))
         self.topic_configs = TopicConfigResolver(self.metadata)
@@ -200,6 +200,17 @@ class Broker:
             for topic in self.metadata.update_topics(version, topics, defaults):
                 self.manager.update_topic_config(topic.name, self.topic_configs.log_config(topic))
             await self.replicas.apply(self.metadata.topics)
+
+    async def current_metadata(self) -> MetadataCache:
+        """The metadata cache, re-read first if our lease lapsed (a pause: what we hold may be long stale).
+
+        Otherwise NOTIFY and the timer keep it current and nothing is read here, so
+        Metadata and DescribeCluster requests cost no Postgres round trip.
+        """
+        if not self.lease.ok() and self.db.is_open and not self.stopping:
+            self.metadata.update_brokers(await self.db.call(self.store.live_brokers))
+            await self.refresh_topics()
+        return self.metadata
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, Any] | None = None, *, validate_only: bool = False) -> TopicState:

@@ -28,6 +28,7 @@ CLUSTER_OPERATIONS = reduce(lambda bits, op: bits | (1 << op),
 @api(60, "DescribeCluster", 0, 2)
 async def describe_cluster(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
+    await broker.current_metadata()
     endpoint_type = body.endpoint_type if version >= 1 else BROKERS_ENDPOINT
     error, message = WireError.none, None
     if endpoint_type == CONTROLLERS_ENDPOINT:

@@ -31,6 +31,7 @@ def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
 @api(3, "Metadata", 0, 12)
 async def metadata(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
+    await broker.current_metadata()
     if body.topics is None or (version == 0 and not body.topics):
         wanted = sorted(broker.metadata.topics)
     else:
