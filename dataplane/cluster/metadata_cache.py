@@ -35,16 +35,17 @@ class MetadataCache:
 
     # ------------------------------------------------------------------ updates
 
-    def update_topics(self, version: int, topics: Iterable[TopicState],
-                      defaults: Mapping[str, str]) -> list[TopicState]:
-        """Take a fresh read of every topic; returns the topics whose effective configs changed."""
-        previous, previous_defaults = self.topics, self.cluster_defaults
+    def config_changes(self, topics: Iterable[TopicState], defaults: Mapping[str, str]) -> list[TopicState]:
+        """Which of a fresh read's topics have effective configs other than the cached ones (or are new)."""
+        defaults_changed = dict(defaults) != self.cluster_defaults
+        return [t for t in topics
+                if defaults_changed or (old := self.topics.get(t.name)) is None or old.configs != t.configs]
+
+    def update_topics(self, version: int, topics: Iterable[TopicState], defaults: Mapping[str, str]) -> None:
+        """Take a fresh read of every topic."""
         self.topics = {t.name: t for t in topics}
         self.cluster_defaults = dict(defaults)
         self.version = version
-        return [t for t in self.topics.values()
-                if (old := previous.get(t.name)) is None or old.configs != t.configs
-                or self.cluster_defaults != previous_defaults]
 
     def update_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
         self._brokers = {b.node_id: b for b in brokers}

@@ -61,9 +61,9 @@ class ReplicaListener(Protocol):
 class TopicConfigs(Protocol):
     """The topic configs in force (topic override, then cluster default, then Kafka's default)."""
 
-    def log_config(self, topic: TopicState) -> LogConfig: ...
+    def log_config(self, topic: TopicState, cluster_defaults: Mapping[str, str] | None = None) -> LogConfig: ...
 
-    def min_insync_replicas(self, topic: TopicState) -> int: ...
+    def min_insync_replicas(self, topic: TopicState, cluster_defaults: Mapping[str, str] | None = None) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +175,10 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ applying metadata
 
-    async def apply(self, topics: Mapping[str, TopicState]) -> None:
+    async def apply(self, topics: Mapping[str, TopicState], cluster_defaults: Mapping[str, str]) -> None:
         """Bring every hosted partition's role in line with the metadata (called under the refresh lock)."""
         for topic in topics.values():
-            min_isr = self.configs.min_insync_replicas(topic)
+            min_isr = self.configs.min_insync_replicas(topic, cluster_defaults)
             for state in topic.partitions:
                 key = (topic.name, state.partition)
                 found = self.partitions.get(key)
@@ -190,7 +190,7 @@ class ReplicaManager:
                         log.info("removed replica %s-%d (reassigned to %s)", *key, list(state.replicas))
                     continue
                 if found is None or found.log.closed:
-                    found = await self._open(topic, state.partition)
+                    found = await self._open(topic, state.partition, cluster_defaults)
                 found.min_insync_replicas = min_isr
                 if state.leader == self.node_id:
                     if found.role is not Role.LEADER or found.leader_epoch != state.leader_epoch:
@@ -206,9 +206,9 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] not in topics]:
             await self._stop_replica(self.partitions.pop(key), -1)  # deleted: its log is closed or about to be
 
-    async def _open(self, topic: TopicState, index: int) -> Partition:
+    async def _open(self, topic: TopicState, index: int, cluster_defaults: Mapping[str, str]) -> Partition:
         key = (topic.name, index)
-        config = self.configs.log_config(topic)
+        config = self.configs.log_config(topic, cluster_defaults)
         opened = await asyncio.to_thread(self.logs.get_or_create_log, topic.name, index, config)
         found = Partition(topic.name, index, opened, node_id=self.node_id,
                           high_watermark=self._checkpointed.get(key, 0))

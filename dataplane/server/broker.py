@@ -197,9 +197,13 @@ class Broker:
         async with self._refresh_lock:
             version, topics, defaults = await self.db.call(
                 lambda: (self.store.metadata_version(), self.store.topics(), self.store.cluster_configs()))
-            for topic in self.metadata.update_topics(version, topics, defaults):
+            changed = self.metadata.config_changes(topics, defaults)
+            # Roles are applied before the cache shows the new state, so a broker never names itself leader
+            # of a partition (in Metadata) that it does not lead yet.
+            await self.replicas.apply({t.name: t for t in topics}, defaults)
+            self.metadata.update_topics(version, topics, defaults)
+            for topic in changed:
                 self.manager.update_topic_config(topic.name, self.topic_configs.log_config(topic))
-            await self.replicas.apply(self.metadata.topics)
 
     async def current_metadata(self) -> MetadataCache:
         """The metadata cache, re-read first if our lease lapsed (a pause: what we hold may be long stale).

@@ -11,6 +11,8 @@ Stateless beyond the cache it reads; used on the broker's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataplane.cluster.metadata_cache import MetadataCache
 from dataplane.cluster.store import TopicState
 from dataplane.config import resolver
@@ -24,8 +26,11 @@ class TopicConfigResolver:
     def value(self, topic: TopicState, name: str) -> str:
         return resolver.resolved_value(name, topic.configs, self.metadata.cluster_defaults)
 
-    def log_config(self, topic: TopicState) -> LogConfig:
-        return LogConfig.for_topic(topic.configs, self.metadata.cluster_defaults)
+    def log_config(self, topic: TopicState, cluster_defaults: Mapping[str, str] | None = None) -> LogConfig:
+        """The storage config (``cluster_defaults``: a fresh read not yet in the cache)."""
+        defaults = self.metadata.cluster_defaults if cluster_defaults is None else cluster_defaults
+        return LogConfig.for_topic(topic.configs, defaults)
 
-    def min_insync_replicas(self, topic: TopicState) -> int:
-        return resolver.min_insync_replicas(topic.configs, self.metadata.cluster_defaults)
+    def min_insync_replicas(self, topic: TopicState, cluster_defaults: Mapping[str, str] | None = None) -> int:
+        defaults = self.metadata.cluster_defaults if cluster_defaults is None else cluster_defaults
+        return resolver.min_insync_replicas(topic.configs, defaults)

@@ -180,6 +180,16 @@ class Cluster:
         self.wait_until(lambda: name in self.metadata().topics
                         and all(p.leader >= 0 for p in self.metadata().topics[name].partitions.values()),
                         f"{name} has leaders")
+        self.wait_until(lambda: self._leaders_lead(name), f"{name}'s leaders to lead")
+
+    def _leaders_lead(self, name: str) -> bool:
+        """Every partition's leader says so itself: it has applied the new topic, not only the metadata store."""
+        for index, found in self.metadata().topics[name].partitions.items():
+            leader = self.nodes[found.leader]
+            own = self.metadata(leader).topics.get(name)
+            if own is None or own.partitions[index].leader != leader.node_id:
+                return False
+        return True
 
     def partition(self, topic: str, partition: int = 0, via: Node | None = None) -> tuple[int, list[int], list[int]]:
         """(leader, replicas, isr) as a broker reports it."""
