@@ -6,7 +6,6 @@ import re
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+\Z")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class InvalidTopicName(ValueError):
@@ -30,7 +29,3 @@ def validate_topic_name(name: str) -> None:
 def collision_key(name: str) -> str:
     """Names equal under this key collide in metric names ('.' and '_' are the same)."""
     return name.replace(".", "_")
-
-
-def is_internal_topic(name: str) -> bool:
-    return name in INTERNAL_TOPICS

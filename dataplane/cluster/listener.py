@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class ChangeListener:
+    """LISTENs on its own connection in its own thread. Owned by the broker, which starts and stops it."""
+
     def __init__(self, url: str, cluster_id: str, on_change: Callable[[], None]) -> None:
         self._url = url
         self._channel = notify_channel(cluster_id)

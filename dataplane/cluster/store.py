@@ -111,6 +111,12 @@ def notify_channel(cluster_id: str) -> str:
 
 
 class MetadataStore:
+    """The cluster's metadata in Postgres: brokers and leases, the controller lease, topics, partitions, configs.
+
+    Wraps one connection, so it is not for concurrent use: a broker's ``StoreThread`` owns it and calls it
+    on its one thread; the control plane uses its own instance per call.
+    """
+
     def __init__(self, conn: psycopg.Connection[tuple[object, ...]], cluster_id: str,
                  schema: str = DEFAULT_SCHEMA, *,
                  reconnect: Callable[[], psycopg.Connection[tuple[object, ...]]] | None = None) -> None:

@@ -22,7 +22,7 @@ Not thread-safe: one event loop owns every group.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -121,6 +121,11 @@ class Member:
 
 @dataclass(slots=True)
 class Group:
+    """One consumer group's state machine (sans-IO: results go to ``outbox``, time comes in as arguments).
+
+    Owned by the ``GroupCoordinator`` of the broker leading its offsets partition; used on that broker's event loop.
+    """
+
     group_id: str
     settings: GroupSettings
     new_member_id: Callable[[str], str]  # prefix (client id or instance id) -> unique member id
@@ -585,14 +590,6 @@ class Group:
             return []
         return [tp for tp, v in self.offsets.items()
                 if tp[0] not in subscribed and v.commit_timestamp + retention_ms <= now]
-
-
-def take_outbox(groups: Iterable[Group]) -> list[tuple[object, Result]]:
-    out: list[tuple[object, Result]] = []
-    for group in groups:
-        out += group.outbox
-        group.outbox.clear()
-    return out
 
 
 _I16 = struct.Struct(">h")

@@ -104,6 +104,11 @@ class _Partition:
 
 
 class GroupCoordinator:
+    """The groups whose ``__consumer_offsets`` partitions this broker leads, loaded from and written to them.
+
+    Owned by the broker (its ``OffsetsTopicHost``); runs on the broker's event loop.
+    """
+
     def __init__(self, settings: CoordinatorSettings, host: OffsetsTopicHost, *,
                  clock: Callable[[], int] = now_ms) -> None:
         self.settings = settings
@@ -149,13 +154,6 @@ class GroupCoordinator:
             return
         task = asyncio.get_running_loop().create_task(self._loaded(partition), name=f"load-offsets-{partition}")
         task.add_done_callback(_log_load_failure)
-
-    async def load_all_led(self) -> None:
-        """At start-up: load every offsets partition this broker leads, so offsets are ready at once."""
-        count = self.host.offsets_partition_count()
-        for partition in range(count or 0):
-            if self.host.leads_offsets_partition(partition):
-                await self._loaded(partition)
 
     # ------------------------------------------------------------------ routing
 

@@ -564,14 +564,3 @@ def build_batch(
     _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
-
-def simple_batch(
-    values: Sequence[tuple[bytes | None, bytes | None]],
-    *,
-    base_offset: int = 0,
-    timestamp: int = 0,
-    compression: Compression = Compression.NONE,
-) -> bytes:
-    """Convenience: a batch of (key, value) pairs with consecutive offsets and one timestamp."""
-    recs = [Record(base_offset + i, timestamp, k, v) for i, (k, v) in enumerate(values)]
-    return build_batch(recs, base_offset=base_offset, compression=compression)

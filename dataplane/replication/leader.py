@@ -30,7 +30,10 @@ class FollowerProgress:
 
 
 class LeaderState:
-    """Follower progress and the high watermark of one partition this broker leads at one leader epoch."""
+    """Follower progress and the high watermark of one partition this broker leads at one leader epoch.
+
+    Owned by that ``Partition`` while it leads at this epoch; used on the broker's event loop.
+    """
 
     def __init__(self, node_id: int, replicas: tuple[int, ...], isr: tuple[int, ...], *, leader_epoch: int,
                  partition_epoch: int, epoch_start_offset: int, high_watermark: int, now: float) -> None:

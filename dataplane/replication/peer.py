@@ -20,6 +20,8 @@ class PeerError(ConnectionError):
 
 
 class PeerConnection:
+    """One connection to another broker. Owned by a replica fetcher; used from its task, one call at a time."""
+
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
         self._reader, self._writer = reader, writer
         self._codec = ClientCodec(client_id)

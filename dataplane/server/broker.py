@@ -121,10 +121,6 @@ class Broker:
                        loop.create_task(self.controller.run(), name="controller")]
 
     @property
-    def registration(self) -> BrokerRegistration:
-        return self.metadata.local
-
-    @property
     def store(self) -> MetadataStore:
         return self.db.store
 

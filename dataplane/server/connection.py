@@ -62,7 +62,10 @@ def unsupported_api_versions() -> ApiVersionsResponseV0:
 
 
 class Listener:
-    """Accepts connections and serves each on its own task; ``close`` stops accepting."""
+    """Accepts connections and serves each on its own task; ``close`` stops accepting.
+
+    Owned by ``server.app``; runs on the broker's event loop.
+    """
 
     def __init__(self, broker: Broker, host: str, port: int, backlog: int = 1024) -> None:
         self.broker = broker
@@ -121,7 +124,10 @@ class Listener:
 
 
 class Connection:
-    """One client: its socket, its frame decoder, and how it sends record data."""
+    """One client: its socket, its frame decoder, and how it sends record data.
+
+    Owned by its ``Listener``; its reading task and its sender task run on the broker's event loop.
+    """
 
     def __init__(self, broker: Broker, sock: socket.socket, listener: str = "PLAINTEXT") -> None:
         self.broker = broker

@@ -128,11 +128,6 @@ class OffsetIndex(_Index):
         rel, pos = self.entry(i)
         return self.base_offset + rel, pos
 
-    def lookup_position(self, position: int) -> int:
-        """Position of the last indexed batch starting at or before ``position``."""
-        i = self._bsearch(position, 1)
-        return 0 if i < 0 else self.entry(i)[1]
-
     def floor_entry(self, position: int, offset: int) -> tuple[int, int] | None:
         """(offset, position) of the last entry with position ≤ ``position`` and offset ≤ ``offset``."""
         i = min(self._bsearch(position, 1), self._bsearch(offset - self.base_offset, 0))
