@@ -242,7 +242,7 @@ def run(root: Path, size: int, fsync_size: int, rounds: int, null_fd: int) -> No
         for k, fn in pairs:
             reads[k].append(fn())
 
-    index_bytes = sum(len(s.offset_index.to_bytes()) + len(s.time_index.to_bytes()) for s in log._segments)
+    index_bytes = sum(len(s.offset_index.to_bytes()) + len(s.time_index.to_bytes()) for s in log._local.segments)
     # reopen after a clean shutdown
     log.close()
     t = time.perf_counter()

@@ -12,6 +12,7 @@ from dataplane.storage.log import (
     FileRegion,
     Log,
     TimestampAndOffset,
+    WouldBlock,
 )
 from dataplane.storage.manager import LogManager, ManagerSettings, TopicPartition
 
@@ -28,4 +29,5 @@ __all__ = [
     "ManagerSettings",
     "TimestampAndOffset",
     "TopicPartition",
+    "WouldBlock",
 ]

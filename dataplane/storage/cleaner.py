@@ -1,19 +1,200 @@
-"""Background compaction (Kafka's LogCleaner, one thread).
+"""Compaction (Kafka's ``LogCleaner``): what one pass does to a log, and the thread that runs passes.
 
-Thread-safety: the cleaner thread calls :meth:`Log.compact`, which does its heavy work
-(decode, rewrite, fsync) without the log's lock and takes the lock only to swap
-segments in, so appends and reads are never blocked for long.
+A pass keeps the newest record per key in the sealed segments, preserving offsets. It
+works on a log through a narrow interface (:class:`Cleanable`): a :class:`CleaningPlan`
+taken under the log's lock, then the cleaned copies handed back to
+:meth:`Cleanable.swap_cleaned`, which swaps them in only if the log's layout did not
+change meanwhile. Everything in between (decode, rewrite, fsync of the ``.cleaned``
+files) runs without any log lock, so appends and reads are never blocked for long.
+
+Thread-safety: :func:`compact` may run on any thread (the cleaner's, or a test's);
+:class:`LogCleaner` owns one background thread.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-from dataplane.storage.log import Log
+from dataplane.protocol.records import (
+    BatchHeader,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+    decode_batch,
+    iter_batch_headers,
+)
+from dataplane.storage.config import LogConfig
+from dataplane.storage.segment import CLEANED_SUFFIX, BatchPlacement, LogSegment
+
+if TYPE_CHECKING:
+    from dataplane.storage.log import Log
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    segments_rewritten: int
+    bytes_before: int
+    bytes_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningPlan:
+    """What one pass works on, taken under the log's lock."""
+
+    directory: Path
+    config: LogConfig
+    segments: tuple[tuple[LogSegment, int], ...]  # the sealed segments and their sizes then
+    first_dirty: int  # first offset not yet cleaned
+    dirty_end: int  # base of the active segment: the pass cleans below it
+    layout_version: int  # the swap happens only if the log's is still this
+    now_ms: int
+
+
+class Cleanable(Protocol):
+    """The log as the cleaner sees it."""
+
+    def cleaning_plan(self) -> CleaningPlan | None:
+        """The sealed segments to clean, or None if the log is closed, not compacted or has none."""
+
+    def swap_cleaned(self, plan: CleaningPlan, cleaned: Sequence[tuple[LogSegment, LogSegment]],
+                     clean_end: int) -> bool:
+        """Replace each ``(old, new)`` pair's old segment and mark offsets below ``clean_end`` clean.
+
+        False (and the ``.cleaned`` files deleted) if the layout changed since ``plan``.
+        """
+
+
+def dirty_ratio(sealed: Iterable[LogSegment], cleaner_offset: int) -> float:
+    """Bytes of sealed segments holding offsets not yet cleaned, over all sealed bytes."""
+    total = dirty = 0
+    for s in sealed:
+        total += s.size
+        if s.next_offset > cleaner_offset:
+            dirty += s.size
+    return dirty / total if total else 0.0
+
+
+def compact(log: Cleanable, *, max_map_keys: int = 4_000_000) -> CleanResult | None:
+    """One compaction pass over ``log``; None if there was nothing to do or the log changed meanwhile.
+
+    The key map covers whole dirty segments until it holds ``max_map_keys`` keys (Kafka's
+    dedupe-buffer bound); the rest waits for the next pass.
+    """
+    plan = log.cleaning_plan()
+    if plan is None or plan.first_dirty >= plan.dirty_end:
+        return None
+    first_dirty, dirty_end = plan.first_dirty, plan.dirty_end
+    snapshot = list(plan.segments)
+    offset_map: dict[bytes, int] = {}
+    for i, (seg, size) in enumerate(snapshot):
+        if seg.next_offset <= first_dirty:
+            continue
+        if len(offset_map) >= max_map_keys and seg.base_offset > first_dirty:
+            dirty_end = seg.base_offset  # map full: clean up to here this time
+            snapshot = snapshot[:i]
+            break
+        for batch in _segment_batches(seg, size):
+            if batch.header.is_control:
+                continue
+            for r in batch.records:
+                if r.key is not None and r.offset >= first_dirty:
+                    offset_map[r.key] = r.offset
+    delete_horizon = plan.now_ms - plan.config.delete_retention_ms
+    outputs: list[tuple[LogSegment, LogSegment]] = []
+    before = after = 0
+    try:
+        for seg, size in snapshot:
+            cleaned = _clean_segment(plan, seg, size, offset_map, seg.max_timestamp < delete_horizon)
+            if cleaned is not None:
+                outputs.append((seg, cleaned))
+                before += size
+                after += cleaned.size
+    except BaseException:
+        for _, c in outputs:
+            c.delete_files()
+        raise
+    if not log.swap_cleaned(plan, outputs, dirty_end):
+        return None
+    return CleanResult(len(outputs), before, after)
+
+
+def _clean_segment(plan: CleaningPlan, seg: LogSegment, size: int, offset_map: dict[bytes, int],
+                   drop_tombstones: bool) -> LogSegment | None:
+    """The segment's first ``size`` bytes cleaned into a flushed ``.cleaned`` segment; None if nothing goes."""
+    out = bytearray()
+    placements: list[BatchPlacement] = []
+    changed = False
+    data = seg.pread(0, size)
+    for pos, h in iter_batch_headers(data):
+        raw = data[pos : pos + h.size]
+        kept_raw = raw if h.is_control else _filter_batch(decode_batch(raw), raw, offset_map, drop_tombstones)
+        if kept_raw is not raw:
+            changed = True
+        if kept_raw is None:
+            continue
+        kh = BatchHeader.parse(kept_raw)
+        placements.append(BatchPlacement(len(out), kh.size, kh.last_offset, kh.max_timestamp))
+        out += kept_raw
+    if not changed:
+        return None
+    cleaned = LogSegment(plan.directory, seg.base_offset, plan.config, now_ms=plan.now_ms, suffix=CLEANED_SUFFIX)
+    if cleaned.size or len(cleaned.offset_index) or len(cleaned.time_index):
+        os.ftruncate(cleaned.file.fd, 0)
+        cleaned.size = 0
+        cleaned.offset_index.reset()
+        cleaned.time_index.reset()
+    cleaned.append(out, placements)
+    cleaned.seal()
+    cleaned.flush()
+    return cleaned
+
+
+def _segment_batches(seg: LogSegment, size: int) -> Iterator[RecordBatch]:
+    data = seg.pread(0, size)
+    for pos, _ in iter_batch_headers(data):
+        yield decode_batch(data, pos)
+
+
+def _filter_batch(batch: RecordBatch, raw: bytes, offset_map: dict[bytes, int],
+                  drop_tombstones: bool) -> bytes | None:
+    """The batch bytes to keep: ``raw`` if unchanged, a rebuilt batch, or None if empty."""
+    kept = []
+    for r in batch.records:
+        if r.key is not None:
+            latest = offset_map.get(r.key)
+            if latest is not None and latest > r.offset:
+                continue
+            if r.value is None and drop_tombstones:
+                continue
+        kept.append(r)
+    if len(kept) == len(batch.records):
+        return raw
+    if not kept:
+        return None
+    h = batch.header
+    log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
+    return build_batch(
+        kept,
+        base_offset=h.base_offset,
+        compression=h.compression,
+        timestamp_type=h.timestamp_type,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        partition_leader_epoch=h.partition_leader_epoch,
+        is_transactional=h.is_transactional,
+        last_offset_delta=h.last_offset_delta,
+        base_timestamp=h.base_timestamp,
+        max_timestamp=h.max_timestamp if log_append else None,
+    )
 
 
 class LogCleaner:

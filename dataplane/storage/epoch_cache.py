@@ -2,6 +2,9 @@
 
 On-disk format: checkpoint file ``leader-epoch-checkpoint`` with ``<epoch> <startOffset>``
 lines (Kafka's layout). Thread-safety: none; the owning Log calls it under its lock.
+Mutators change memory only and mark the cache dirty: writing the file fsyncs, so the Log
+takes the entries with :meth:`take_dirty` under its lock and writes them with
+:meth:`write` after releasing it.
 """
 
 from __future__ import annotations
@@ -29,15 +32,17 @@ class EpochEndOffset:
 
 
 class LeaderEpochCache:
-    """Epochs with strictly increasing epoch and start offset; persisted on every change.
+    """Epochs with strictly increasing epoch and start offset; the owner persists every change.
 
     On disk: ``leader-epoch-checkpoint`` (``0``, count, ``<epoch> <startOffset>`` lines),
-    rewritten atomically. Thread-safety: none; the owning Log calls it under its lock.
+    rewritten atomically. Thread-safety: none; the owning Log calls it under its lock, and
+    :meth:`write` without it.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: list[EpochEntry] = []
+        self._dirty = False
         for fields in read_checkpoint(path) or []:
             if len(fields) == 2:
                 self._entries.append(EpochEntry(int(fields[0]), int(fields[1])))
@@ -58,7 +63,7 @@ class LeaderEpochCache:
         while self._entries and self._entries[-1].start_offset >= start_offset:
             self._entries.pop()
         self._entries.append(EpochEntry(epoch, start_offset))
-        self._flush()
+        self._dirty = True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> EpochEndOffset:
         """Kafka's OffsetForLeaderEpoch answer: (largest epoch ≤ requested, its end offset)."""
@@ -81,7 +86,7 @@ class LeaderEpochCache:
         while self._entries and self._entries[-1].start_offset >= end_offset:
             self._entries.pop()
         if len(self._entries) != n:
-            self._flush()
+            self._dirty = True
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Log start moved to ``start_offset``: drop older epochs, keep the one covering it."""
@@ -93,11 +98,23 @@ class LeaderEpochCache:
             keep.append(EpochEntry(e.epoch, max(e.start_offset, start_offset)) if not keep else e)
         if keep != self._entries:
             self._entries = keep
-            self._flush()
+            self._dirty = True
 
     def clear(self) -> None:
         self._entries = []
-        self._flush()
+        self._dirty = True
 
-    def _flush(self) -> None:
-        write_checkpoint(self.path, [[e.epoch, e.start_offset] for e in self._entries])
+    def take_dirty(self) -> tuple[EpochEntry, ...] | None:
+        """The entries to write if they changed since the last call (which the caller then must write)."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return tuple(self._entries)
+
+    def mark_dirty(self) -> None:
+        """A write of what :meth:`take_dirty` returned failed: the next one must write again."""
+        self._dirty = True
+
+    def write(self, entries: tuple[EpochEntry, ...]) -> None:
+        """Write the checkpoint file (it fsyncs: never under the owning Log's lock)."""
+        write_checkpoint(self.path, [[e.epoch, e.start_offset] for e in entries])

@@ -40,13 +40,11 @@ class _Index:
             path.touch()
         self._persisted = len(self._buf)
         self._size_on_disk = len(self._buf)
+        # An attribute kept current by every change of ``_buf``: the roll rule reads it per append.
+        self.is_full = len(self._buf) >= self._max_bytes
 
     def __len__(self) -> int:
         return len(self._buf) // self.ENTRY.size
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._buf) >= self._max_bytes
 
     def entry(self, i: int) -> tuple[int, int]:
         a, b = self.ENTRY.unpack_from(self._buf, i * self.ENTRY.size)
@@ -60,6 +58,7 @@ class _Index:
 
     def _truncate_entries(self, n: int) -> None:
         del self._buf[n * self.ENTRY.size :]
+        self.is_full = len(self._buf) >= self._max_bytes
         if len(self._buf) < self._persisted:
             self._persisted = len(self._buf)
 
@@ -119,6 +118,7 @@ class OffsetIndex(_Index):
 
     def append(self, offset: int, position: int) -> None:
         self._buf += OFFSET_ENTRY.pack(offset - self.base_offset, position)
+        self.is_full = len(self._buf) >= self._max_bytes
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset ≤ target, else (base, 0)."""
@@ -172,6 +172,7 @@ class TimeIndex(_Index):
             if timestamp <= last_ts or offset - self.base_offset < last_rel:
                 return
         buf += TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+        self.is_full = len(buf) >= self._max_bytes
 
     @property
     def last_entry(self) -> tuple[int, int] | None:

@@ -1,4 +1,4 @@
-"""The partition log: an ordered list of segments behind one lock.
+"""The partition log (Kafka's ``UnifiedLog``): offsets, leader epochs and producer state over a local log.
 
 On-disk format of a partition directory (``<topic>-<partition>/``):
 
@@ -7,29 +7,41 @@ On-disk format of a partition directory (``<topic>-<partition>/``):
 * ``log-start-offset-checkpoint`` — first readable offset (DeleteRecords, retention);
 * ``leader-epoch-checkpoint`` — epoch → start offset, see :mod:`epoch_cache`;
 * ``cleaner-offset-checkpoint`` — first offset compaction has not yet cleaned;
+* ``<offset:020d>.snapshot`` — idempotent-producer state, see :mod:`producer_state`;
 * ``.clean_shutdown`` — present only while the log is closed cleanly; it lets the next
   open skip the recovery scan. It is removed as soon as the log is opened.
 
 Files named ``*.cleaned``, ``*.swap`` and ``*.deleted`` are in-flight multi-file changes;
-:meth:`Log.open` finishes or rolls them back (see ``_complete_interrupted_changes``).
+opening the log finishes or rolls them back (:mod:`loader`).
 
-Thread-safety: every public method is safe to call from any thread. ``_lock`` guards
-the in-memory state and all appends; it is held only for bookkeeping and ``write``
-calls, never across an ``fsync``. ``_flush_lock`` serialises flushes and truncations
-(lock order: ``_flush_lock`` then ``_lock``), so appends continue while a flush fsyncs
-what was written before it started.
+The work is split as in Kafka: :mod:`loader` opens and recovers a directory,
+:mod:`segments` is the segment list, :mod:`local_log` appends, reads, rolls and truncates
+segments (and holds the one roll rule), :mod:`cleaner` compacts. This module is the facade
+the broker uses; it owns the log start offset, the leader epochs, the producer state and
+the locks.
+
+Thread-safety: every public method is safe to call from any thread. Three locks, always
+taken in this order:
+
+* ``_flush_lock`` serialises flushes, checkpoints and every change to the directory that
+  finishes outside ``_lock``: truncation, retention, DeleteRecords, the compaction swap
+  and close. While it is held the sealed segments stay as they are (a roll, the only
+  change made under ``_lock`` alone, adds a segment at the end).
+* ``_checkpoint_lock`` serialises writers of the checkpoint files (:meth:`Log._write_checkpoints`).
+* ``_lock`` guards the in-memory state and every append. It is held for bookkeeping and
+  writes only (``pwrite``, ``ftruncate``, file creation, and the renames a truncation must
+  make before the names are reused), never across an fsync: appends go on while a flush,
+  a retention pass or a compaction swap fsyncs, and a non-blocking append on the event
+  loop waits for nothing (see :class:`WouldBlock`).
 """
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import itertools
-import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -57,9 +69,7 @@ from dataplane.protocol.records import (
     BatchHeader,
     Record,
     RecordBatch,
-    TimestampType,
     batch_length_at,
-    build_batch,
     decode_batch,
     iter_batch_headers,
     set_log_append_time,
@@ -67,29 +77,49 @@ from dataplane.protocol.records import (
     validate_batches,
     validate_single_batch,
 )
-from dataplane.storage.checkpoints import fsync_dir, read_offset, write_offset
+from dataplane.storage import cleaner
+from dataplane.storage.checkpoints import fsync_dir, write_offset
+from dataplane.storage.cleaner import CleaningPlan, CleanResult
 from dataplane.storage.config import LogConfig
 from dataplane.storage.epoch_cache import EpochEndOffset, LeaderEpochCache
+from dataplane.storage.loader import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_FILE,
+    EPOCH_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    load_log,
+    remove_clean_shutdown_marker,
+)
+from dataplane.storage.local_log import FileRegion, LocalLog, delete_segment_files
 from dataplane.storage.producer_state import BatchMetadata, ProducerStateManager
 from dataplane.storage.segment import (
-    INDEX_SUFFIX,
-    INT32_MAX,
-    LOG_SUFFIX,
-    TIMEINDEX_SUFFIX,
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
     BatchPlacement,
-    FileHandle,
     LogSegment,
-    segment_name,
 )
 
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-EPOCH_FILE = "leader-epoch-checkpoint"
-CLEANER_FILE = "cleaner-offset-checkpoint"
-CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-DELETED_SUFFIX = ".deleted"
+__all__ = [
+    "CLEANED_SUFFIX",
+    "CLEANER_FILE",
+    "CLEAN_SHUTDOWN_FILE",
+    "DELETED_SUFFIX",
+    "EARLIEST_TIMESTAMP",
+    "EPOCH_FILE",
+    "LATEST_TIMESTAMP",
+    "LOG_START_FILE",
+    "MAX_TIMESTAMP",
+    "RECOVERY_POINT_FILE",
+    "SWAP_SUFFIX",
+    "AppendInfo",
+    "CleanResult",
+    "FileRegion",
+    "Log",
+    "TimestampAndOffset",
+    "WouldBlock",
+]
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -104,6 +134,20 @@ _crc32c = crc32c_module.crc32c
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class WouldBlock(Exception):
+    """A ``blocking=False`` append could not finish without waiting; nothing was changed.
+
+    ``reason`` says why: ``"lock"`` (another thread holds the log's lock), ``"roll"`` (a new
+    segment is due), ``"epoch"`` (the batch starts a leader epoch, whose checkpoint is
+    fsynced) or ``"flush"`` (``flush.messages`` would be reached). The caller makes the
+    same call again where it may block (a worker thread, ``blocking=True``).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"append would block: {reason}")
+        self.reason = reason
 
 
 class AppendInfo(NamedTuple):
@@ -126,49 +170,23 @@ class AppendInfo(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class FileRegion:
-    """Whole batches at ``[position, position + length)`` of an open file, ready for sendfile.
-
-    The region holds a reference to the file, so it stays readable even if its segment is
-    deleted or compacted meanwhile. A truncation (follower catching up after a leader
-    change) may shorten the file: a reader then gets fewer bytes, never other bytes.
-    """
-
-    file: FileHandle
-    position: int
-    length: int
-    first_offset: int  # base offset of the first batch (the requested offset if empty)
-    next_offset: int  # offset after the last batch (where the next read continues)
-
-    @property
-    def fd(self) -> int:
-        return self.file.fd
-
-    def read_bytes(self) -> bytes:
-        return os.pread(self.file.fd, self.length, self.position) if self.length else b""
-
-
-@dataclass(frozen=True, slots=True)
 class TimestampAndOffset:
     timestamp: int
     offset: int
     leader_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class CleanResult:
-    segments_rewritten: int
-    bytes_before: int
-    bytes_after: int
+def _would_block(roll: bool, new_epoch: bool) -> WouldBlock:
+    return WouldBlock("roll" if roll else "epoch" if new_epoch else "flush")
 
 
 class Log:
     """A partition's log.
 
     On disk: one directory of segments (``<base:020d>.log/.index/.timeindex``), four
-    checkpoint files and a ``.clean_shutdown`` marker (details in the module docstring).
-    Thread-safety: every public method is thread-safe; ``_lock`` is never held across an
-    fsync, ``_flush_lock`` serialises flushes and truncations (taken before ``_lock``).
+    checkpoint files, producer snapshots and a ``.clean_shutdown`` marker (details in the
+    module docstring). Thread-safety: every public method is thread-safe; ``_lock`` is
+    never held across an fsync (lock order in the module docstring).
     """
 
     def __init__(self, directory: Path, config: LogConfig, *, time_ms: Callable[[], int] = _now_ms) -> None:
@@ -178,107 +196,36 @@ class Log:
         self._time = time_ms
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._leo = 0
-        self._log_start = 0
-        self._recovery_point = 0
-        self._cleaner_offset = 0
+        self._checkpoint_lock = threading.Lock()
         self._closed = False
-        self._layout_version = 0
         self._last_flush_ms = time_ms()
-        self.had_clean_shutdown = False
-        self.recovered_bytes = 0
         directory.mkdir(parents=True, exist_ok=True)
         self._epochs = LeaderEpochCache(directory / EPOCH_FILE)
         self._producers = ProducerStateManager(directory)
-        self._load()
+        loaded = load_log(directory, config, time_ms())
+        self.had_clean_shutdown = loaded.had_clean_shutdown
+        self.recovered_bytes = loaded.recovered_bytes
+        self._local = LocalLog(directory, config, loaded.segments, recovery_point=loaded.recovery_point)
+        self._log_start = loaded.log_start_offset
+        self._cleaner_offset = 0
+        if self._log_start > self._local.next_offset:
+            self._truncate(self._log_start, full=True)
+        leo = self._local.next_offset
+        # Recovered bytes are not fsynced here (that would rewrite a page cache's worth of
+        # data at start-up); the recovery point stays put, so a second crash rescans them.
+        self._local.recovery_point = min(loaded.recovery_point, leo)
+        self._cleaner_offset = min(max(loaded.cleaner_offset, self._log_start), leo)
+        self._epochs.truncate_from_end(leo)
+        self._epochs.truncate_from_start(self._log_start)
+        self._producers.load(self._log_start, leo, self._local.headers)
+        self._write_checkpoints()  # the epochs, if loading changed them
+        if loaded.had_clean_shutdown:
+            remove_clean_shutdown_marker(directory)
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig | None = None, *,
              time_ms: Callable[[], int] = _now_ms) -> Log:
         return cls(directory, config or LogConfig(), time_ms=time_ms)
-
-    # ------------------------------------------------------------------ loading
-
-    def _load(self) -> None:
-        marker = self.dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        self.had_clean_shutdown = clean
-        must_recover = self._complete_interrupted_changes()
-        now = self._time()
-        rp = read_offset(self.dir / RECOVERY_POINT_FILE) or 0
-        ls = read_offset(self.dir / LOG_START_FILE) or 0
-        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob("*" + LOG_SUFFIX)
-                       if p.name[: -len(LOG_SUFFIX)].isdigit())
-        self._remove_orphan_indexes(set(bases))
-        segments: list[LogSegment] = []
-        for i, base in enumerate(bases):
-            seg = LogSegment(self.dir, base, self.config, now_ms=now)
-            segments.append(seg)
-            end = bases[i + 1] if i + 1 < len(bases) else None
-            if clean and base not in must_recover:
-                seg.load(now)
-            elif base in must_recover or end is None or end > rp:
-                self.recovered_bytes += seg.size
-                if seg.recover() > 0:
-                    # Everything after a torn or corrupt batch is unreachable: offsets must stay dense.
-                    for later in bases[i + 1 :]:
-                        LogSegment(self.dir, later, self.config, now_ms=now).delete_files()
-                    break
-            else:
-                seg.load(now)
-        if not segments:
-            segments.append(LogSegment(self.dir, ls, self.config, now_ms=now))
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        self._leo = segments[-1].next_offset
-        self._log_start = max(ls, segments[0].base_offset)
-        if self._log_start > self._leo:
-            self._truncate_fully_locked(self._log_start)
-        # Recovered bytes are not fsynced here (that would rewrite a page cache's worth of
-        # data at start-up); the recovery point stays put, so a second crash rescans them.
-        self._recovery_point = min(rp, self._leo)
-        self._cleaner_offset = min(max(read_offset(self.dir / CLEANER_FILE) or 0, self._log_start), self._leo)
-        self._epochs.truncate_from_end(self._leo)
-        self._epochs.truncate_from_start(self._log_start)
-        self._producers.load(self._log_start, self._leo, self._headers_locked)
-        if clean:
-            marker.unlink()
-            fsync_dir(self.dir)
-
-    def _complete_interrupted_changes(self) -> set[int]:
-        """Finish or roll back renames a crash interrupted; return bases that need a rebuild.
-
-        ``.cleaned``: compaction output not yet complete → delete. ``.deleted``: already
-        removed from the log → delete. ``.log.swap``: complete, fsynced compaction output →
-        it replaces the segment of the same base (old files deleted, indexes rebuilt).
-        """
-        rebuild: set[int] = set()
-        for p in list(self.dir.iterdir()):
-            name = p.name
-            if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
-                p.unlink()
-        for p in list(self.dir.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
-            base = int(p.name.split(".")[0])
-            name = segment_name(base)
-            for ext in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    (self.dir / f"{name}{ext}").unlink()
-            os.replace(p, self.dir / f"{name}{LOG_SUFFIX}")
-            rebuild.add(base)
-        for p in list(self.dir.glob("*" + SWAP_SUFFIX)):
-            p.unlink()  # index swaps: indexes are rebuilt from the swapped-in log
-        if rebuild:
-            fsync_dir(self.dir)
-        return rebuild
-
-    def _remove_orphan_indexes(self, bases: set[int]) -> None:
-        for ext in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-            for p in self.dir.glob("*" + ext):
-                stem = p.name[: -len(ext)]
-                if stem.isdigit() and int(stem) not in bases:
-                    p.unlink()
 
     # ------------------------------------------------------------------ properties
 
@@ -293,21 +240,21 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo
+        return self._local.next_offset
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def size_in_bytes(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self._local.segments.size_in_bytes
 
     @property
     def segment_base_offsets(self) -> tuple[int, ...]:
         with self._lock:
-            return tuple(self._bases)
+            return self._local.segments.bases
 
     @property
     def latest_epoch(self) -> int:
@@ -320,7 +267,7 @@ class Log:
 
     def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
         with self._lock:
-            return self._epochs.end_offset_for(epoch, self._leo)
+            return self._epochs.end_offset_for(epoch, self._local.next_offset)
 
     def begin_leader_epoch(self, epoch: int) -> None:
         """Becoming leader at ``epoch``: it starts at the log end (KIP-101), even before anything is appended.
@@ -331,7 +278,8 @@ class Log:
         with self._lock:
             self._check_open()
             if epoch > self._epochs.latest_epoch:
-                self._epochs.assign(epoch, self._leo)
+                self._epochs.assign(epoch, self._local.next_offset)
+        self._write_checkpoints()
 
     def ms_since_last_flush(self) -> int:
         return self._time() - self._last_flush_ms
@@ -340,16 +288,21 @@ class Log:
         with self._lock:
             self.config = config
             self._fast_path = not (config.log_append_time or config.compact)
-            for s in self._segments:
-                s.config = config
+            self._local.update_config(config)
 
     # ------------------------------------------------------------------ append
 
-    def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
-        """Validate client batches, assign offsets and the leader epoch, and append them."""
+    def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int, *,
+                         blocking: bool = True) -> AppendInfo:
+        """Validate client batches, assign offsets and the leader epoch, and append them.
+
+        ``blocking=False`` is for the broker's event loop: the call then neither waits for
+        the lock nor fsyncs, and raises :class:`WouldBlock` (having changed nothing) when it
+        would have to.
+        """
         n = len(batches)
         if self._fast_path and n >= HEADER_SIZE and batch_length_at(batches) + LOG_OVERHEAD == n:
-            return self._append_single_as_leader(batches, leader_epoch)
+            return self._append_single_as_leader(batches, leader_epoch, blocking)
         summary = validate_batches(batches, strict_offsets=True)
         self._check_sizes(summary)
         if self.config.compact:
@@ -359,14 +312,26 @@ class Log:
             raise InvalidRecordError("an idempotent produce must carry exactly one batch per partition")
         log_append = self.config.log_append_time
         mv = memoryview(batches)
-        with self._lock:
+        if not self._lock.acquire(blocking):
+            raise WouldBlock("lock")
+        try:
             self._check_open()
             if idempotent:
                 duplicate = self._producers.check(idempotent[0])
                 if duplicate is not None:
                     return AppendInfo.of_duplicate(duplicate, self._log_start)
+            local = self._local
             now = self._time()
-            first = offset = self._leo
+            first = offset = local.next_offset
+            last = first + summary.record_count - 1
+            roll = local.must_roll(summary.total_size, first, last, now)
+            new_epoch = leader_epoch > self._epochs.latest_epoch
+            need_flush = last + 1 - local.recovery_point >= self.config.flush_messages
+            if roll or new_epoch or need_flush:
+                if not blocking:
+                    raise _would_block(roll, new_epoch)
+                if roll:
+                    self._roll_locked(first, now)
             placements: list[BatchPlacement] = []
             # The batches go to disk as they came: only a new 16-byte prefix per batch
             # (baseOffset, batchLength, partitionLeaderEpoch) is written in front of the
@@ -374,7 +339,7 @@ class Log:
             iov: list[bytes | memoryview] = []
             max_ts, offset_of_max = -1, -1
             for pos, h in summary.headers:
-                last = offset + h.last_offset_delta
+                batch_last = offset + h.last_offset_delta
                 ts = h.max_timestamp
                 if log_append:
                     copy = bytearray(mv[pos : pos + h.size])
@@ -386,23 +351,26 @@ class Log:
                     iov.append(_PREFIX.pack(offset, h.batch_length, leader_epoch))
                     iov.append(mv[pos + _PREFIX.size : pos + h.size])
                 if ts > max_ts:
-                    max_ts, offset_of_max = ts, last
-                placements.append(BatchPlacement(pos, h.size, last, ts))
-                offset = last + 1
-            self._append_locked(iov, placements, first, offset - 1, now, summary.total_size)
+                    max_ts, offset_of_max = ts, batch_last
+                placements.append(BatchPlacement(pos, h.size, batch_last, ts))
+                offset = batch_last + 1
+            local.append(iov, placements, last)
             if idempotent:
                 self._producers.update(idempotent[0], first)
-            if leader_epoch > self._epochs.latest_epoch:
+            if new_epoch:
                 self._epochs.assign(leader_epoch, first)
-            info = AppendInfo(first, offset - 1, max_ts, offset_of_max, now if log_append else -1,
-                              self._log_start, offset - first, summary.total_size)
-            need_flush = self._leo - self._recovery_point >= self.config.flush_messages
+            info = AppendInfo(first, last, max_ts, offset_of_max, now if log_append else -1,
+                              self._log_start, last + 1 - first, summary.total_size)
+        finally:
+            self._lock.release()
+        if new_epoch:
+            self._write_checkpoints()
         if need_flush:
             self.flush()
         return info
 
     def _append_single_as_leader(
-        self, batch: bytes | bytearray | memoryview, leader_epoch: int
+        self, batch: bytes | bytearray | memoryview, leader_epoch: int, blocking: bool
     ) -> AppendInfo:
         """The common produce case (one batch per partition), with as little Python as possible.
 
@@ -430,65 +398,79 @@ class Log:
             self._check_sizes(BatchesSummary(((0, h),), n, lod + 1))
         rest = memoryview(batch)[_PREFIX.size :]
         header = BatchHeader._make(fields) if producer_id != NO_PRODUCER_ID else None
-        with self._lock:
+        lock = self._lock
+        if not lock.acquire(blocking):
+            raise WouldBlock("lock")
+        try:
             if self._closed:
                 self._check_open()
             if header is not None:
                 duplicate = self._producers.check(header)
                 if duplicate is not None:
                     return AppendInfo.of_duplicate(duplicate, self._log_start)
-            first = self._leo
+            local = self._local
+            first = local.next_offset
             last = first + lod
             now = self._time()
-            active = self._segments[-1]
-            if (
-                active.size + n > config.segment_bytes
-                or last - active.base_offset > INT32_MAX
-                or active.index_full
-                or (active.size > 0 and now - active.created_ms >= config.segment_ms)
-            ) and not (active.size == 0 and active.can_hold(n, last)):
-                active = self._roll_locked(first, now)
-            before = active.size
-            try:
-                active.append_batch(_PREFIX.pack(first, batch_length, leader_epoch), rest, n, last, max_ts)
-            except OSError as exc:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(active.file.fd, before)
-                active.size = before
-                raise KafkaStorageError(f"append to {active.log_path} failed: {exc}") from exc
-            self._leo = last + 1
+            roll = local.must_roll(n, first, last, now)
+            new_epoch = leader_epoch > self._epochs.latest_epoch
+            need_flush = last + 1 - local.recovery_point >= config.flush_messages
+            if roll or new_epoch or need_flush:
+                if not blocking:
+                    raise _would_block(roll, new_epoch)
+                if roll:
+                    self._roll_locked(first, now)
+            local.append_batch(_PREFIX.pack(first, batch_length, leader_epoch), rest, n, last, max_ts)
             if header is not None:
                 self._producers.update(header, first)
-            if leader_epoch > self._epochs.latest_epoch:
+            if new_epoch:
                 self._epochs.assign(leader_epoch, first)
             info = AppendInfo(first, last, max_ts, last, -1, self._log_start, lod + 1, n)
-            need_flush = last + 1 - self._recovery_point >= config.flush_messages
+        finally:
+            lock.release()
+        if new_epoch:
+            self._write_checkpoints()
         if need_flush:
             self.flush()
         return info
 
-    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo:
-        """Append replicated batches keeping their offsets and epochs."""
+    def append_as_follower(self, batches: bytes | bytearray | memoryview, *, blocking: bool = True) -> AppendInfo:
+        """Append replicated batches keeping their offsets and epochs (``blocking`` as for the leader)."""
         summary = validate_batches(batches, strict_offsets=False)
         self._check_sizes(summary)
         headers = [h for _, h in summary.headers]
         for prev, nxt in itertools.pairwise(headers):
             if nxt.base_offset < prev.next_offset:
                 raise UnexpectedAppendOffsetError("batch offsets are not increasing")
-        with self._lock:
+        if not self._lock.acquire(blocking):
+            raise WouldBlock("lock")
+        try:
             self._check_open()
+            local = self._local
             first = headers[0].base_offset
-            if first < self._leo:
-                raise UnexpectedAppendOffsetError(f"first offset {first} is below log end offset {self._leo}")
+            if first < local.next_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"first offset {first} is below log end offset {local.next_offset}")
+            last = headers[-1].last_offset
             placements = []
-            max_ts, offset_of_max = -1, -1
+            max_ts, offset_of_max, max_epoch = -1, -1, -1
             for pos, h in summary.headers:
                 placements.append(BatchPlacement(pos, h.size, h.last_offset, h.max_timestamp))
                 if h.max_timestamp > max_ts:
                     max_ts, offset_of_max = h.max_timestamp, h.last_offset
-            last = headers[-1].last_offset
+                if h.partition_leader_epoch > max_epoch:
+                    max_epoch = h.partition_leader_epoch
+            now = self._time()
+            roll = local.must_roll(summary.total_size, first, last, now)
+            new_epoch = max_epoch > self._epochs.latest_epoch
+            need_flush = last + 1 - local.recovery_point >= self.config.flush_messages
+            if roll or new_epoch or need_flush:
+                if not blocking:
+                    raise _would_block(roll, new_epoch)
+                if roll:
+                    self._roll_locked(first, now)
             data = batches if not isinstance(batches, memoryview) else bytes(batches)
-            self._append_locked(data, placements, first, last, self._time(), summary.total_size)
+            local.append(data, placements, last)
             for h in headers:
                 if h.partition_leader_epoch >= 0:
                     self._epochs.assign(h.partition_leader_epoch, h.base_offset)
@@ -496,7 +478,10 @@ class Log:
                     self._producers.update(h, h.base_offset)
             info = AppendInfo(first, last, max_ts, offset_of_max, -1, self._log_start,
                               last + 1 - first, summary.total_size)
-            need_flush = self._leo - self._recovery_point >= self.config.flush_messages
+        finally:
+            self._lock.release()
+        if new_epoch:
+            self._write_checkpoints()
         if need_flush:
             self.flush()
         return info
@@ -516,44 +501,18 @@ class Log:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir.name} is closed")
 
-    def _append_locked(self, data: bytes | bytearray | list[bytes | memoryview],
-                       placements: list[BatchPlacement], first: int, last: int, now: int,
-                       size: int) -> None:
-        active = self._segments[-1]
-        if (
-            not active.can_hold(size, last)
-            or first - active.base_offset > INT32_MAX
-            or (active.size > 0 and now - active.created_ms >= self.config.segment_ms)
-        ):
-            active = self._roll_locked(first, now)
-        before = active.size
-        try:
-            active.append(data, placements)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(active.file.fd, before)
-            raise KafkaStorageError(f"append to {active.log_path} failed: {exc}") from exc
-        self._leo = last + 1
-
     def roll(self) -> None:
-        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        """Start a new active segment at the log end offset (no-op if the active one is empty there)."""
         with self._lock:
             self._check_open()
-            self._roll_locked(self._leo, self._time())
+            self._roll_locked(self._local.next_offset, self._time())
 
-    def _roll_locked(self, new_base: int, now: int) -> LogSegment:
-        active = self._segments[-1]
-        if active.size == 0 and active.base_offset == new_base:
-            return active
-        # An empty active segment with a lower base stays (it anchors the log start offset).
-        active.seal()
-        seg = LogSegment(self.dir, new_base, self.config, now_ms=now)
-        self._segments = [*self._segments, seg]
-        self._bases = [*self._bases, new_base]
-        # The producer state as of the new segment's base (nothing lies between the log end and it),
-        # so a restart or a truncation rescans at most one segment.
-        self._producers.take_snapshot(new_base)
-        return seg
+    def _roll_locked(self, new_base: int, now: int) -> None:
+        if self._local.roll(new_base, now) is not None:
+            # The producer state as of the new segment's base (nothing lies between the log end and it),
+            # so a restart or a truncation rescans at most one segment. Written, not fsynced: the next
+            # flush syncs it, and the directory with it (so the new segment's name too).
+            self._producers.take_snapshot(new_base)
 
     # ------------------------------------------------------------------ read
 
@@ -566,48 +525,13 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            if offset < self._log_start or offset > self._leo:
+            leo = self._local.next_offset
+            if offset < self._log_start or offset > leo:
                 raise OffsetOutOfRangeError(
-                    f"offset {offset} outside [{self._log_start}, {self._leo}] of {self.dir.name}"
+                    f"offset {offset} outside [{self._log_start}, {leo}] of {self.dir.name}"
                 )
-            upper = self._leo if max_offset is None else min(max_offset, self._leo)
-            empty = FileRegion(self._segments[-1].file, self._segments[-1].size, 0, offset, offset)
-            if offset >= upper:
-                return empty
-            i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-            target = offset
-            for seg in self._segments[i:]:
-                found = seg.translate_offset(target)
-                if found is None:
-                    continue
-                pos, h = found
-                if h.last_offset >= upper:  # upper inside or before this batch
-                    return empty
-                length = h.size
-                if length > max_bytes and not min_one_batch:
-                    return FileRegion(seg.file, pos, 0, h.base_offset, offset)
-                next_offset = h.next_offset
-                scan_from = pos + h.size
-                # Jump over whole batches using the index (entries are batch starts whose
-                # last offsets are known), then scan only the last few headers.
-                hint = seg.offset_index.floor_entry(pos + max_bytes, upper - 1)
-                if hint is not None and hint[1] > scan_from:
-                    scan_from = hint[1]
-                    length = scan_from - pos
-                    next_offset = hint[0]  # placeholder; replaced by the batch header below
-                    first_scanned = True
-                else:
-                    first_scanned = False
-                for _, nxt in seg.scan_headers(scan_from):
-                    if first_scanned:
-                        next_offset = nxt.base_offset
-                        first_scanned = False
-                    if nxt.last_offset >= upper or length + nxt.size > max_bytes:
-                        break
-                    length += nxt.size
-                    next_offset = nxt.next_offset
-                return FileRegion(seg.file, pos, length, h.base_offset, next_offset)
-            return empty
+            upper = leo if max_offset is None else min(max_offset, leo)
+            return self._local.read(offset, max_bytes, upper, min_one_batch)
 
     def read_batches(self, offset: int, max_bytes: int = 1 << 30,
                      max_offset: int | None = None) -> list[RecordBatch]:
@@ -618,7 +542,7 @@ class Log:
     def read_records(self, offset: int, max_offset: int | None = None) -> Iterator[Record]:
         """Every record from ``offset`` (inclusive) to ``max_offset`` or the end, decoded."""
         pos = offset
-        end = self._leo if max_offset is None else max_offset
+        end = self._local.next_offset if max_offset is None else max_offset
         while pos < end:
             batches = self.read_batches(pos, 1 << 20, end)
             if not batches:
@@ -628,20 +552,6 @@ class Log:
                     if offset <= r.offset < end:
                         yield r
                 pos = max(pos, b.header.next_offset)
-
-    def _headers_locked(self, start: int, end: int) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets in ``[start, end)``, in order (the producer state's source)."""
-        for seg in self._segments_from(start):
-            if seg.base_offset >= end:
-                return
-            found = seg.translate_offset(start) if seg.base_offset <= start else None
-            position = found[0] if found is not None else 0
-            if seg.base_offset <= start and found is None:
-                continue
-            for _, h in seg.scan_headers(position):
-                if h.base_offset >= end:
-                    return
-                yield h
 
     def producer_batch(self, producer_id: int) -> BatchMetadata | None:
         """The last batch the log holds of ``producer_id`` (None if it has none): tests and tools."""
@@ -657,30 +567,12 @@ class Log:
             if timestamp == EARLIEST_TIMESTAMP:
                 return TimestampAndOffset(-1, self._log_start, self._epoch_for(self._log_start))
             if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(-1, self._leo, self._epochs.latest_epoch)
-            if timestamp == MAX_TIMESTAMP:
-                best: tuple[int, int] | None = None
-                for s in self._segments:
-                    if s.max_timestamp >= 0 and (best is None or s.max_timestamp > best[0]):
-                        best = (s.max_timestamp, s.offset_of_max_timestamp)
-                if best is None:
-                    return None
-                return TimestampAndOffset(best[0], best[1], self._epoch_for(best[1]))
-            for seg in self._segments:
-                if seg.max_timestamp < timestamp:
-                    continue
-                found = seg.find_offset_for_timestamp(timestamp)
-                if found is None:
-                    continue
-                pos, h = found
-                for pos2, h2 in [(pos, h), *seg.scan_headers(pos + h.size)]:
-                    if h2.max_timestamp < timestamp or h2.last_offset < self._log_start:
-                        continue
-                    batch = decode_batch(seg.pread(pos2, h2.size))
-                    for r in batch.records:
-                        if r.timestamp >= timestamp and r.offset >= self._log_start:
-                            return TimestampAndOffset(r.timestamp, r.offset, self._epoch_for(r.offset))
-            return None
+                return TimestampAndOffset(-1, self._local.next_offset, self._epochs.latest_epoch)
+            found = (self._local.max_timestamp() if timestamp == MAX_TIMESTAMP
+                     else self._local.offset_for_timestamp(timestamp, self._log_start))
+            if found is None:
+                return None
+            return TimestampAndOffset(found[0], found[1], self._epoch_for(found[1]))
 
     def _epoch_for(self, offset: int) -> int:
         epoch = -1
@@ -697,288 +589,273 @@ class Log:
             with self._lock:
                 if self._closed:
                     return
-                target = self._leo if up_to is None else min(up_to, self._leo)
-                if target <= self._recovery_point and up_to is not None:
+                local = self._local
+                target = local.next_offset if up_to is None else min(up_to, local.next_offset)
+                if target <= local.recovery_point and up_to is not None:
                     return
-                first = self._segments_from(self._recovery_point)[0].base_offset
-                active = self._segments[-1]
-                work = [(s, s.take_pending(with_indexes=s is not active)) for s in self._segments
-                        if s.base_offset >= first or s.has_pending()]
+                work = local.take_flush_work()
                 snapshots = self._producers.take_unsynced()
             for seg, pending in work:
                 seg.sync(pending)
             ProducerStateManager.sync_snapshots(snapshots)
             with self._lock:
-                self._recovery_point = max(self._recovery_point, target)
+                local.recovery_point = max(local.recovery_point, target)
                 self._last_flush_ms = self._time()
-
-    def _segments_from(self, offset: int) -> list[LogSegment]:
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        return self._segments[i:]
 
     def checkpoint(self) -> None:
         """Persist recovery point and log start offset (the manager calls this periodically)."""
         with self._flush_lock:
             with self._lock:
-                pending = [(s, s.take_pending()) for s in self._segments if s.has_pending()]
-            for seg, p in pending:
-                seg.sync(p, fsync_data=False)  # data durability is flush()'s job
-            write_offset(self.dir / RECOVERY_POINT_FILE, self._recovery_point)
-            write_offset(self.dir / LOG_START_FILE, self._log_start)
+                work = self._local.take_index_work()
+            for seg, pending in work:
+                seg.sync(pending, fsync_data=False)  # data durability is flush()'s job
+            self._write_checkpoints(RECOVERY_POINT_FILE, LOG_START_FILE)
+
+    def _write_checkpoints(self, *files: str) -> None:
+        """Write ``files`` and, if they changed, the epochs, from the in-memory state.
+
+        Never under ``_lock``: every checkpoint write fsyncs. ``_checkpoint_lock``
+        serialises the writers and each reads the state only once it holds it, so a file
+        never goes back to a value older than one already written.
+        """
+        with self._checkpoint_lock:
+            with self._lock:
+                values = {
+                    RECOVERY_POINT_FILE: self._local.recovery_point,
+                    LOG_START_FILE: self._log_start,
+                    CLEANER_FILE: self._cleaner_offset,
+                }
+                epochs = self._epochs.take_dirty()
+            try:
+                if epochs is not None:
+                    self._epochs.write(epochs)
+            except BaseException:
+                with self._lock:
+                    self._epochs.mark_dirty()
+                raise
+            for name in files:
+                write_offset(self.dir / name, values[name])
 
     def close(self) -> None:
-        """Flush, checkpoint and mark a clean shutdown; readers' regions stay readable."""
-        with self._flush_lock, self._lock:
-            if self._closed:
-                return
-            for seg in self._segments:
-                seg.seal()
-                seg.flush()
-            self._producers.take_snapshot(self._leo, sync=True)
-            self._recovery_point = self._leo
-            write_offset(self.dir / RECOVERY_POINT_FILE, self._recovery_point)
-            write_offset(self.dir / LOG_START_FILE, self._log_start)
-            write_offset(self.dir / CLEANER_FILE, self._cleaner_offset)
+        """Flush, checkpoint and mark a clean shutdown; readers' regions stay readable.
+
+        The log is marked closed first, under the lock, so no append can land after the
+        final sync; the fsyncs follow without the lock, and the marker comes last, once
+        everything it vouches for is on disk.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                leo = self._local.next_offset
+                self._producers.take_snapshot(leo)
+                snapshots = self._producers.take_unsynced()
+                work = self._local.close()
+                self._local.recovery_point = leo
+            for seg, pending in work:
+                seg.sync(pending, fsync_indexes=True)
+            ProducerStateManager.sync_snapshots(snapshots)
+            self._write_checkpoints(RECOVERY_POINT_FILE, LOG_START_FILE, CLEANER_FILE)
             (self.dir / CLEAN_SHUTDOWN_FILE).touch()
             fsync_dir(self.dir)
-            self._closed = True
-            self._segments = []
 
     def close_unclean(self) -> None:
         """Drop the log without flushing or marking (tests and the broker's abort path)."""
         with self._lock:
             self._closed = True
-            self._segments = []
+            self._local.segments.take_all()
 
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch whose last offset ≥ ``offset``; the log end becomes ``offset``."""
-        with self._flush_lock, self._lock:
-            self._check_open()
-            if offset >= self._leo:
-                return
-            if offset < self._log_start:
-                self._truncate_fully_locked(offset)
-                return
-            keep = [s for s in self._segments if s.base_offset <= offset]
-            if not keep:
-                self._truncate_fully_locked(offset)
-                return
-            doomed = [s for s in self._segments if s.base_offset > offset]
-            self._segments = keep
-            self._bases = [s.base_offset for s in keep]
-            keep[-1].truncate_to(offset)
-            # Kafka's rule: the log end becomes ``offset`` even when it fell inside a batch
-            # (the whole batch goes). After a restart the end is re-derived from the bytes.
-            keep[-1].next_offset = offset
-            self._leo = offset
-            self._recovery_point = min(self._recovery_point, self._leo)
-            self._cleaner_offset = min(self._cleaner_offset, self._leo)
-            self._epochs.truncate_from_end(self._leo)
-            self._layout_version += 1
-            write_offset(self.dir / RECOVERY_POINT_FILE, self._recovery_point)
-            self._delete_segments(doomed)
-            # Kafka's truncateTo: snapshots above the new end go, the state comes back from the log.
-            self._producers.load(self._log_start, self._leo, self._headers_locked)
+        self._truncate(offset, full=False)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Discard everything; the log restarts empty at ``offset``."""
-        with self._flush_lock, self._lock:
-            self._check_open()
-            self._truncate_fully_locked(offset)
+        self._truncate(offset, full=True)
 
-    def _truncate_fully_locked(self, offset: int) -> None:
-        doomed = self._segments
-        self._segments = []
-        self._bases = []
-        self._delete_segments(doomed)
-        seg = LogSegment(self.dir, offset, self.config, now_ms=self._time())
-        self._segments = [seg]
-        self._bases = [offset]
-        self._leo = self._log_start = self._recovery_point = self._cleaner_offset = offset
+    def _truncate(self, offset: int, *, full: bool) -> None:
+        """Both truncations, in three steps so that no fsync happens under ``_lock``.
+
+        1. The recovery point and the epochs drop to ``offset`` on disk before any byte
+           goes. A recovery point too low only costs a longer scan after a crash; one too
+           high would vouch for bytes appended there later and not yet flushed. Likewise
+           an epoch file missing entries makes a follower truncate further; one with stale
+           entries could let it keep divergent data.
+        2. Under ``_lock``: the bytes are cut and whole segments renamed ``.deleted`` (a
+           later roll, or the new segment of a full truncation, reuses their names).
+        3. The directory is fsynced and the files unlinked; only then does a full
+           truncation checkpoint its new log start, so no checkpoint claims a start whose
+           old segments a crash could still bring back.
+        A crash between 2 and 3 may bring back segments above the (lowered) recovery
+        point: they are recovered like any unflushed tail, and the replica truncates again.
+        """
+        with self._flush_lock:
+            with self._lock:
+                self._check_open()
+                local = self._local
+                if not full and offset >= local.next_offset:
+                    return
+                full = full or offset < self._log_start or local.segments.all[0].base_offset > offset
+                local.recovery_point = min(local.recovery_point, offset)
+                if full:
+                    self._epochs.clear()
+                else:
+                    self._epochs.truncate_from_end(offset)
+            self._write_checkpoints(RECOVERY_POINT_FILE)
+            with self._lock:
+                self._check_open()
+                if full:
+                    doomed = self._truncate_fully_locked(offset)
+                else:
+                    doomed = local.truncate_to(offset)
+                    self._cleaner_offset = min(self._cleaner_offset, offset)
+                    self._epochs.truncate_from_end(offset)
+                    # Kafka's truncateTo: snapshots above the new end go, the state comes back from the log.
+                    self._producers.load(self._log_start, offset, local.headers)
+            delete_segment_files(self.dir, doomed)
+            self._write_checkpoints(*((RECOVERY_POINT_FILE, LOG_START_FILE) if full else ()))
+
+    def _truncate_fully_locked(self, offset: int) -> list[LogSegment]:
+        doomed = self._local.truncate_fully(offset, self._time())
+        self._log_start = self._cleaner_offset = offset
         self._epochs.clear()
         self._producers.clear()
-        self._layout_version += 1
-        write_offset(self.dir / RECOVERY_POINT_FILE, offset)
-        write_offset(self.dir / LOG_START_FILE, offset)
-
-    def _delete_segments(self, segs: list[LogSegment]) -> None:
-        """Rename to ``.deleted`` (so a crash finishes the job), then unlink."""
-        if not segs:
-            return
-        for s in segs:
-            s.rename_suffix(DELETED_SUFFIX)
-        fsync_dir(self.dir)
-        for s in segs:
-            s.delete_files()
+        return doomed
 
     # ------------------------------------------------------------------ retention
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset (persisted) and drop whole segments below it."""
-        with self._lock:
-            self._check_open()
-            if offset > self._leo or offset < 0:
-                raise OffsetOutOfRangeError(f"cannot delete records before {offset}: log end is {self._leo}")
-            if offset > self._log_start:
+        with self._flush_lock:
+            with self._lock:
+                self._check_open()
+                leo = self._local.next_offset
+                if offset > leo or offset < 0:
+                    raise OffsetOutOfRangeError(f"cannot delete records before {offset}: log end is {leo}")
+                if offset <= self._log_start:
+                    return self._log_start
                 self._log_start = offset
                 self._cleaner_offset = max(self._cleaner_offset, offset)
                 self._epochs.truncate_from_start(offset)
-                write_offset(self.dir / LOG_START_FILE, offset)
-                self._delete_prefix(self._breached_prefix())
-            return self._log_start
-
-    def _breached_prefix(self) -> int:
-        n = 0
-        while n + 1 < len(self._segments) and self._bases[n + 1] <= self._log_start:
-            n += 1
-        return n
+                doomed, _ = self._delete_prefix_locked(self._local.segments.floor_index(offset))
+                start = self._log_start
+            # The new start is durable before the call returns (and DeleteRecords is acknowledged).
+            self._finish_deletion(doomed, log_start_moved=True)
+            return start
 
     def delete_old_segments(self) -> int:
         """Retention by log start, ``retention.ms`` and ``retention.bytes``; never the active segment."""
-        with self._lock:
-            if self._closed:
-                return 0
-            n = self._breached_prefix()
-            sealed = len(self._segments) - 1
-            if self.config.delete:
-                if self.config.retention_ms >= 0:
-                    horizon = self._time() - self.config.retention_ms
-                    while n < sealed and _retention_time(self._segments[n]) < horizon:
-                        n += 1
-                if self.config.retention_bytes >= 0:
-                    total = sum(s.size for s in self._segments[n:])
-                    while n < sealed and total - self._segments[n].size >= self.config.retention_bytes:
-                        total -= self._segments[n].size
-                        n += 1
-            self._delete_prefix(n)
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return 0
+                segments = self._local.segments.all
+                n = self._local.segments.floor_index(self._log_start)
+                sealed = len(segments) - 1
+                if self.config.delete:
+                    if self.config.retention_ms >= 0:
+                        horizon = self._time() - self.config.retention_ms
+                        while n < sealed and _retention_time(segments[n]) < horizon:
+                            n += 1
+                    if self.config.retention_bytes >= 0:
+                        total = sum(s.size for s in segments[n:])
+                        while n < sealed and total - segments[n].size >= self.config.retention_bytes:
+                            total -= segments[n].size
+                            n += 1
+                doomed, moved = self._delete_prefix_locked(n)
+            self._finish_deletion(doomed, log_start_moved=moved)
             return n
 
-    def _delete_prefix(self, n: int) -> None:
-        if n <= 0:
-            return
-        doomed = self._segments[:n]
-        self._segments = self._segments[n:]
-        self._bases = self._bases[n:]
-        if self._bases[0] > self._log_start:
-            self._log_start = self._bases[0]
-            self._epochs.truncate_from_start(self._log_start)
-            write_offset(self.dir / LOG_START_FILE, self._log_start)
+    def _delete_prefix_locked(self, n: int) -> tuple[list[LogSegment], bool]:
+        """Take the first ``n`` segments out of the log; returns them and whether the log start moved."""
+        doomed = self._local.delete_prefix(n)
+        if not doomed:
+            return [], False
+        first = self._local.segments.all[0].base_offset
+        moved = first > self._log_start
+        if moved:
+            self._log_start = first
+            self._epochs.truncate_from_start(first)
         self._cleaner_offset = max(self._cleaner_offset, self._log_start)
-        self._layout_version += 1
-        self._delete_segments(doomed)
-        self._producers.prune_below(self._bases[0])
+        self._producers.prune_below(first)
+        return doomed, moved
+
+    def _finish_deletion(self, doomed: Sequence[LogSegment], *, log_start_moved: bool) -> None:
+        """After ``_lock``: checkpoint the new log start, then delete the segments below it.
+
+        In this order a crash leaves at worst segments below the checkpointed start, which
+        the loader reads past (the log start is the higher of the checkpoint and the first
+        base) and the next retention pass deletes; it never leaves an older log start over
+        segments already gone.
+        """
+        if log_start_moved:
+            self._write_checkpoints(LOG_START_FILE)
+        delete_segment_files(self.dir, doomed)
 
     # ------------------------------------------------------------------ compaction
 
     def dirty_ratio(self) -> float:
         with self._lock:
-            sealed = self._segments[:-1]
-            total = sum(s.size for s in sealed)
-            if not total:
-                return 0.0
-            dirty = sum(s.size for s in sealed if s.next_offset > self._cleaner_offset)
-            return dirty / total
+            return cleaner.dirty_ratio(self._local.segments.sealed, self._cleaner_offset)
 
     def compact(self, *, max_map_keys: int = 4_000_000) -> CleanResult | None:
-        """Keep the newest record per key in sealed segments, preserving offsets.
+        """Keep the newest record per key in sealed segments, preserving offsets (see :mod:`cleaner`)."""
+        return cleaner.compact(self, max_map_keys=max_map_keys)
 
-        Runs mostly without the lock: segments are snapshotted, cleaned into ``.cleaned``
-        files, and swapped in under the lock only if the log layout did not change.
-        The key map covers whole dirty segments until it holds ``max_map_keys`` keys
-        (Kafka's dedupe-buffer bound); the rest waits for the next pass.
+    def cleaning_plan(self) -> CleaningPlan | None:
+        """The cleaner's view of the log (see :class:`cleaner.Cleanable`)."""
+        with self._lock:
+            segments = self._local.segments
+            if self._closed or not self.config.compact or len(segments) < 2:
+                return None
+            return CleaningPlan(
+                directory=self.dir,
+                config=self.config,
+                segments=tuple((s, s.size) for s in segments.sealed),
+                first_dirty=max(self._cleaner_offset, self._log_start),
+                dirty_end=segments.active.base_offset,
+                layout_version=self._local.layout_version,
+                now_ms=self._time(),
+            )
+
+    def swap_cleaned(self, plan: CleaningPlan, cleaned: Sequence[tuple[LogSegment, LogSegment]],
+                     clean_end: int) -> bool:
+        """Swap compacted copies in for their segments, if the layout is still the one ``plan`` saw.
+
+        Order, with ``_flush_lock`` held throughout so the sealed segments cannot change:
+        ``.cleaned`` → ``.swap`` and a directory fsync (from here a crash completes the swap
+        on open: each ``.swap`` is a complete, fsynced copy of its segment); the in-memory
+        swap under ``_lock``; old → ``.deleted``, ``.swap`` → final name, directory fsync
+        (the swap is done on disk); unlink the old files; checkpoint the cleaner offset last,
+        so a crash before it only means cleaning those offsets again.
         """
-        with self._lock:
-            if self._closed or not self.config.compact or len(self._segments) < 2:
-                return None
-            snapshot = [(s, s.size) for s in self._segments[:-1]]
-            first_dirty = max(self._cleaner_offset, self._log_start)
-            dirty_end = self._segments[-1].base_offset
-            version = self._layout_version
-            now = self._time()
-            delete_horizon = now - self.config.delete_retention_ms
-        if first_dirty >= dirty_end:
-            return None
-        offset_map: dict[bytes, int] = {}
-        for i, (seg, size) in enumerate(snapshot):
-            if seg.next_offset <= first_dirty:
-                continue
-            if len(offset_map) >= max_map_keys and seg.base_offset > first_dirty:
-                dirty_end = seg.base_offset  # map full: clean up to here this time
-                snapshot = snapshot[:i]
-                break
-            for batch in _segment_batches(seg, size):
-                if batch.header.is_control:
-                    continue
-                for r in batch.records:
-                    if r.key is not None and r.offset >= first_dirty:
-                        offset_map[r.key] = r.offset
-        outputs: list[tuple[LogSegment, LogSegment]] = []
-        before = after = 0
-        try:
-            for seg, size in snapshot:
-                drop_tombstones = seg.max_timestamp < delete_horizon
-                out = bytearray()
-                placements: list[BatchPlacement] = []
-                changed = False
-                data = seg.pread(0, size)
-                for pos, h in iter_batch_headers(data):
-                    raw = data[pos : pos + h.size]
-                    if h.is_control:
-                        kept_raw: bytes | None = raw
-                    else:
-                        kept_raw = _filter_batch(decode_batch(raw), raw, offset_map, drop_tombstones)
-                    if kept_raw is not raw:
-                        changed = True
-                    if kept_raw is None:
-                        continue
-                    kh = BatchHeader.parse(kept_raw)
-                    placements.append(BatchPlacement(len(out), kh.size, kh.last_offset, kh.max_timestamp))
-                    out += kept_raw
-                if not changed:
-                    continue
-                cleaned = LogSegment(
-                    self.dir, seg.base_offset, self.config, now_ms=now, suffix=CLEANED_SUFFIX
-                )
-                if cleaned.size or len(cleaned.offset_index) or len(cleaned.time_index):
-                    os.ftruncate(cleaned.file.fd, 0)
-                    cleaned.size = 0
-                    cleaned.offset_index.reset()
-                    cleaned.time_index.reset()
-                cleaned.append(out, placements)
-                cleaned.seal()
-                cleaned.flush()
-                outputs.append((seg, cleaned))
-                before += size
-                after += len(out)
-        except BaseException:
-            for _, c in outputs:
-                c.delete_files()
-            raise
-        with self._lock:
-            if self._closed or version != self._layout_version:
-                for _, c in outputs:
-                    c.delete_files()
-                return None
-            doomed = []
-            for _, new in outputs:
+        with self._flush_lock:
+            with self._lock:
+                current = not self._closed and plan.layout_version == self._local.layout_version
+            if not current:
+                for _, new in cleaned:
+                    new.delete_files()
+                return False
+            for _, new in cleaned:
                 new.rename_suffix(SWAP_SUFFIX)
-            fsync_dir(self.dir)
-            for old, new in outputs:
+            if cleaned:
+                fsync_dir(self.dir)
+            with self._lock:
+                for old, new in cleaned:
+                    self._local.replace(old, new)
+                self._cleaner_offset = max(self._cleaner_offset, clean_end)
+            for old, new in cleaned:
                 old.rename_suffix(DELETED_SUFFIX)
                 new.rename_suffix("")
-                i = self._segments.index(old)
-                new.created_ms = old.created_ms
-                self._segments = [*self._segments[:i], new, *self._segments[i + 1 :]]
-                doomed.append(old)
-            fsync_dir(self.dir)
-            self._cleaner_offset = max(self._cleaner_offset, dirty_end)
-            write_offset(self.dir / CLEANER_FILE, self._cleaner_offset)
-            self._layout_version += 1
-        for old in doomed:
-            old.delete_files()
-        return CleanResult(len(outputs), before, after)
+            if cleaned:
+                fsync_dir(self.dir)
+            for old, _ in cleaned:
+                old.delete_files()
+            self._write_checkpoints(CLEANER_FILE)
+        return True
 
 
 def _require_keys(buf: bytes | bytearray | memoryview, summary: BatchesSummary) -> None:
@@ -993,43 +870,3 @@ def _require_keys(buf: bytes | bytearray | memoryview, summary: BatchesSummary) 
 def _retention_time(seg: LogSegment) -> int:
     """A segment's age for retention.ms: its newest timestamp, or when it was opened if none."""
     return seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
-
-
-def _segment_batches(seg: LogSegment, size: int) -> Iterator[RecordBatch]:
-    data = seg.pread(0, size)
-    for pos, _ in iter_batch_headers(data):
-        yield decode_batch(data, pos)
-
-
-def _filter_batch(batch: RecordBatch, raw: bytes, offset_map: dict[bytes, int],
-                  drop_tombstones: bool) -> bytes | None:
-    """The batch bytes to keep: ``raw`` if unchanged, a rebuilt batch, or None if empty."""
-    kept = []
-    for r in batch.records:
-        if r.key is not None:
-            latest = offset_map.get(r.key)
-            if latest is not None and latest > r.offset:
-                continue
-            if r.value is None and drop_tombstones:
-                continue
-        kept.append(r)
-    if len(kept) == len(batch.records):
-        return raw
-    if not kept:
-        return None
-    h = batch.header
-    log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
-    return build_batch(
-        kept,
-        base_offset=h.base_offset,
-        compression=h.compression,
-        timestamp_type=h.timestamp_type,
-        producer_id=h.producer_id,
-        producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence,
-        partition_leader_epoch=h.partition_leader_epoch,
-        is_transactional=h.is_transactional,
-        last_offset_delta=h.last_offset_delta,
-        base_timestamp=h.base_timestamp,
-        max_timestamp=h.max_timestamp if log_append else None,
-    )

@@ -39,10 +39,15 @@ INT32_MAX = 2**31 - 1
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+# Multi-file changes in flight (Kafka's suffixes); the loader finishes or rolls them back.
+CLEANED_SUFFIX = ".cleaned"  # compaction output being written
+SWAP_SUFFIX = ".swap"  # complete, fsynced compaction output about to replace its segment
+DELETED_SUFFIX = ".deleted"  # removed from the log, to be unlinked
 SCAN_CHUNK = 4096
 RECOVER_CHUNK = 8 * 1024 * 1024
 _IOV_MAX = 1024
-_Pending = tuple[int, bytes, int] | None
+IndexPending = tuple[int, bytes, int] | None  # (position, bytes, new length) of an index tail
+SegmentPending = tuple[int, IndexPending, IndexPending]  # (data size to fsync, offset index, time index)
 
 
 def segment_name(base_offset: int) -> str:
@@ -191,19 +196,6 @@ class LogSegment:
             self._rescan_max_timestamp()
 
     # ------------------------------------------------------------ append
-
-    @property
-    def index_full(self) -> bool:
-        return self.offset_index.is_full or self.time_index.is_full
-
-    def can_hold(self, incoming_bytes: int, last_offset: int) -> bool:
-        size = self.size
-        return (
-            (size + incoming_bytes <= self.config.segment_bytes or size == 0)
-            and last_offset - self.base_offset <= INT32_MAX
-            and not self.offset_index.is_full
-            and not self.time_index.is_full
-        )
 
     def append(
         self, data: bytes | bytearray | list[bytes | memoryview], batches: list[BatchPlacement]
@@ -395,13 +387,13 @@ class LogSegment:
             self.time_index.has_pending()
         )
 
-    def take_pending(self, *, with_indexes: bool = True) -> tuple[int, _Pending, _Pending]:
+    def take_pending(self, *, with_indexes: bool = True) -> SegmentPending:
         """Snapshot what a flush must write (call under the Log lock)."""
         if not with_indexes:
             return self.size, None, None
         return self.size, self.offset_index.take_pending(), self.time_index.take_pending()
 
-    def sync(self, pending: tuple[int, _Pending, _Pending], *, fsync_indexes: bool = False,
+    def sync(self, pending: SegmentPending, *, fsync_indexes: bool = False,
              fsync_data: bool = True) -> None:
         """fsync the data and write the index tails (call without the Log lock).
 
