@@ -15,12 +15,16 @@ partition's role across awaits: role changes, truncation, and appends that hop
 to a worker thread. A follower append therefore can never land after this
 partition became leader (it checks role and epoch under the lock), and an
 append on the event loop itself needs no lock because nothing else runs
-meanwhile; it is refused while the lock is held.
+meanwhile. Small appends run on the event loop (a thread hop costs more than a
+page-cache write) but never block it: they ask the log not to
+(``blocking=False``) and go to a worker thread when it would fsync, roll a
+segment, or wait for the log's lock (a flush or the cleaner holds it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import time
 from collections.abc import Callable
@@ -29,7 +33,7 @@ from typing import NamedTuple
 from dataplane.cluster.store import PartitionState
 from dataplane.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from dataplane.replication.leader import LeaderState
-from dataplane.storage import AppendInfo, FileRegion, Log, TimestampAndOffset
+from dataplane.storage import AppendInfo, FileRegion, Log, TimestampAndOffset, WouldBlock
 from dataplane.storage.epoch_cache import EpochEndOffset
 
 INLINE_APPEND_BYTES = 64 * 1024  # below this an append runs on the event loop: a thread hop costs more
@@ -158,9 +162,11 @@ class Partition:
         self.require_leader()
         if acks_all:
             self.require_enough_replicas()
+        info: AppendInfo | None = None
         if len(records) <= INLINE_APPEND_BYTES and not self._lock.locked():
-            info = self.log.append_as_leader(records, self.leader_epoch)
-        else:
+            with contextlib.suppress(WouldBlock):  # it would fsync, roll or wait for the log's lock
+                info = self.log.append_as_leader(records, self.leader_epoch, blocking=False)
+        if info is None:
             async with self._lock:
                 self.require_leader()  # leadership may have moved while we waited
                 info = await asyncio.to_thread(self.log.append_as_leader, records, self.leader_epoch)
@@ -269,8 +275,9 @@ class Partition:
         if len(records) <= INLINE_APPEND_BYTES and not self._lock.locked():
             if not self.follows(leader_epoch):
                 return False
-            self.log.append_as_follower(records)
-            return True
+            with contextlib.suppress(WouldBlock):  # it would fsync, roll or wait for the log's lock
+                self.log.append_as_follower(records, blocking=False)
+                return True
         async with self._lock:
             if not self.follows(leader_epoch):
                 return False
