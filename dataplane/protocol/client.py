@@ -148,6 +148,10 @@ class ClientCodec:
         """Add received bytes; return the responses they complete, in order."""
         return [self._match(payload) for payload in self._decoder.feed(data)]
 
+    def receive_frame(self, payload: bytes) -> Response:
+        """The response in one whole frame's payload, for a transport that reads frames itself."""
+        return self._match(payload)
+
     def _match(self, payload: bytes) -> Response:
         if not self._pending:
             raise BadResponse(f"a response of {len(payload)} bytes arrived with no request outstanding")

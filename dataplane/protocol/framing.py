@@ -28,40 +28,62 @@ class FrameDecoder:
     """Turns a byte stream into complete frames (payloads without the size prefix).
 
     Single-threaded; one instance per connection. Frames come back as ``bytes``
-    (immutable), which is what the schema readers require.
+    (immutable), which is what the schema readers require. Each payload byte is
+    copied once: a frame inside one received chunk is sliced out of it, and a
+    frame spread over several is kept as views of those chunks and joined when
+    complete (no growing buffer re-copied as a multi-MiB produce or fetch arrives).
+    ``feed`` takes ``bytes`` (immutable), so the views stay valid.
     """
 
-    __slots__ = ("_buffer", "_max_frame_bytes", "_wanted")
+    __slots__ = ("_have", "_head", "_max_frame_bytes", "_parts", "_wanted")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self._buffer = bytearray()
         self._max_frame_bytes = max_frame_bytes
+        self._head = bytearray()  # a size prefix received in pieces
         self._wanted = -1  # size of the frame being collected, -1 while reading a size
+        self._parts: list[memoryview] = []  # the frame's bytes received so far
+        self._have = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._head) + self._have
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return every frame they complete, in order."""
-        self._buffer += data
         frames: list[bytes] = []
-        while True:
+        view = memoryview(data)
+        pos, end = 0, len(view)
+        while pos < end or self._wanted == 0:
             if self._wanted < 0:
-                if len(self._buffer) < SIZE.size:
-                    return frames
-                (size,) = SIZE.unpack_from(self._buffer)
+                if not self._head and end - pos >= SIZE.size:
+                    (size,) = SIZE.unpack_from(view, pos)
+                    pos += SIZE.size
+                else:
+                    take = min(SIZE.size - len(self._head), end - pos)
+                    self._head += view[pos : pos + take]
+                    pos += take
+                    if len(self._head) < SIZE.size:
+                        break
+                    (size,) = SIZE.unpack(self._head)
+                    self._head.clear()
                 if size < 0:
                     raise RemoteProtocolError(f"negative frame size {size}")
                 if size > self._max_frame_bytes:
                     raise FrameTooLarge(size, self._max_frame_bytes)
-                del self._buffer[: SIZE.size]
                 self._wanted = size
-            if len(self._buffer) < self._wanted:
-                return frames
-            frames.append(bytes(self._buffer[: self._wanted]))
-            del self._buffer[: self._wanted]
+            take = min(self._wanted - self._have, end - pos)
+            if not self._parts and take == self._wanted:
+                frames.append(bytes(view[pos : pos + take]))  # the whole frame is in this chunk
+            else:
+                self._parts.append(view[pos : pos + take])
+                self._have += take
+                if self._have < self._wanted:
+                    break
+                frames.append(b"".join(self._parts))
+                self._parts, self._have = [], 0
+            pos += take
             self._wanted = -1
+        return frames
 
 
 def frame(payload: bytes) -> bytes:

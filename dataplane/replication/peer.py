@@ -12,7 +12,11 @@ import asyncio
 from typing import Any
 
 from dataplane.protocol.client import ClientCodec, Response, expects_response
-from dataplane.protocol.framing import RemoteProtocolError
+from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE, FrameTooLarge, RemoteProtocolError
+
+# The stream's buffer may hold a whole fetch response: with asyncio's default (64 KiB) the transport is
+# paused and resumed dozens of times per multi-MiB response, each a round of loop wake-ups.
+STREAM_LIMIT = 16 << 20
 
 
 class PeerError(ConnectionError):
@@ -29,7 +33,7 @@ class PeerConnection:
     @classmethod
     async def open(cls, host: str, port: int, client_id: str, timeout: float) -> PeerConnection:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=STREAM_LIMIT), timeout)
         except (OSError, TimeoutError) as exc:
             raise PeerError(f"cannot connect to {host}:{port}: {exc}") from exc
         return cls(reader, writer, client_id)
@@ -57,13 +61,13 @@ class PeerConnection:
             raise PeerError(f"request to peer failed: {exc!r}") from exc
 
     async def _read_response(self) -> Response:
-        while True:
-            chunk = await self._reader.read(1 << 20)
-            if not chunk:
-                raise asyncio.IncompleteReadError(b"", None)
-            responses = self._codec.receive(chunk)
-            if responses:
-                return responses[0]
+        """One frame, read whole: its payload is copied once out of the stream's buffer."""
+        (size,) = SIZE.unpack(await self._reader.readexactly(SIZE.size))
+        if size < 0:
+            raise RemoteProtocolError(f"negative frame size {size}")
+        if size > DEFAULT_MAX_FRAME_BYTES:
+            raise FrameTooLarge(size, DEFAULT_MAX_FRAME_BYTES)
+        return self._codec.receive_frame(await self._reader.readexactly(size))
 
     def close(self) -> None:
         self._writer.close()
