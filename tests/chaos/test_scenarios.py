@@ -22,10 +22,10 @@ from tests.chaos.cluster import Cluster, Node, replica_logs
 from tests.chaos.history import History
 from tests.chaos.workload import ConsumerWorker, ProducerWorker, final_read
 
-pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
-
 TOPIC = "jepsen"
 ROUNDS = int(os.environ.get("CHAOS_ROUNDS", "1"))
+pytestmark = [pytest.mark.xdist_group("heavy"),  # many-process tests run one at a time: two cores
+              pytest.mark.timeout(600 * max(1, ROUNDS // 5))]  # a long run's rounds take their time
 SEED = int(os.environ.get("CHAOS_SEED", str(random.randrange(1 << 30))))
 
 
