@@ -208,8 +208,11 @@ class Broker:
         Metadata and DescribeCluster requests cost no Postgres round trip.
         """
         if not self.lease.ok() and self.db.is_open and not self.stopping:
-            self.metadata.update_brokers(await self.db.call(self.store.live_brokers))
-            await self.refresh_topics()
+            try:
+                self.metadata.update_brokers(await self.db.call(self.store.live_brokers))
+                await self.refresh_topics()
+            except (psycopg.Error, KafkaError) as exc:  # cut off from the store: answer from what we know
+                log.warning("metadata re-read failed, answering from the cache: %s", exc)
         return self.metadata
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
