@@ -53,6 +53,7 @@ from common import (
     Broker,
     GiB,
     MiB,
+    NullBroker,
     Procs,
     cpu_seconds,
     describe_tree,
@@ -61,10 +62,7 @@ from common import (
     percentiles,
     ratio,
     self_cpu,
-    sluice_env,
-    sluice_python,
     sluice_root_arg,
-    start_listening,
     vm_hwm,
 )
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -77,37 +75,6 @@ CEILING_TARGET = 0.8  # 100 B produce on one partition: the broker at >= this fr
 
 
 # ---------------------------------------------------------------------------- processes
-
-
-@dataclass
-class NullBroker:
-    """``bench/null_broker.py`` as a child process: answers producers, stores nothing (the ceiling)."""
-
-    procs: Procs
-    log_dir: Path
-    root: Path  # the Sluice tree whose protocol modules it uses
-    api_versions_from: str  # the real broker, whose ApiVersions table it advertises
-    port: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self) -> str | None:
-        """Start and wait for "listening on"; the output's tail if it exits instead."""
-        self.port = free_port()
-        self.proc, failed = start_listening(
-            self.procs,
-            [sluice_python(self.root), str(Path(__file__).with_name("null_broker.py")), "--listen", self.bootstrap,
-             "--partitions", "1", "--api-versions-from", self.api_versions_from],
-            self.log_dir / f"null-broker-{self.port}.log", self.root, sluice_env(self.root))
-        return failed
 
 
 def start_redis(procs: Procs, data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:

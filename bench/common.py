@@ -190,6 +190,38 @@ class Broker:
             self.procs.stop(self.proc)
 
 
+@dataclass
+class NullBroker:
+    """``bench/null_broker.py`` as a child process: answers producers, stores nothing (the ceiling)."""
+
+    procs: Procs
+    log_dir: Path
+    root: Path  # the Sluice tree whose protocol modules it uses
+    api_versions_from: str | None = None  # a real broker, whose ApiVersions table it advertises
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> str | None:
+        """Start and wait for "listening on"; the output's tail if it exits instead."""
+        self.port = free_port()
+        self.proc, failed = start_listening(
+            self.procs,
+            [sluice_python(self.root), str(Path(__file__).with_name("null_broker.py")), "--listen", self.bootstrap,
+             "--partitions", "1",
+             *(["--api-versions-from", self.api_versions_from] if self.api_versions_from else [])],
+            self.log_dir / f"null-broker-{self.port}.log", self.root, sluice_env(self.root))
+        return failed
+
+
 @contextlib.contextmanager
 def metadata_database(root: Path) -> Iterator[str]:
     """The metadata URL: ``DATABASE_URL`` when set, else an embedded Postgres under ``root`` for the block."""

@@ -3,6 +3,7 @@
     python bench/metadata.py                 # 3 rounds of 5 s per request type, ~2 min
     python bench/metadata.py --quick         # 1 round of 2 s
     python bench/metadata.py --sluice-root /path/to/other/checkout   # measure another tree's broker
+    python bench/metadata.py --null-broker   # the same load on bench/null_broker.py, for scale
 
 Starts a real `sluice broker` (metadata in an embedded Postgres unless DATABASE_URL is set), creates
 ``--topics`` topics of one partition with CreateTopics (``--create-batch`` topics per request), checks
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     ROOT,
     Broker,
+    NullBroker,
     Procs,
     cpu_seconds,
     describe_tree,
@@ -63,6 +65,7 @@ from wire import decode_response, encode_request
 TARGET = 5000  # one-topic Metadata requests per second
 METADATA_VERSION, API_VERSIONS_VERSION = 12, 3
 CHECK_EVERY = 16
+NODE_ID = 1  # the broker's (and the null broker's) node id
 _SIZE_CID = struct.Struct(">ii")  # a response's size prefix and correlation id
 _CID_AT = 8  # a framed request's correlation id: after size (4), api key (2) and version (2)
 
@@ -297,6 +300,9 @@ def main() -> int:
     ap.add_argument("--sluice-root", type=sluice_root_arg, default=ROOT,
                     help="run the broker from this source tree, with its .venv when it has one (default: this "
                          "checkout)")
+    ap.add_argument("--null-broker", action="store_true",
+                    help="load bench/null_broker.py instead (no storage, no Postgres, every topic exists): what a "
+                         "Python server answers on this machine")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
     args.seconds = args.seconds or (2.0 if args.quick else 5.0)
@@ -307,31 +313,40 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     procs = Procs()
+    topics = [f"meta-{i:05d}" for i in range(args.topics)]
     try:
-        with (tempfile.TemporaryDirectory(prefix="sluice-bench-metadata-", dir=args.dir) as tmp,
-              metadata_database(Path(tmp)) as metadata_url):
+        with tempfile.TemporaryDirectory(prefix="sluice-bench-metadata-", dir=args.dir) as tmp, \
+                contextlib.ExitStack() as stack:
             try:
-                broker = Broker(procs, Path(tmp) / "data", metadata_url, f"bench-{uuid.uuid4().hex[:12]}", 1,
-                                shlex.split(args.broker_args), root=args.sluice_root)
-                failed = broker.start()
-                if failed is not None:
-                    raise SystemExit(f"broker did not start:\n{failed}")
-                print(f"broker code: {describe_tree(args.sluice_root)}")
-                topics = [f"meta-{i:05d}" for i in range(args.topics)]
-                took = create_topics(broker.bootstrap, topics, args.create_batch)
-                print(f"broker pid {broker.pid} at {broker.bootstrap}; {len(topics):,} topics x 1 partition created "
-                      f"in {took:.1f} s ({args.create_batch} per CreateTopics request, "
-                      f"{len(topics) / took:,.0f} topics/s)")
+                server: Broker | NullBroker
+                if args.null_broker:
+                    server = NullBroker(procs, Path(tmp), args.sluice_root)
+                    failed = server.start()
+                    if failed is not None:
+                        raise SystemExit(f"null broker did not start:\n{failed}")
+                    print(f"null broker (bench/null_broker.py, every topic exists) pid {server.pid} at "
+                          f"{server.bootstrap}; protocol code: {describe_tree(args.sluice_root)}")
+                else:
+                    metadata_url = stack.enter_context(metadata_database(Path(tmp)))
+                    server = Broker(procs, Path(tmp) / "data", metadata_url, f"bench-{uuid.uuid4().hex[:12]}", 1,
+                                    shlex.split(args.broker_args), root=args.sluice_root)
+                    failed = server.start()
+                    if failed is not None:
+                        raise SystemExit(f"broker did not start:\n{failed}")
+                    print(f"broker code: {describe_tree(args.sluice_root)}")
+                    took = create_topics(server.bootstrap, topics, args.create_batch)
+                    print(f"broker pid {server.pid} at {server.bootstrap}; {len(topics):,} topics x 1 partition "
+                          f"created in {took:.1f} s ({args.create_batch} per CreateTopics request, "
+                          f"{len(topics) / took:,.0f} topics/s)")
                 sample = topics[::max(len(topics) // 100, 1)]
-                check_topics(broker.port, broker.node_id, sample)
+                check_topics(server.port, NODE_ID, sample)
                 print(f"Metadata checked for {len(sample)} of them; load: {args.connections} connections x "
                       f"{args.depth} requests in flight, {args.seconds:g} s timed per phase after "
                       f"{args.warmup:g} s warm-up, {args.rounds} round(s)")
                 print(f"  {'':10} {'request':12} {'requests/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'srv%':>5} "
                       f"{'cli%':>5}")
-                runner = asyncio.Runner(loop_factory=_loop_factory())
-                with runner:
-                    rounds = runner.run(load(broker.port, broker.node_id, topics, args, broker.pid))
+                with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                    rounds = runner.run(load(server.port, NODE_ID, topics, args, server.pid))
             finally:
                 procs.stop_all()
     except KeyboardInterrupt:
@@ -346,7 +361,8 @@ def main() -> int:
     print(row("baseline", best_av))
     print(row("measure", best_md))
     r = ratio(best_md.rps, best_av.rps)
-    print(f"Metadata v12 (1 of {len(topics):,} topics): {best_md.rps:,.0f} requests/s, "
+    print(f"{'null broker: ' if args.null_broker else ''}"
+          f"Metadata v12 (1 of {len(topics):,} topics): {best_md.rps:,.0f} requests/s, "
           f"p50 {percentiles(best_md.latencies)[0]:.2f} ms, p99 {percentiles(best_md.latencies)[1]:.2f} ms; "
           f"ApiVersions v3 (request-loop ceiling): {best_av.rps:,.0f} requests/s; ratio {r:.2f}; "
           f"target Metadata >= {TARGET:,}/s {ok(best_md.rps >= TARGET)}")
