@@ -1,6 +1,6 @@
 """Metadata at 1,000 topics: one-topic Metadata requests per second, against ApiVersions on the same broker.
 
-    python bench/metadata.py                 # 3 rounds of 5 s per request type, ~2 min
+    python bench/metadata.py                 # 3 rounds of 5 s per request type, ~1 min
     python bench/metadata.py --quick         # 1 round of 2 s
     python bench/metadata.py --sluice-root /path/to/other/checkout   # measure another tree's broker
     python bench/metadata.py --null-broker   # the same load on bench/null_broker.py, for scale
