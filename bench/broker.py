@@ -3,6 +3,7 @@
     python bench/broker.py              # full run, a few minutes
     python bench/broker.py --quick      # ~1 minute
     python bench/broker.py --profile    # also py-spy the broker during produce and consume
+    python bench/broker.py --sluice-root /path/to/other/checkout   # measure another tree's broker
 
 Starts a broker (metadata in an embedded Postgres unless DATABASE_URL is set) and a
 ``redis-server`` without persistence, both on free loopback ports with temp data dirs, then
@@ -10,6 +11,8 @@ for 100 B and 1 KiB values on 1 and 8 partitions (Redis: streams):
 
 * produce with confluent-kafka (linger.ms 5, acks 1, no compression), then with acks 0;
   against ``redis-benchmark XADD`` (pipeline 1000, when installed) and redis-py pipelined XADD;
+  at 100 B on one partition also against ``bench/null_broker.py`` (same producer, a Python
+  server that answers Produce without storing anything): the ceiling, "sluice / ceiling";
 * consume with confluent-kafka (assign from offset 0), then re-read with everything
   prefetched (the client's decode rate alone); against redis-py XRANGE (COUNT 1000);
 * broker CPU-seconds per GiB for produce and consume, and client CPU use;
@@ -26,7 +29,6 @@ import collections
 import contextlib
 import os
 import re
-import resource
 import shlex
 import shutil
 import signal
@@ -43,125 +45,36 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import redis  # noqa: E402
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # noqa: E402
+import redis
+from common import (
+    ROOT,
+    Broker,
+    GiB,
+    MiB,
+    NullBroker,
+    Procs,
+    cpu_seconds,
+    describe_tree,
+    metadata_database,
+    ok,
+    percentiles,
+    ratio,
+    self_cpu,
+    sluice_root_arg,
+    vm_hwm,
+)
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from sluice.embedded import EmbeddedPostgres, EmbeddedRedis, free_port  # noqa: E402
+from sluice.embedded import EmbeddedRedis, free_port
 
-MiB = 1024 * 1024
-GiB = 1024 * MiB
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PIPELINE = 1000
+CEILING_TARGET = 0.8  # 100 B produce on one partition: the broker at >= this fraction of the null broker's rate
 
 
 # ---------------------------------------------------------------------------- processes
-
-
-class Procs:
-    """Every child process of the bench, each in its own session, killed by pid at the end."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, args: list[str], **kw: Any) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True, **kw)
-        self.procs.append(proc)
-        return proc
-
-    def stop(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 20) -> None:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        if proc in self.procs:
-            self.procs.remove(proc)
-
-    def stop_all(self) -> None:
-        for proc in reversed(list(self.procs)):
-            self.stop(proc, timeout=5)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def vm_hwm(pid: int) -> int:
-    """Peak resident set size in bytes (VmHWM)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def self_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-@dataclass
-class Broker:
-    """A `sluice broker` child process writing its output to a file."""
-
-    procs: Procs
-    data_dir: Path
-    metadata_url: str
-    cluster_id: str
-    partitions: int
-    extra: list[str]
-    port: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-    log_path: Path = field(default_factory=Path)
-    node_id: int = 1
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self, timeout: float = 60) -> str | None:
-        """Start and wait for "listening on"; the output's tail if the broker exits instead."""
-        self.port = free_port()
-        self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "DATABASE_URL": self.metadata_url,
-               "LOG_LEVEL": os.environ.get("LOG_LEVEL", "WARNING")}
-        with open(self.log_path, "wb") as out:
-            self.proc = self.procs.start(
-                [sys.executable, "-m", "sluice", "broker", "--node-id", str(self.node_id), "--listen", self.bootstrap,
-                 "--data-dir", str(self.data_dir), "--cluster-id", self.cluster_id, "--auto-create-topics",
-                 "--num-partitions", str(self.partitions), *self.extra],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log_path.read_text(errors="replace")
-            if "listening on" in text:
-                return None
-            if self.proc.poll() is not None:
-                self.procs.stop(self.proc)
-                return text[-2000:] or f"exit code {self.proc.returncode}"
-            time.sleep(0.05)
-        self.stop()
-        return "broker did not print 'listening on' in time"
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.procs.stop(self.proc)
 
 
 def start_redis(procs: Procs, data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -234,20 +147,6 @@ def timed(server_pid: int | None) -> Iterator[Timing]:
     out.seconds = time.perf_counter() - t0
     out.server_cpu = (cpu_seconds(server_pid) - s0) if server_pid else 0.0
     out.client_cpu = self_cpu() - c0
-
-
-@contextlib.contextmanager
-def metadata_database(root: Path) -> Iterator[str]:
-    """The metadata URL: ``DATABASE_URL`` when set, else an embedded Postgres under ``root`` for the block."""
-    url = os.environ.get("DATABASE_URL", "")
-    if url:
-        yield url
-        return
-    postgres = EmbeddedPostgres(root / "postgres", delete_on_stop=True)
-    try:
-        yield postgres.start()
-    finally:
-        postgres.stop()
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1,
@@ -423,16 +322,6 @@ def redis_py_xrange(r: redis.Redis, pid: int, keys: list[str]) -> Phase:
     return t.phase(count, nbytes)
 
 
-def percentiles(lat_ns: list[int]) -> tuple[float, float, float]:
-    xs = sorted(lat_ns)
-    if not xs:
-        return float("nan"), float("nan"), float("nan")
-
-    def at(q: float) -> float:
-        return xs[min(len(xs) - 1, int(q * len(xs)))] / 1e6
-    return at(0.5), at(0.99), xs[-1] / 1e6
-
-
 def paced(rate: int, total: int, send: Callable[[int], None]) -> None:
     """Call send(i) for i in range(total) at a fixed rate (absolute schedule, no drift)."""
     interval = 1e9 / rate
@@ -569,14 +458,6 @@ def hot_spots(raw: Path, top: int) -> list[str]:
 # ---------------------------------------------------------------------------- the run
 
 
-def ok(good: bool) -> str:
-    return "ok" if good else "MISS"
-
-
-def ratio(a: float, b: float) -> float:
-    return a / b if b else float("nan")
-
-
 def row(name: str, ph: Phase | None, note: str = "") -> str:
     if ph is None:
         return f"  {name:40} {'skipped':>11}  {note}"
@@ -615,8 +496,12 @@ class Case:
         self.topics.append(self.topic)
 
 
-def run_case(case: Case, broker: Broker, rport: int, rpid: int, n: int) -> None:
-    """One round of every measure of a case, on fresh topics and streams."""
+def run_case(case: Case, broker: Broker, rport: int, rpid: int, n: int, null: NullBroker | None = None) -> None:
+    """One round of every measure of a case, on fresh topics and streams.
+
+    With ``null``, the same produce against the null broker too (the ceiling), right before or after
+    the broker's (the order flips every round).
+    """
     value = os.urandom(case.size)
     rnd = len(case.runs)
     if rnd:
@@ -627,7 +512,11 @@ def run_case(case: Case, broker: Broker, rport: int, rpid: int, n: int) -> None:
     r = redis.Redis(host="127.0.0.1", port=rport)
     res: dict[str, Phase | None] = {}
     case.runs.append(res)
-    res["produce"] = kafka_produce(broker.bootstrap, broker.pid, topic, case.parts, value, n, 1)
+    servers: list[tuple[str, Broker | NullBroker]] = [("produce", broker)]
+    if null is not None:
+        servers.append(("ceiling", null))
+    for key, server in (servers if rnd % 2 == 0 else servers[::-1]):
+        res[key] = kafka_produce(server.bootstrap, server.pid, topic, case.parts, value, n, 1)
     res["consume"] = kafka_consume(broker.bootstrap, broker.pid, topic, case.parts, n)
     res["redis-benchmark"] = redis_benchmark_xadd(rport, f"rb-{topic}", case.parts, case.size, n)
     found: Any = [*r.keys(f"rb-{topic}"), *r.keys(f"rb-{topic}:*")]
@@ -656,6 +545,9 @@ def print_case(case: Case) -> None:
     gp = f"goal >= 300 MB/s {ok(prod.mbps >= 300)}" if big else f"goal >= 800k/s {ok(prod.rps >= 800_000)}"
     gc = f"goal >= 500 MB/s {ok(cons.mbps >= 500)}" if big else f"goal >= 1M/s {ok(cons.rps >= 1_000_000)}"
     print(row("sluice produce (acks 1, linger 5 ms)", prod, gp))
+    ceiling = res.get("ceiling")
+    if ceiling:
+        print(row("null broker produce (acks 1, the ceiling)", ceiling))
     print(row("sluice produce (acks 0)", res["produce acks0"]))
     print(row("redis-benchmark XADD (-P 1000, C client)", rb, "" if rb else "redis-benchmark not on PATH"))
     print(row("redis-py XADD (pipeline 1000)", pyx))
@@ -671,6 +563,15 @@ def print_case(case: Case) -> None:
     print(f"  ratio produce vs redis-py XADD          {ratio(prod.rps, pyx.rps):6.2f}")
     r3 = ratio(cons.rps, pyr.rps)
     print(f"  ratio consume vs redis-py XRANGE        {r3:6.2f}  goal >= 2 {ok(r3 >= 2)}")
+    if ceiling:
+        print(ceiling_line(case, prod, ceiling))
+
+
+def ceiling_line(case: Case, prod: Phase, ceiling: Phase) -> str:
+    r = ratio(prod.rps, ceiling.rps)
+    size = "1 KiB" if case.size == 1024 else f"{case.size} B"
+    return (f"  produce {size}, {case.parts} partition{'s' if case.parts > 1 else ''}: sluice {prod.rps:,.0f} rec/s, "
+            f"ceiling {ceiling.rps:,.0f} rec/s, ratio {r:.2f} (target >= {CEILING_TARGET}) {ok(r >= CEILING_TARGET)}")
 
 
 def fetch_transfer(procs: Procs, base: Broker, cases: list[Case], n: int, rounds: int) -> None:
@@ -680,7 +581,7 @@ def fetch_transfer(procs: Procs, base: Broker, cases: list[Case], n: int, rounds
         modes = ["sendfile", "copy"] if rnd % 2 == 0 else ["copy", "sendfile"]
         for mode in modes:
             b = Broker(procs, base.data_dir, base.metadata_url, base.cluster_id, base.partitions,
-                       [*base.extra, "--fetch-transfer", mode])
+                       [*base.extra, "--fetch-transfer", mode], root=base.root)
             failed = b.start()
             if failed is not None:
                 lines = failed.strip().splitlines() or ["(no output)"]
@@ -736,6 +637,10 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="py-spy the broker during produce and consume")
     ap.add_argument("--profile-dir", default=None, help="where py-spy stacks go (default: a temp dir, kept)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--sluice-root", type=sluice_root_arg, default=ROOT,
+                    help="run the broker (and the null broker) from this source tree, with its .venv when it has "
+                         "one (default: this checkout)")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the null-broker produce ceiling")
     args = ap.parse_args()
     n = args.records or (300_000 if args.quick else 1_000_000)
     lat_s = args.latency_seconds or (4.0 if args.quick else 10.0)
@@ -743,31 +648,38 @@ def main() -> None:
 
     root = Path(tempfile.mkdtemp(prefix="sluice-bench-broker-", dir=args.dir))
     procs = Procs()
-    postgres: EmbeddedPostgres | None = None
+    stack = contextlib.ExitStack()
 
     def on_term(_sig: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        metadata_url = os.environ.get("DATABASE_URL", "")
-        if not metadata_url:
-            postgres = EmbeddedPostgres(root / "postgres", delete_on_stop=True)
-            metadata_url = postgres.start()
+        metadata_url = stack.enter_context(metadata_database(root))
         broker = Broker(procs, root / "data", metadata_url, f"bench-{uuid.uuid4().hex[:12]}", 1,
-                        shlex.split(args.broker_args))
+                        shlex.split(args.broker_args), root=args.sluice_root)
         failed = broker.start()
         if failed is not None:
             raise SystemExit(f"broker did not start:\n{failed}")
+        null = None
+        if not args.no_ceiling:
+            null = NullBroker(procs, root, args.sluice_root, broker.bootstrap)
+            failed = null.start()
+            if failed is not None:
+                raise SystemExit(f"null broker did not start:\n{failed}")
         rproc, rport = start_redis(procs, root / "redis")
+        print(f"broker code: {describe_tree(args.sluice_root)}")
         print(f"broker pid {broker.pid} at {broker.bootstrap}; redis-server pid {rproc.pid} on port {rport} "
               f"(no persistence); {n:,} records per case")
+        if null is not None:
+            print(f"null broker (bench/null_broker.py, stores nothing) pid {null.pid} at {null.bootstrap}: "
+                  "the ceiling for 100 B x 1 partition produce")
         print("MB/s = MiB of values per second; cpu/GiB = server CPU-seconds per GiB of values; "
               "srv% / cli% = server / bench-process CPU over the phase (100% = one core)")
         cases = [Case(size, parts) for size in (100, 1024) for parts in (1, 8)]
         for rnd in range(rounds):
             for case in (cases if rnd % 2 == 0 else cases[::-1]):
-                run_case(case, broker, rport, rproc.pid, n)
+                run_case(case, broker, rport, rproc.pid, n, null if (case.size, case.parts) == (100, 1) else None)
         for case in cases:
             print_case(case)
 
@@ -797,8 +709,7 @@ def main() -> None:
         raise SystemExit(130) from None
     finally:
         procs.stop_all()
-        if postgres is not None:
-            postgres.stop()
+        stack.close()
         shutil.rmtree(root, ignore_errors=True)
 
 

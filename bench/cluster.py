@@ -27,17 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker import (
-    Broker,
-    Phase,
-    Procs,
-    create_topic,
-    kafka_latency,
-    kafka_produce,
-    metadata_database,
-    ok,
-    percentiles,
-)
+from broker import Phase, create_topic, kafka_latency, kafka_produce
+from common import Broker, Procs, metadata_database, ok, percentiles
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 

@@ -32,7 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker import Broker, Procs, create_topic, metadata_database
+from broker import create_topic
+from common import Broker, Procs, metadata_database
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
