@@ -241,7 +241,14 @@ class Partition:
         high_watermark = self.high_watermark
         if log.log_start_offset <= fetch_offset and up_to <= fetch_offset <= log.log_end_offset:
             return ReadResult(None, high_watermark, log.log_start_offset, up_to)
-        region = await asyncio.to_thread(log.read, fetch_offset, max(max_bytes, 1), up_to)
+        region: FileRegion | None = None
+        if fetch_offset >= log.active_segment_base:
+            # The tail was written moments ago and sits in the page cache: a few header preads, cheaper
+            # than a thread hop. Older data may need the disk, which must not stall the event loop.
+            with contextlib.suppress(WouldBlock):
+                region = log.read(fetch_offset, max(max_bytes, 1), up_to, blocking=False)
+        if region is None:
+            region = await asyncio.to_thread(log.read, fetch_offset, max(max_bytes, 1), up_to)
         return ReadResult(region if region.length else None, high_watermark, log.log_start_offset, up_to)
 
     def visible_end(self, *, to_log_end: bool) -> int:

@@ -516,14 +516,22 @@ class Log:
 
     # ------------------------------------------------------------------ read
 
+    @property
+    def active_segment_base(self) -> int:
+        """Base offset of the active segment (no lock: one attribute read, for a hint)."""
+        return self._local.segments.active.base_offset
+
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None, *,
-             min_one_batch: bool = True) -> FileRegion:
+             min_one_batch: bool = True, blocking: bool = True) -> FileRegion:
         """Whole batches starting at the one containing ``offset``, below ``max_offset``.
 
         Returns at least one whole batch (even above ``max_bytes``) unless
-        ``min_one_batch`` is false; an empty region at the log end.
+        ``min_one_batch`` is false; an empty region at the log end. With
+        ``blocking=False`` it raises ``WouldBlock`` instead of waiting for the lock.
         """
-        with self._lock:
+        if not self._lock.acquire(blocking=blocking):
+            raise WouldBlock("lock")
+        try:
             self._check_open()
             leo = self._local.next_offset
             if offset < self._log_start or offset > leo:
@@ -532,6 +540,8 @@ class Log:
                 )
             upper = leo if max_offset is None else min(max_offset, leo)
             return self._local.read(offset, max_bytes, upper, min_one_batch)
+        finally:
+            self._lock.release()
 
     def read_batches(self, offset: int, max_bytes: int = 1 << 30,
                      max_offset: int | None = None) -> list[RecordBatch]:
