@@ -1,37 +1,31 @@
-"""A raw Kafka-protocol client in a few functions: kio entities to frames and back, one blocking call.
+"""Blocking socket helpers for the benchmarks around the project's one client codec (``dataplane.protocol.client``).
 
-Only ``kio`` is imported (no Sluice code), so the null broker can use this whichever tree it runs from.
+Requests are encoded and responses decoded there (kio's schemas, the request header
+its version needs); this module only moves frames over a socket.
 """
 
 from __future__ import annotations
 
-import io
 import socket
-import struct
+import sys
+from pathlib import Path
 from typing import Any
 
-from kio.index import load_response_schema
-from kio.serial import entity_reader, entity_writer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SIZE = struct.Struct(">i")
+from dataplane.protocol import client
+from dataplane.protocol.framing import SIZE
 
 
 def encode_request(request: Any, version: int, correlation_id: int, client_id: str = "bench") -> bytes:
     """A framed request: size, the request header its schema names, the body."""
-    header = type(request).__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header)(buffer, header(request_api_key=request.__api_key__, request_api_version=version,
-                                         correlation_id=correlation_id, client_id=client_id))
-    entity_writer(type(request))(buffer, request)
-    return SIZE.pack(buffer.tell()) + buffer.getvalue()
+    return client.encode_request(request, correlation_id, client_id, version)
 
 
 def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, Any]:
     """(correlation id, response entity) from a frame's payload (without the size prefix)."""
-    schema = load_response_schema(api_key, version)
-    header, offset = entity_reader(schema.__header_schema__)(payload, 0)
-    body, _ = entity_reader(schema)(payload, offset)
-    return int(header.correlation_id), body
+    response = client.decode_response(payload, api_key, version)
+    return response.correlation_id, response.body
 
 
 def read_frame(sock: socket.socket) -> bytes:
