@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
@@ -103,6 +104,16 @@ def test_rack_aware_placement_and_metadata(cluster: Cluster) -> None:
     assert all(sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3] for p in partitions)
     leaders = [p.leader for p in partitions]
     assert sorted(leaders) == [1, 1, 2, 2, 3, 3]  # leaders spread evenly
+    # Every broker answers from one metadata cache: DescribeCluster agrees with Metadata, on every broker.
+    controller = cluster.metadata().controller_id
+    for node in cluster.nodes.values():
+        described = call(node, DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                      endpoint_type=i8(1)), 1)
+        assert int(described.error_code.value) == NONE
+        assert sorted(int(b.broker_id) for b in described.brokers) == [1, 2, 3]
+        assert {int(b.broker_id): b.rack for b in described.brokers} == {1: "east", 2: "west", 3: "north"}
+        assert int(described.controller_id) == controller
+        assert cluster.metadata(node).controller_id == controller
 
 
 def test_epochs_fence_stale_clients_and_followers_refuse_leader_work(cluster: Cluster) -> None:
