@@ -204,7 +204,11 @@ class ReplicaManager:
                         or found.leader != state.leader:
                     await self._become_follower(found, state)
         for key in [k for k in self.partitions if k[0] not in topics]:
-            await self._stop_replica(self.partitions.pop(key), -1)  # deleted: its log is closed or about to be
+            # The topic was deleted (through any broker): its data goes, or a topic created again under
+            # the same name would find the old records in this replica.
+            await self._stop_replica(self.partitions.pop(key), -1)
+            await asyncio.to_thread(self.logs.delete_log, *key)
+            log.info("removed replica %s-%d (topic deleted)", *key)
 
     async def _open(self, topic: TopicState, index: int, cluster_defaults: Mapping[str, str]) -> Partition:
         key = (topic.name, index)

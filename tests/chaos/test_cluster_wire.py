@@ -29,7 +29,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from dataplane.protocol.records import Record, build_batch
 from tests import kafka_wire
-from tests.chaos.cluster import Cluster, Node
+from tests.chaos.cluster import Cluster, Node, replica_logs
 
 pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
 
@@ -318,3 +318,22 @@ def test_a_waiting_acks_all_produce_does_not_hold_up_the_connection_and_answers_
     assert int(slow.error_code.value) == TIMED_OUT and int(fast.error_code.value) == NONE
     assert int(fast.base_offset) == int(slow.base_offset) + 1  # appended in request order
     leader.proxy.heal()
+
+
+def test_a_deleted_topic_leaves_no_data_on_any_replica(cluster: Cluster) -> None:
+    """Deleted through one broker, gone from all three: the topic created again under its name starts empty."""
+    cluster.create_topic("again", 1, 3)
+    leader, _ = leader_and_epoch(cluster, "again")
+    assert produce(leader, "again", -1, b"old") == (NONE, 0)
+    cluster.wait_until(lambda: all(replica_logs(cluster, "again")[n] for n in cluster.nodes), "every replica")
+    admin = cluster.admin(cluster.nodes[1].address)  # kept referenced: a collected client fails its futures
+    for future in admin.delete_topics(["again"]).values():
+        future.result(30)
+    cluster.wait_until(lambda: all(not (n.data_dir / "again-0").exists() for n in cluster.nodes.values()),
+                       "every replica's directory removed")
+    cluster.create_topic("again", 1, 3)
+    leader, _ = leader_and_epoch(cluster, "again")
+    assert latest(leader, "again") == 0
+    assert produce(leader, "again", -1, b"new") == (NONE, 0)
+    cluster.wait_until(lambda: all(len(replica_logs(cluster, "again")[n]) == 1 for n in cluster.nodes),
+                       "the new record on every replica, and nothing else")
