@@ -176,10 +176,6 @@ class TimestampAndOffset:
     leader_epoch: int
 
 
-def _would_block(roll: bool, new_epoch: bool) -> WouldBlock:
-    return WouldBlock("roll" if roll else "epoch" if new_epoch else "flush")
-
-
 class Log:
     """A partition's log.
 
@@ -324,14 +320,7 @@ class Log:
             now = self._time()
             first = offset = local.next_offset
             last = first + summary.record_count - 1
-            roll = local.must_roll(summary.total_size, first, last, now)
-            new_epoch = leader_epoch > self._epochs.latest_epoch
-            need_flush = last + 1 - local.recovery_point >= self.config.flush_messages
-            if roll or new_epoch or need_flush:
-                if not blocking:
-                    raise _would_block(roll, new_epoch)
-                if roll:
-                    self._roll_locked(first, now)
+            new_epoch, need_flush = self._make_room_locked(summary.total_size, first, last, now, leader_epoch, blocking)
             placements: list[BatchPlacement] = []
             # The batches go to disk as they came: only a new 16-byte prefix per batch
             # (baseOffset, batchLength, partitionLeaderEpoch) is written in front of the
@@ -412,14 +401,7 @@ class Log:
             first = local.next_offset
             last = first + lod
             now = self._time()
-            roll = local.must_roll(n, first, last, now)
-            new_epoch = leader_epoch > self._epochs.latest_epoch
-            need_flush = last + 1 - local.recovery_point >= config.flush_messages
-            if roll or new_epoch or need_flush:
-                if not blocking:
-                    raise _would_block(roll, new_epoch)
-                if roll:
-                    self._roll_locked(first, now)
+            new_epoch, need_flush = self._make_room_locked(n, first, last, now, leader_epoch, blocking)
             local.append_batch(_PREFIX.pack(first, batch_length, leader_epoch), rest, n, last, max_ts)
             if header is not None:
                 self._producers.update(header, first)
@@ -461,14 +443,7 @@ class Log:
                 if h.partition_leader_epoch > max_epoch:
                     max_epoch = h.partition_leader_epoch
             now = self._time()
-            roll = local.must_roll(summary.total_size, first, last, now)
-            new_epoch = max_epoch > self._epochs.latest_epoch
-            need_flush = last + 1 - local.recovery_point >= self.config.flush_messages
-            if roll or new_epoch or need_flush:
-                if not blocking:
-                    raise _would_block(roll, new_epoch)
-                if roll:
-                    self._roll_locked(first, now)
+            new_epoch, need_flush = self._make_room_locked(summary.total_size, first, last, now, max_epoch, blocking)
             data = batches if not isinstance(batches, memoryview) else bytes(batches)
             local.append(data, placements, last)
             for h in headers:
@@ -485,6 +460,23 @@ class Log:
         if need_flush:
             self.flush()
         return info
+
+    def _make_room_locked(self, size: int, first: int, last: int, now: int, leader_epoch: int,
+                          blocking: bool) -> tuple[bool, bool]:
+        """Before an append (under ``_lock``): roll if the one rule says so; (new leader epoch, flush due).
+
+        A non-blocking append refuses (``WouldBlock``) anything that would fsync or roll.
+        """
+        local = self._local
+        roll = local.must_roll(size, first, last, now)
+        new_epoch = leader_epoch > self._epochs.latest_epoch
+        need_flush = last + 1 - local.recovery_point >= self.config.flush_messages
+        if roll or new_epoch or need_flush:
+            if not blocking:
+                raise WouldBlock("roll" if roll else "epoch" if new_epoch else "flush")
+            if roll:
+                self._roll_locked(first, now)
+        return new_epoch, need_flush
 
     def _check_sizes(self, summary: BatchesSummary) -> None:
         for _, h in summary.headers:
