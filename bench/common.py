@@ -217,9 +217,23 @@ class NullBroker:
             self.procs,
             [sluice_python(self.root), str(Path(__file__).with_name("null_broker.py")), "--listen", self.bootstrap,
              "--partitions", "1",
-             *(["--api-versions-from", self.api_versions_from] if self.api_versions_from else [])],
+             *(["--api-versions", api_versions_of(self.api_versions_from)] if self.api_versions_from else [])],
             self.log_dir / f"null-broker-{self.port}.log", self.root, sluice_env(self.root))
         return failed
+
+
+def api_versions_of(address: str) -> str:
+    """A broker's ApiVersions table as ``key:min-max,...``, read here (the bench's own client codec), so the
+    null broker can run on any tree's protocol modules without a client of its own."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from wire import call
+
+    host, _, port = address.rpartition(":")
+    answer = call((host, int(port)), ApiVersionsRequest(client_software_name="null-broker",
+                                                        client_software_version="1"), 3)
+    if int(answer.error_code.value) != 0:
+        raise SystemExit(f"ApiVersions from {address} failed: {answer.error_code}")
+    return ",".join(f"{int(k.api_key)}:{int(k.min_version)}-{int(k.max_version)}" for k in answer.api_keys)
 
 
 @contextlib.contextmanager

@@ -169,17 +169,14 @@ class Connection(asyncio.Protocol):
             self.transport.write(b"".join(cast(list[bytes], out)))  # no Deferred chunks here
 
 
-def api_versions_of(address: str) -> dict[int, tuple[int, int]]:
-    """Another broker's ApiVersions table."""
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest
-    from wire import call
-
-    host, _, port = address.rpartition(":")
-    answer = call((host, int(port)), ApiVersionsRequest(client_software_name="null-broker",
-                                                        client_software_version="1"), 3)
-    if answer.error_code != ErrorCode.none:
-        raise SystemExit(f"null broker: ApiVersions from {address} failed: {answer.error_code}")
-    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
+def parse_api_versions(text: str) -> dict[int, tuple[int, int]]:
+    """``key:min-max,...`` (what ``bench/common.py`` reads off the real broker) as a table."""
+    table: dict[int, tuple[int, int]] = {}
+    for item in text.split(","):
+        key, _, versions = item.partition(":")
+        low, _, high = versions.partition("-")
+        table[int(key)] = (int(low), int(high))
+    return table
 
 
 async def serve(host: str, port: int, partitions: int, advertised: dict[int, tuple[int, int]]) -> None:
@@ -200,9 +197,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--listen", default="127.0.0.1:0", help="host:port (port 0: any free port)")
     ap.add_argument("--partitions", type=int, default=1, help="partitions of every topic")
-    ap.add_argument("--api-versions-from", metavar="HOST:PORT", help="advertise this broker's ApiVersions table")
+    ap.add_argument("--api-versions", metavar="KEY:MIN-MAX,...",
+                    help="the ApiVersions table to advertise (a real broker's, read by the bench process)")
     args = ap.parse_args()
-    advertised = api_versions_of(args.api_versions_from) if args.api_versions_from else {**APIS, **FETCH}
+    advertised = parse_api_versions(args.api_versions) if args.api_versions else {**APIS, **FETCH}
     host, _, port = args.listen.rpartition(":")
     try:
         import uvloop
