@@ -12,7 +12,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.errors import KafkaError
+from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Deferred, Request
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
@@ -74,6 +74,7 @@ async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], 
             entry: dict[str, Any] = {"partition_index": part.partition, "error_code": WireError.none,
                                      "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                                      "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
+            partition = None
             try:
                 partition = broker.replicas.leader_partition(topic_req.topic, part.partition,
                                                              getattr(part, "current_leader_epoch", -1))
@@ -91,7 +92,12 @@ async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], 
                              log_start_offset=found.log_start_offset,
                              records=Deferred(found.region, length) if found.region is not None else b"")
             except KafkaError as exc:
-                entry["error_code"] = wire(exc.code)
+                # Empty records, never null, as Kafka sends them (librdkafka cannot parse a null); out of range,
+                # the real watermarks too, so the client's auto.offset.reset knows where the log is.
+                entry.update(error_code=wire(exc.code), records=b"")
+                if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE and partition is not None:
+                    entry.update(high_watermark=partition.high_watermark, last_stable_offset=partition.high_watermark,
+                                 log_start_offset=partition.log.log_start_offset)
             partitions.append(entry)
         responses.append({"topic": topic_req.topic, "partitions": partitions})
     return responses, total, read

@@ -1,0 +1,63 @@
+"""Behaviours client test suites caught differing from Kafka's, each through a real client or on the wire."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i32Timedelta, i64
+
+from tests import kafka_wire
+from tests.dataplane.server.conftest import BrokerProcess
+
+OFFSET_OUT_OF_RANGE = 1
+
+
+def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+    for value in values:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def fetch(broker: BrokerProcess, topic: str, offset: int) -> object:
+    request = FetchRequest(
+        cluster_id=None, replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)),
+        min_bytes=i32(1), max_bytes=i32(1 << 20), isolation_level=0,  # type: ignore[arg-type]
+        session_id=i32(0), session_epoch=i32(-1), forgotten_topics_data=(), rack_id="",
+        topics=(FetchTopic(topic=TopicName(topic), partitions=(FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(offset), last_fetched_epoch=i32(-1),
+            log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),))
+    return kafka_wire.call(broker.port, request, 12).responses[0].partitions[0]
+
+
+def test_fetch_out_of_range_answers_empty_records_and_the_real_watermarks(broker: BrokerProcess) -> None:
+    produce(broker, "range", [b"a", b"b", b"c"])
+    answer = fetch(broker, "range", 1000)
+    assert int(answer.error_code.value) == OFFSET_OUT_OF_RANGE
+    assert answer.records == b""  # Kafka sends empty records; a null one is a parse failure for librdkafka
+    assert (int(answer.high_watermark), int(answer.log_start_offset)) == (3, 0)
+    assert int(answer.last_stable_offset) == 3
+
+
+def test_librdkafka_resets_an_out_of_range_position(broker: BrokerProcess) -> None:
+    """auto.offset.reset takes effect for a position outside the log (e.g. after retention deleted it)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    produce(broker, "reset", [b"first", b"second"])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reset", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("reset", 0, 500)])
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 2 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None or message.error() is not None:
+            continue
+        got.append((message.offset(), message.value()))
+    consumer.close()
+    assert got == [(0, b"first"), (1, b"second")]
