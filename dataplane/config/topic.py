@@ -116,9 +116,7 @@ class ConfigDef:
             return repr(number)
         if self.type is ConfigType.LIST:
             items = [item.strip() for item in text.split(",") if item.strip()]
-            if not items:
-                raise ConfigError(self.name, f"{self.name}: expected a comma-separated list, got '{text}'.")
-            for item in items:
+            for item in items:  # an empty list is a value (Kafka: what SUBTRACT of the last item leaves)
                 if self.choices and item not in self.choices:
                     raise ConfigError(self.name, f"{self.name}: '{item}' is not one of {', '.join(self.choices)}.")
             return ",".join(dict.fromkeys(items))

@@ -61,3 +61,24 @@ def test_librdkafka_resets_an_out_of_range_position(broker: BrokerProcess) -> No
         got.append((message.offset(), message.value()))
     consumer.close()
     assert got == [(0, b"first"), (1, b"second")]
+
+
+def test_subtracting_the_last_item_of_a_list_config_leaves_it_empty(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("policy", 1, 1)]).values():
+        future.result(30)
+    resource = ConfigResource("topic", "policy", incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    described = admin.describe_configs([ConfigResource("topic", "policy")])
+    entries = next(iter(described.values())).result(30)
+    assert entries["cleanup.policy"].value == ""
