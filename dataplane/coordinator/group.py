@@ -453,8 +453,8 @@ class Group:
             return
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(now)
-        elif self.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(now)
+        if self.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(now)  # with nobody left to wait for, Kafka completes it at once: Empty
 
     def _prepare_rebalance(self, now: int) -> None:
         if self.state is GroupState.COMPLETING_REBALANCE:

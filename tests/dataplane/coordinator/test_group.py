@@ -233,6 +233,21 @@ def test_leave_removes_a_member_and_rebalances_the_rest() -> None:
     assert h.group.state is GroupState.EMPTY and h.group.generation == generation + 1
 
 
+def test_a_stable_group_whose_last_member_leaves_is_empty_at_once() -> None:
+    """Kafka completes the rebalance at once when nobody is left to join: Empty, generation bumped."""
+    h = Harness()
+    member = h.new_member("solo")
+    waiter = h.join(member)
+    h.advance(SETTINGS.initial_rebalance_delay_ms)
+    joined = h.results()[waiter]
+    assert isinstance(joined, JoinResult) and joined.leader == member
+    h.sync(member, joined.generation, {member: b"all"})
+    h.results()
+    assert h.group.state is GroupState.STABLE
+    assert h.group.leave(h.now, member_id=member, group_instance_id=None) is ErrorCode.NONE
+    assert h.group.state is GroupState.EMPTY and h.group.generation == joined.generation + 1
+
+
 def test_a_leader_that_never_syncs_is_dropped_after_the_rebalance_timeout() -> None:
     h = Harness()
     a, b = h.new_member("a"), h.new_member("b")

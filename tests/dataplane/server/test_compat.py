@@ -82,3 +82,4 @@ def test_subtracting_the_last_item_of_a_list_config_leaves_it_empty(broker: Brok
     described = admin.describe_configs([ConfigResource("topic", "policy")])
     entries = next(iter(described.values())).result(30)
     assert entries["cleanup.policy"].value == ""
+
