@@ -564,3 +564,9 @@ def build_batch(
     _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
+
+
+def uses_zstd(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether any whole batch in ``buf`` is zstd-compressed (KIP-110: only Produce v7+ / Fetch v10+ may carry it)."""
+    return any(h.attributes & CODEC_MASK == Compression.ZSTD
+               for _, h in iter_batch_headers(buf, allow_partial_tail=True))

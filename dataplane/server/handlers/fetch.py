@@ -12,8 +12,9 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.protocol.errors import ErrorCode, KafkaError, UnsupportedCompressionTypeError
 from dataplane.protocol.messages import Deferred, Request
+from dataplane.protocol.records import uses_zstd
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -37,7 +38,7 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
     try:
         while True:
             woken.clear()
-            responses, total, read = await _fetch_once(broker, body)
+            responses, total, read = await _fetch_once(broker, body, zstd_allowed=request.api_version >= 10)
             if not stop_watching:
                 to_log_end = body.replica_id >= 0
                 stop_watching = [p.watch(woken, replica=to_log_end) for p, _ in read]
@@ -56,7 +57,8 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
         "throttle_time": ZERO, "error_code": WireError.none, "session_id": 0, "responses": responses})
 
 
-async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], int, list[tuple[Partition, int]]]:
+async def _fetch_once(broker: Broker, body: Any, *,
+                      zstd_allowed: bool) -> tuple[list[dict[str, Any]], int, list[tuple[Partition, int]]]:
     """One pass over the partitions asked for: the responses, the bytes found, and the partitions read
     with the end of what was visible in each.
 
@@ -83,6 +85,8 @@ async def _fetch_once(broker: Broker, body: Any) -> tuple[list[dict[str, Any]], 
                 # At least one whole batch for the first partition with data, as Kafka does.
                 limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
                 found = await partition.read(part.fetch_offset, limit, to_log_end=replica >= 0)
+                if found.region is not None and not zstd_allowed and uses_zstd(found.region.read_bytes()):
+                    raise UnsupportedCompressionTypeError("zstd-compressed data needs Fetch v10 or later (KIP-110)")
                 read.append((partition, found.visible_end))
                 length = found.region.length if found.region is not None else 0
                 total += length

@@ -11,8 +11,9 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.protocol.errors import ErrorCode, KafkaError, UnsupportedCompressionTypeError
 from dataplane.protocol.messages import Request
+from dataplane.protocol.records import uses_zstd
 from dataplane.server.apis import Later, RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from dataplane.server.broker import Broker
 
 VALID_ACKS = (-1, 0, 1)
+ZSTD_PRODUCE_VERSION = 7
 
 
 @api(0, "Produce", 3, 9)
@@ -43,6 +45,9 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
                 partition = broker.replicas.leader_partition(topic_data.name, part.index)
                 if not part.records:
                     raise KafkaError("no records", code=ErrorCode.INVALID_RECORD)
+                if request.api_version < ZSTD_PRODUCE_VERSION and uses_zstd(part.records):
+                    raise UnsupportedCompressionTypeError(
+                        f"zstd-compressed batches need Produce v{ZSTD_PRODUCE_VERSION} or later (KIP-110)")
                 # A retried idempotent batch comes back with its original offsets and nothing written.
                 info = await partition.append_as_leader(part.records, acks_all=body.acks == -1)
                 entry.update(base_offset=info.first_offset, log_start_offset=info.log_start_offset)

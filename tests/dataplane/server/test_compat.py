@@ -7,8 +7,9 @@ import time
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i32, i32Timedelta, i64
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 
+from dataplane.protocol.records import Compression, Record, build_batch
 from tests import kafka_wire
 from tests.dataplane.server.conftest import BrokerProcess
 
@@ -83,3 +84,42 @@ def test_subtracting_the_last_item_of_a_list_config_leaves_it_empty(broker: Brok
     entries = next(iter(described.values())).result(30)
     assert entries["cleanup.policy"].value == ""
 
+
+
+UNSUPPORTED_COMPRESSION_TYPE = 76
+
+
+def _produce(broker: BrokerProcess, version: int, topic: str, records: bytes) -> int:
+    import importlib
+
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    request = schema.ProduceRequest(
+        transactional_id=None, acks=i16(1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+        topic_data=(schema.TopicProduceData(name=TopicName(topic), partition_data=(
+            schema.PartitionProduceData(index=i32(0), records=records),)),))
+    return int(kafka_wire.call(broker.port, request, version).responses[0].partition_responses[0].error_code.value)
+
+
+def _fetch_error(broker: BrokerProcess, version: int, topic: str) -> int:
+    import importlib
+
+    schema = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    request = schema.FetchRequest(
+        replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)), min_bytes=i32(1),
+        max_bytes=i32(1 << 20), isolation_level=0, session_id=i32(0), session_epoch=i32(-1),
+        forgotten_topics_data=(), topics=(schema.FetchTopic(topic=TopicName(topic), partitions=(schema.FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0), log_start_offset=i64(-1),
+            partition_max_bytes=i32(1 << 20)),)),))
+    return int(kafka_wire.call(broker.port, request, version).responses[0].partitions[0].error_code.value)
+
+
+def test_zstd_needs_produce_v7_and_fetch_v10(broker: BrokerProcess) -> None:
+    """KIP-110: older requests cannot carry zstd, and the broker says so instead of storing or serving it."""
+    zstd = build_batch([Record(0, 1000, b"k", b"v" * 100)], compression=Compression.ZSTD)
+    plain = build_batch([Record(0, 1000, b"k", b"v")])
+    assert _produce(broker, 6, "zstd", zstd) == UNSUPPORTED_COMPRESSION_TYPE
+    assert _produce(broker, 6, "plain", plain) == 0
+    assert _produce(broker, 7, "zstd", zstd) == 0
+    assert _fetch_error(broker, 9, "zstd") == UNSUPPORTED_COMPRESSION_TYPE
+    assert _fetch_error(broker, 9, "plain") == 0
+    assert _fetch_error(broker, 10, "zstd") == 0
