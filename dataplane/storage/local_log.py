@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dataplane.protocol.errors import KafkaStorageError
-from dataplane.protocol.records import BatchHeader, decode_batch
+from dataplane.protocol.records import BatchHeader, TimestampType, decode_batch
 from dataplane.storage.checkpoints import fsync_dir
 from dataplane.storage.config import LogConfig
 from dataplane.storage.segment import (
@@ -198,12 +198,29 @@ class LocalLog:
                 yield h
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(largest timestamp, its offset) over every segment, None if no batch has one."""
-        best: tuple[int, int] | None = None
+        """(largest timestamp, offset of the first record that has it) over every segment; None if none has one.
+
+        KIP-734 as Kafka answers it since KAFKA-16310: the record's offset, not its batch's last
+        offset. Segments know the batch; that one batch is decoded to find the record (under
+        LogAppendTime every record has the batch's timestamp, so the batch's first offset).
+        """
+        best: LogSegment | None = None
         for s in self.segments:
-            if s.max_timestamp >= 0 and (best is None or s.max_timestamp > best[0]):
-                best = (s.max_timestamp, s.offset_of_max_timestamp)
-        return best
+            if s.max_timestamp >= 0 and (best is None or s.max_timestamp > best.max_timestamp):
+                best = s
+        if best is None:
+            return None
+        found = best.translate_offset(best.offset_of_max_timestamp)
+        if found is None:
+            return best.max_timestamp, best.offset_of_max_timestamp
+        pos, h = found
+        batch = decode_batch(best.pread(pos, h.size))
+        if batch.header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            return h.max_timestamp, h.base_offset
+        for r in batch.records:
+            if r.timestamp == h.max_timestamp:
+                return r.timestamp, r.offset
+        return h.max_timestamp, h.last_offset  # a header whose max matches no record: trust the header
 
     def offset_for_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or above ``min_offset`` with timestamp ≥ ``timestamp``."""

@@ -123,3 +123,18 @@ def test_zstd_needs_produce_v7_and_fetch_v10(broker: BrokerProcess) -> None:
     assert _fetch_error(broker, 9, "zstd") == UNSUPPORTED_COMPRESSION_TYPE
     assert _fetch_error(broker, 9, "plain") == 0
     assert _fetch_error(broker, 10, "zstd") == 0
+
+
+def test_list_offsets_max_timestamp_names_the_record_that_has_it(broker: BrokerProcess) -> None:
+    """KIP-734: the offset of the record with the highest timestamp, not the last offset of its batch."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200})
+    for ts in (1_000_000, 3_000_000, 2_000_000):  # one batch: the newest timestamp is its middle record
+        producer.produce("maxts", b"v", partition=0, timestamp=ts)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [future] = admin.list_offsets({TopicPartition("maxts", 0): OffsetSpec.max_timestamp()}).values()
+    found = future.result(30)
+    assert (found.offset, found.timestamp) == (1, 3_000_000)
