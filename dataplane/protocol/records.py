@@ -413,6 +413,13 @@ def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> 
     _CRC.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + CRC_START : pos + size]))
 
 
+def set_max_timestamp(buf: bytearray, pos: int, size: int, timestamp: int) -> None:
+    """Fill in a CreateTime batch's maxTimestamp (a client left it -1) and recompute the CRC."""
+    attrs, lod, base_ts, _ = _ATTR_MAXTS.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    _ATTR_MAXTS.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs, lod, base_ts, timestamp)
+    _CRC.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + CRC_START : pos + size]))
+
+
 # ---------------------------------------------------------------- records
 
 

@@ -73,6 +73,7 @@ from dataplane.protocol.records import (
     decode_batch,
     iter_batch_headers,
     set_log_append_time,
+    set_max_timestamp,
     stamp_batch,
     validate_batches,
     validate_single_batch,
@@ -128,6 +129,8 @@ MAX_TIMESTAMP = -3
 
 
 _PREFIX = struct.Struct(">q" "i" "i")  # baseOffset, batchLength, partitionLeaderEpoch
+_MAX_TIMESTAMP = struct.Struct(">q")
+MAX_TIMESTAMP_OFFSET = 35  # of a batch: baseOffset 8, length 4, epoch 4, magic 1, crc 4, attributes 2, delta 4, base 8
 _unpack_header = BATCH_HEADER.unpack_from
 _crc32c = crc32c_module.crc32c
 
@@ -297,16 +300,20 @@ class Log:
         would have to.
         """
         n = len(batches)
-        if self._fast_path and n >= HEADER_SIZE and batch_length_at(batches) + LOG_OVERHEAD == n:
+        if self._fast_path and n >= HEADER_SIZE and batch_length_at(batches) + LOG_OVERHEAD == n \
+                and _MAX_TIMESTAMP.unpack_from(batches, MAX_TIMESTAMP_OFFSET)[0] >= 0:
             return self._append_single_as_leader(batches, leader_epoch, blocking)
         summary = validate_batches(batches, strict_offsets=True)
         self._check_sizes(summary)
         if self.config.compact:
             _require_keys(batches, summary)
+        log_append = self.config.log_append_time
+        # Older clients leave a batch's maxTimestamp at -1: Kafka computes it from the records, so
+        # time lookups, the time index and retention work for them. Only such batches are decoded.
+        restamped = {} if log_append else _with_record_max_timestamps(batches, summary)
         idempotent = [h for _, h in summary.headers if h.producer_id != NO_PRODUCER_ID]
         if idempotent and len(summary.headers) > 1:
             raise InvalidRecordError("an idempotent produce must carry exactly one batch per partition")
-        log_append = self.config.log_append_time
         mv = memoryview(batches)
         if not self._lock.acquire(blocking):
             raise WouldBlock("lock")
@@ -336,6 +343,10 @@ class Log:
                     set_log_append_time(copy, 0, h.size, now)
                     iov.append(bytes(copy))
                     ts = now
+                elif pos in restamped:
+                    ts, fixed = restamped[pos]
+                    iov.append(_PREFIX.pack(offset, h.batch_length, leader_epoch))
+                    iov.append(memoryview(fixed)[_PREFIX.size :])
                 else:
                     iov.append(_PREFIX.pack(offset, h.batch_length, leader_epoch))
                     iov.append(mv[pos + _PREFIX.size : pos + h.size])
@@ -858,6 +869,21 @@ class Log:
                 old.delete_files()
             self._write_checkpoints(CLEANER_FILE)
         return True
+
+
+def _with_record_max_timestamps(buf: bytes | bytearray | memoryview,
+                                summary: BatchesSummary) -> dict[int, tuple[int, bytes]]:
+    """Batches whose header leaves maxTimestamp unset: position -> (their records' newest timestamp, fixed bytes)."""
+    fixed: dict[int, tuple[int, bytes]] = {}
+    for pos, h in summary.headers:
+        if h.max_timestamp >= 0 or h.is_control:
+            continue
+        newest = max((r.timestamp for r in decode_batch(buf, pos, verify_crc=False).records), default=-1)
+        if newest >= 0:
+            copy = bytearray(memoryview(buf)[pos : pos + h.size])
+            set_max_timestamp(copy, 0, h.size, newest)
+            fixed[pos] = (newest, bytes(copy))
+    return fixed
 
 
 def _require_keys(buf: bytes | bytearray | memoryview, summary: BatchesSummary) -> None:

@@ -9,7 +9,7 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
-from dataplane.protocol.records import Compression, Record, build_batch
+from dataplane.protocol.records import Compression, Record, build_batch, set_max_timestamp
 from tests import kafka_wire
 from tests.dataplane.server.conftest import BrokerProcess
 
@@ -138,3 +138,19 @@ def test_list_offsets_max_timestamp_names_the_record_that_has_it(broker: BrokerP
     [future] = admin.list_offsets({TopicPartition("maxts", 0): OffsetSpec.max_timestamp()}).values()
     found = future.result(30)
     assert (found.offset, found.timestamp) == (1, 3_000_000)
+
+
+def test_a_batch_without_max_timestamp_gets_its_records_newest(broker: BrokerProcess) -> None:
+    """Older clients leave the header's maxTimestamp at -1; time lookups must still work over their data."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+    batch = bytearray(build_batch([Record(i, 1_000_000 + 1000 * i, None, b"v%d" % i) for i in range(3)]))
+    set_max_timestamp(batch, 0, len(batch), -1)
+    assert _produce(broker, 9, "oldts", bytes(batch)) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition("oldts", 0)
+    [by_time] = admin.list_offsets({tp: OffsetSpec.for_timestamp(1_001_500)}).values()
+    assert by_time.result(30).offset == 2
+    [newest] = admin.list_offsets({tp: OffsetSpec.max_timestamp()}).values()
+    assert (newest.result(30).offset, newest.result(30).timestamp) == (2, 1_002_000)
