@@ -202,9 +202,18 @@ class CorruptRecordError(KafkaError):
 
 
 class InvalidRecordError(KafkaError):
-    """A well-formed batch that breaks a rule (record count, offsets, control bits)."""
+    """A well-formed batch that breaks a rule (record count, offsets, control bits, a key it needs).
+
+    ``record_errors`` names the records at fault, (index in the request's records, message),
+    for Produce v8+'s per-record errors.
+    """
 
     code = ErrorCode.INVALID_RECORD
+
+    def __init__(self, message: str = "", *, code: ErrorCode | None = None,
+                 record_errors: tuple[tuple[int, str | None], ...] = ()) -> None:
+        super().__init__(message, code=code)
+        self.record_errors = record_errors
 
 
 class MessageTooLargeError(KafkaError):

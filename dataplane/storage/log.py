@@ -887,12 +887,20 @@ def _with_record_max_timestamps(buf: bytes | bytearray | memoryview,
 
 
 def _require_keys(buf: bytes | bytearray | memoryview, summary: BatchesSummary) -> None:
-    """Compacted topics reject null keys (Kafka does too); this is the one decode on produce."""
+    """Compacted topics reject null keys, naming each keyless record, as Kafka does; the one decode on produce."""
+    keyless: list[tuple[int, str | None]] = []
+    index = 0
     for pos, h in summary.headers:
-        if h.is_control:
-            continue
-        if any(r.key is None for r in decode_batch(buf, pos, verify_crc=False).records):
-            raise InvalidRecordError("compacted topic cannot accept a record without a key")
+        if not h.is_control:
+            records = decode_batch(buf, pos, verify_crc=False).records
+            keyless += [(index + i, KEYLESS_ON_COMPACTED) for i, r in enumerate(records) if r.key is None]
+        index += h.record_count
+    if keyless:
+        raise InvalidRecordError(f"One or more records have been rejected due to {len(keyless)} record errors in "
+                                 f"total: {KEYLESS_ON_COMPACTED}", record_errors=tuple(keyless))
+
+
+KEYLESS_ON_COMPACTED = "Compacted topic cannot accept message without key."
 
 
 def _retention_time(seg: LogSegment) -> int:

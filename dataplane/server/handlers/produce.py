@@ -11,7 +11,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.errors import ErrorCode, KafkaError, UnsupportedCompressionTypeError
+from dataplane.protocol.errors import ErrorCode, InvalidRecordError, KafkaError, UnsupportedCompressionTypeError
 from dataplane.protocol.messages import Request
 from dataplane.protocol.records import uses_zstd
 from dataplane.server.apis import Later, RequestContext, api
@@ -58,6 +58,9 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
                     waits.append((entry, partition.wait_for_replication(info.last_offset + 1, timeout)))
             except KafkaError as exc:
                 entry.update(error_code=wire(exc.code), error_message=str(exc))
+                if isinstance(exc, InvalidRecordError) and exc.record_errors:
+                    entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": message}
+                                              for i, message in exc.record_errors]
             partitions.append(entry)
         results.append({"name": topic_data.name, "partition_responses": partitions})
     if body.acks == 0:

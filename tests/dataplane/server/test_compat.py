@@ -6,6 +6,7 @@ import datetime
 import time
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
@@ -14,6 +15,7 @@ from tests import kafka_wire
 from tests.dataplane.server.conftest import BrokerProcess
 
 OFFSET_OUT_OF_RANGE = 1
+INVALID_RECORD = 87
 
 
 def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
@@ -154,3 +156,22 @@ def test_a_batch_without_max_timestamp_gets_its_records_newest(broker: BrokerPro
     assert by_time.result(30).offset == 2
     [newest] = admin.list_offsets({tp: OffsetSpec.max_timestamp()}).values()
     assert (newest.result(30).offset, newest.result(30).timestamp) == (2, 1_002_000)
+
+
+def test_keyless_records_on_a_compacted_topic_are_refused_one_by_one(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"})]).values():
+        future.result(30)
+    keys = [b"a", None, b"b", None]
+    batch = build_batch([Record(i, 1000, key, b"v") for i, key in enumerate(keys)])
+    request = ProduceRequest(transactional_id=None, acks=i16(1),
+                             timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                             topic_data=(TopicProduceData(name=TopicName("compacted"), partition_data=(
+                                 PartitionProduceData(index=i32(0), records=batch),)),))
+    answer = kafka_wire.call(broker.port, request, 9).responses[0].partition_responses[0]
+    assert int(answer.error_code.value) == INVALID_RECORD
+    assert [int(e.batch_index) for e in answer.record_errors] == [1, 3]
+    assert all("without key" in (e.batch_index_error_message or "") for e in answer.record_errors)
+    assert fetch(broker, "compacted", 0).high_watermark == 0  # nothing of the batch was written
