@@ -39,6 +39,7 @@ from dataplane.storage import LogConfig
 
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
+    from dataplane.server.config import BrokerConfig
 
 TOPIC, BROKER = 2, 4  # ConfigResource.Type on the wire
 CLUSTER_DEFAULT = ""  # the BROKER resource name of the cluster-wide defaults
@@ -110,20 +111,57 @@ def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic:
         entries.append(Entry.of(resolved, BROKER_SYNONYMS[name]))
     if only_dynamic:
         return entries
-    config = broker.config
-    static = (
-        ("broker.id", str(config.node_id), ConfigType.INT, "this broker's node id"),
-        ("num.partitions", str(config.num_partitions), ConfigType.INT, "partitions of auto-created topics"),
-        ("default.replication.factor", str(config.default_replication_factor), ConfigType.INT,
-         "replication factor of auto-created topics"),
-        ("auto.create.topics.enable", str(config.auto_create_topics).lower(), ConfigType.BOOLEAN,
-         "create unknown topics on Metadata and Produce"),
-        ("log.dirs", str(config.data_dir), ConfigType.LIST, "where partition logs live"),
-    )
-    for name, value, kind, doc in static:
+    for name, value, kind, doc in static_broker_settings(broker.config):
         source = ConfigSource.STATIC_BROKER_CONFIG
         entries.append(Entry(name, value, source, (Synonym(name, value, source),), kind, doc, read_only=True))
     return entries
+
+
+def static_broker_settings(config: BrokerConfig) -> list[tuple[str, str, ConfigType, str]]:
+    """The broker's own settings under Kafka's names, as a Kafka broker lists them (read-only: set at start)."""
+    host, port = config.advertised
+    i, b, s, lst = ConfigType.INT, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
+    settings = [
+        ("broker.id", str(config.node_id), i, "this broker's node id"),
+        ("node.id", str(config.node_id), i, "this broker's node id"),
+        ("listeners", f"PLAINTEXT://{config.host}:{config.port}", lst, "where the broker listens"),
+        ("advertised.listeners", f"PLAINTEXT://{host}:{port}", lst, "the address clients are told to use"),
+        ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT", lst, "each listener's security protocol"),
+        ("inter.broker.listener.name", "PLAINTEXT", s, "the listener brokers use to reach each other"),
+        ("log.dirs", str(config.data_dir), lst, "where partition logs live"),
+        ("log.dir", str(config.data_dir), s, "where partition logs live"),
+        ("num.partitions", str(config.num_partitions), i, "partitions of auto-created topics"),
+        ("default.replication.factor", str(config.default_replication_factor), i,
+         "replication factor of auto-created topics"),
+        ("auto.create.topics.enable", str(config.auto_create_topics).lower(), b,
+         "create unknown topics on Metadata and Produce"),
+        ("socket.request.max.bytes", str(config.max_request_bytes), i, "the largest request accepted"),
+        ("broker.session.timeout.ms", str(round(config.lease_seconds * 1000)), i,
+         "the broker's registration lease in the metadata store"),
+        ("replica.lag.time.max.ms", str(config.replica_lag_time_max_ms), ConfigType.LONG,
+         "how long a follower may lag before it leaves the ISR"),
+        ("replica.fetch.wait.max.ms", str(config.replica_fetch_wait_max_ms), i, "a follower fetch's long-poll wait"),
+        ("follower.replication.throttled.rate", str(config.follower_replication_throttled_rate), ConfigType.LONG,
+         "bytes/s for a reassignment's new replicas (0: unlimited)"),
+        ("offsets.topic.num.partitions", str(config.offsets_topic_partitions), i, "partitions of __consumer_offsets"),
+        ("offsets.topic.replication.factor", str(config.offsets_topic_replication_factor), i,
+         "replication factor of __consumer_offsets"),
+        ("offsets.retention.minutes", f"{config.offsets_retention_minutes:g}", i,
+         "how long committed offsets of an empty group are kept"),
+        ("offsets.retention.check.interval.ms", str(config.offsets_retention_check_interval_ms), ConfigType.LONG,
+         "how often expired offsets are removed"),
+        ("offsets.commit.timeout.ms", str(config.offsets_commit_timeout_ms), i,
+         "how long an offset commit waits for the offsets topic's replicas"),
+        ("offset.metadata.max.bytes", str(config.offset_metadata_max_bytes), i, "the largest commit metadata"),
+        ("group.min.session.timeout.ms", str(config.group_min_session_timeout_ms), i, "shortest member session"),
+        ("group.max.session.timeout.ms", str(config.group_max_session_timeout_ms), i, "longest member session"),
+        ("group.initial.rebalance.delay.ms", str(config.group_initial_rebalance_delay_ms), i,
+         "how long a new group waits for more members before its first rebalance"),
+        ("group.max.size", str(config.group_max_size), i, "most members in a group"),
+    ]
+    if config.rack is not None:
+        settings.append(("broker.rack", config.rack, s, "this broker's rack, for rack-aware replica placement"))
+    return settings
 
 
 def _describe_entry(entry: Entry, *, synonyms: bool, documentation: bool) -> dict[str, Any]:

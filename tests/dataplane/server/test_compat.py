@@ -175,3 +175,17 @@ def test_keyless_records_on_a_compacted_topic_are_refused_one_by_one(broker: Bro
     assert [int(e.batch_index) for e in answer.record_errors] == [1, 3]
     assert all("without key" in (e.batch_index_error_message or "") for e in answer.record_errors)
     assert fetch(broker, "compacted", 0).high_watermark == 0  # nothing of the batch was written
+
+
+def test_describe_configs_of_a_broker_lists_its_static_settings(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [future] = admin.describe_configs([ConfigResource("broker", "1")]).values()
+    entries = future.result(30)
+    address = f"PLAINTEXT://{broker.bootstrap}"
+    assert entries["advertised.listeners"].value == address and entries["listeners"].value == address
+    assert entries["log.dirs"].value == str(broker.data_dir)
+    for name in ("advertised.listeners", "listeners", "log.dirs", "broker.id", "num.partitions"):
+        assert entries[name].is_read_only, name
+    assert entries["log.retention.ms"].value is not None  # the dynamic topic defaults, under broker names
