@@ -189,3 +189,18 @@ def test_describe_configs_of_a_broker_lists_its_static_settings(broker: BrokerPr
     for name in ("advertised.listeners", "listeners", "log.dirs", "broker.id", "num.partitions"):
         assert entries[name].is_read_only, name
     assert entries["log.retention.ms"].value is not None  # the dynamic topic defaults, under broker names
+
+
+def test_the_readme_lists_exactly_the_apis_and_versions_served() -> None:
+    import re
+    from pathlib import Path
+
+    from dataplane.server import handlers  # noqa: F401  (registers every API)
+    from dataplane.server.apis import REGISTRY
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("### Kafka compatibility", 1)[1].split("\n\n", 3)[2]
+    listed = {int(key): (name, int(low), int(high))
+              for key, name, low, high in re.findall(r"^\| (\d+) \| (\w+) \| (\d+)\u2013(\d+) \|$", section, re.M)}
+    served = {a.key: (a.name, a.min_version, a.max_version) for a in REGISTRY.values()}
+    assert listed == served
