@@ -337,9 +337,10 @@ class MetadataStore:
     def create_topic(self, name: str, partitions: int, replication_factor: int, brokers: Sequence[int], *,
                      racks: Mapping[int, str | None] | None = None,
                      configs: Mapping[str, object] | None = None, internal: bool = False,
+                     assignments: Sequence[Sequence[int]] | None = None,
                      rng: random.Random | None = None, dry_run: bool = False) -> TopicState:
-        """Create a topic with partitions spread over ``brokers``, across racks when they have them
-        (Kafka's CreateTopics rules)."""
+        """Create a topic with partitions spread over ``brokers``, across racks when they have them, or
+        placed as ``assignments`` says (one replica list per partition; Kafka's CreateTopics rules)."""
         try:
             validate_topic_name(name)
         except InvalidTopicName as exc:
@@ -351,13 +352,17 @@ class MetadataStore:
         if partitions < 1:
             raise KafkaError(f"number of partitions must be at least 1, got {partitions}",
                              code=ErrorCode.INVALID_PARTITIONS)
-        pick = rng or random.Random()
-        count = max(1, len(set(brokers)))
-        try:
-            layout = assign_replicas(brokers, partitions, replication_factor, racks=racks,
-                                     start_index=pick.randrange(count), shift=pick.randrange(count))
-        except AssignmentError as exc:
-            raise KafkaError(str(exc), code=ErrorCode.INVALID_REPLICATION_FACTOR) from exc
+        if assignments is not None:
+            layout = [list(replicas) for replicas in assignments]
+            _check_assignments(layout, partitions, len(layout[0]) if layout else 0, brokers)
+        else:
+            pick = rng or random.Random()
+            count = max(1, len(set(brokers)))
+            try:
+                layout = assign_replicas(brokers, partitions, replication_factor, racks=racks,
+                                         start_index=pick.randrange(count), shift=pick.randrange(count))
+            except AssignmentError as exc:
+                raise KafkaError(str(exc), code=ErrorCode.INVALID_REPLICATION_FACTOR) from exc
         topic_id = uuid.uuid4()
         if dry_run:  # CreateTopics validate_only: every check, no write
             clash = self.conn.execute("SELECT 1 FROM topics WHERE cluster_id = %s AND collision_key = %s",

@@ -216,10 +216,11 @@ class Broker:
         return self.metadata
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, Any] | None = None, *, validate_only: bool = False) -> TopicState:
+                           configs: dict[str, Any] | None = None, *, validate_only: bool = False,
+                           assignments: list[list[int]] | None = None) -> TopicState:
         topic: TopicState = await self.db.call(
             self.store.create_topic, name, partitions, replication_factor, self.metadata.live_node_ids(),
-            racks=self.metadata.live_racks(), configs=configs, dry_run=validate_only)
+            racks=self.metadata.live_racks(), configs=configs, assignments=assignments, dry_run=validate_only)
         if not validate_only:
             await self.refresh_topics()
         return topic

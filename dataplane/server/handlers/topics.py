@@ -33,17 +33,34 @@ async def create_topics(broker: Broker, request: Request, context: RequestContex
                                  "error_message": None, "topic_config_error_code": 0,
                                  "num_partitions": -1, "replication_factor": -1, "configs": ()}
         try:
-            if item.assignments:
-                raise KafkaError("manual replica assignment is not supported yet", code=ErrorCode.INVALID_REQUEST)
+            layout = _manual_layout(item)
+            if layout is not None:
+                partitions, replication = len(layout), len(layout[0])
             topic = await broker.create_topic(item.name, partitions, replication,
                                               {c.name: c.value for c in item.configs if c.value is not None},
-                                              validate_only=body.validate_only)
+                                              validate_only=body.validate_only, assignments=layout)
             entry.update(topic_id=topic.topic_id, num_partitions=len(topic.partitions),
                          replication_factor=len(topic.partitions[0].replicas) if topic.partitions else -1)
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
     return build(load_response_schema(19, request.api_version), {"throttle_time": ZERO, "topics": results})
+
+
+def _manual_layout(item: Any) -> list[list[int]] | None:
+    """CreateTopics' replica assignments as one replica list per partition, in partition order (Kafka's checks)."""
+    if not item.assignments:
+        return None
+    if item.num_partitions != -1 or item.replication_factor != -1:
+        raise KafkaError("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                         "Both cannot be used at the same time.", code=ErrorCode.INVALID_REQUEST)
+    ordered = sorted(item.assignments, key=lambda a: int(a.partition_index))
+    if [int(a.partition_index) for a in ordered] != list(range(len(ordered))):
+        raise KafkaError("Partitions should be 0-based and consecutive.", code=ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    layout = [[int(b) for b in a.broker_ids] for a in ordered]
+    if not all(layout):
+        raise KafkaError("Every partition needs at least one replica.", code=ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    return layout
 
 
 @api(20, "DeleteTopics", 1, 6)
@@ -96,8 +113,8 @@ async def create_partitions(broker: Broker, request: Request, context: RequestCo
             if seen[item.name] > 1:
                 raise KafkaError("Duplicate topic in request.", code=ErrorCode.INVALID_REQUEST)
             assignments = None if item.assignments is None else [a.broker_ids for a in item.assignments]
-            await broker.on_db(broker.store.create_partitions, item.name, item.count, [broker.config.node_id],
-                               assignments=assignments, dry_run=body.validate_only)
+            await broker.on_db(broker.store.create_partitions, item.name, item.count,
+                               broker.metadata.live_node_ids(), assignments=assignments, dry_run=body.validate_only)
             changed = changed or not body.validate_only
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))

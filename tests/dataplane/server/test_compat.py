@@ -204,3 +204,23 @@ def test_the_readme_lists_exactly_the_apis_and_versions_served() -> None:
               for key, name, low, high in re.findall(r"^\| (\d+) \| (\w+) \| (\d+)\u2013(\d+) \|$", section, re.M)}
     served = {a.key: (a.name, a.min_version, a.max_version) for a in REGISTRY.values()}
     assert listed == served
+
+
+def test_create_topics_and_partitions_with_manual_replica_assignments(broker: BrokerProcess) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("placed", 2, replica_assignment=[[1], [1]])]).values():
+        future.result(30)
+    partitions = admin.list_topics("placed", timeout=10).topics["placed"].partitions
+    assert sorted(partitions) == [0, 1] and all(p.replicas == [1] for p in partitions.values())
+    for future in admin.create_partitions([NewPartitions("placed", 3, replica_assignment=[[1]])]).values():
+        future.result(30)
+    assert len(admin.list_topics("placed", timeout=10).topics["placed"].partitions) == 3
+    [refused] = admin.create_topics([NewTopic("nowhere", 1, replica_assignment=[[7]])]).values()
+    try:
+        refused.result(30)
+        raise AssertionError("a replica on an unknown broker was accepted")
+    except KafkaException as exc:
+        assert exc.args[0].code() == 39  # INVALID_REPLICA_ASSIGNMENT
