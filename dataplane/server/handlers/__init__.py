@@ -6,6 +6,7 @@ from dataplane.server.handlers import (
     fetch,
     group_offsets,
     groups,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -15,6 +16,6 @@ from dataplane.server.handlers import (
 )
 
 __all__ = [
-    "cluster", "configs", "fetch", "group_offsets", "groups", "metadata", "offsets", "produce", "records",
+    "cluster", "configs", "fetch", "group_offsets", "groups", "log_dirs", "metadata", "offsets", "produce", "records",
     "replication", "topics",
 ]

@@ -224,3 +224,32 @@ def test_create_topics_and_partitions_with_manual_replica_assignments(broker: Br
         raise AssertionError("a replica on an unknown broker was accepted")
     except KafkaException as exc:
         assert exc.args[0].code() == 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+def test_describe_and_alter_replica_log_dirs_with_one_directory(broker: BrokerProcess) -> None:
+    from kio.schema.alter_replica_log_dirs.v2.request import (
+        AlterReplicaLogDir,
+        AlterReplicaLogDirsRequest,
+        AlterReplicaLogDirTopic,
+    )
+    from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
+
+    produce(broker, "sized", [b"x" * 1000] * 10)
+    everything = kafka_wire.call(broker.port, DescribeLogDirsRequest(topics=None), 4)
+    [result] = everything.results
+    assert int(result.error_code.value) == 0 and result.log_dir == str(broker.data_dir)
+    assert int(result.total_bytes) >= int(result.usable_bytes) > 0
+    sized = next(t for t in result.topics if t.name == "sized")
+    assert [(int(p.partition_index), int(p.offset_lag), p.is_future_key) for p in sized.partitions] == [(0, 0, False)]
+    assert int(sized.partitions[0].partition_size) > 10_000
+    one = kafka_wire.call(broker.port, DescribeLogDirsRequest(topics=(
+        DescribableLogDirTopic(topic=TopicName("sized"), partitions=(i32(0), i32(5))),)), 4)
+    assert [(t.name, [int(p.partition_index) for p in t.partitions]) for t in one.results[0].topics] == [("sized", [0])]
+
+    def move(path: str, partition: int) -> int:
+        answer = kafka_wire.call(broker.port, AlterReplicaLogDirsRequest(dirs=(AlterReplicaLogDir(
+            path=path, topics=(AlterReplicaLogDirTopic(name=TopicName("sized"), partitions=(i32(partition),)),)),)), 2)
+        return int(answer.results[0].partitions[0].error_code.value)
+    assert move(str(broker.data_dir), 0) == 0  # already there
+    assert move("/nowhere", 0) == 57  # LOG_DIR_NOT_FOUND
+    assert move(str(broker.data_dir), 5) == 9  # REPLICA_NOT_AVAILABLE
