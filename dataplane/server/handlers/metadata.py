@@ -35,7 +35,7 @@ def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
             "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS, "partitions": ()}
 
 
-@api(3, "Metadata", 0, 12)
+@api(3, "Metadata", 0, 13)  # v13: a top-level error code (KIP-1102), always NONE from a broker that answers
 async def metadata(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     await broker.current_metadata()
@@ -70,7 +70,7 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
                 "offline_replicas": tuple(r for r in p.replicas if r not in live)} for p in topic.partitions],
         })
     return build(load_response_schema(3, version), {
-        "throttle_time": ZERO, "cluster_id": broker.config.cluster_id,
+        "throttle_time": ZERO, "error_code": WireError.none, "cluster_id": broker.config.cluster_id,
         "controller_id": broker.metadata.known_controller(),
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in live.values()],

@@ -1,4 +1,11 @@
-"""ListOffsets."""
+"""ListOffsets, v1 to v10 (Kafka 4.0's range).
+
+The special timestamps: -1 latest (the high watermark), -2 earliest, -3 the record
+with the highest timestamp (KIP-734, v7+), -4 earliest *local* (v8+, KIP-1005) and
+-5 latest *tiered* (v9+). With no tiered storage the local log is the whole log, so
+earliest-local is the log start offset and nothing is tiered: -5 answers offset -1.
+v10 adds a timeout for remote lookups, which never happen here.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +25,11 @@ if TYPE_CHECKING:
     from dataplane.server.broker import Broker
 
 
-@api(2, "ListOffsets", 1, 7)
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+@api(2, "ListOffsets", 1, 10)
 async def list_offsets(broker: Broker, request: Request, context: RequestContext) -> Any:
     topics = []
     for topic_req in request.body.topics:
@@ -31,8 +42,10 @@ async def list_offsets(broker: Broker, request: Request, context: RequestContext
                                                              getattr(part, "current_leader_epoch", -1))
                 if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark
                     entry.update(offset=partition.high_watermark, leader_epoch=partition.leader_epoch)
-                elif part.timestamp == EARLIEST_TIMESTAMP:
+                elif part.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     entry.update(offset=partition.log.log_start_offset, leader_epoch=partition.leader_epoch)
+                elif part.timestamp == LATEST_TIERED_TIMESTAMP:
+                    pass  # nothing is tiered: offset -1, as Kafka answers without remote storage
                 else:
                     found = await partition.offset_for_timestamp(part.timestamp)
                     if found is not None:

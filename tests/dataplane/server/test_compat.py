@@ -8,7 +8,7 @@ import time
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i16, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from dataplane.protocol.records import Compression, Record, build_batch, set_max_timestamp
 from tests import kafka_wire
@@ -253,3 +253,35 @@ def test_describe_and_alter_replica_log_dirs_with_one_directory(broker: BrokerPr
     assert move(str(broker.data_dir), 0) == 0  # already there
     assert move("/nowhere", 0) == 57  # LOG_DIR_NOT_FOUND
     assert move(str(broker.data_dir), 5) == 9  # REPLICA_NOT_AVAILABLE
+
+
+def test_kafka_python_recognises_a_kafka_4_0_broker(broker: BrokerProcess) -> None:
+    """kafka-python infers the broker's release from ApiVersions (it inferred 3.2 before ListOffsets v8-10)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert admin._manager.broker_version_data.broker_version[:2] >= (4, 0)
+    finally:
+        admin.close()
+
+
+def test_list_offsets_v10_earliest_local_and_latest_tiered(broker: BrokerProcess) -> None:
+    from kio.schema.list_offsets.v10.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kio.schema.metadata.v13.request import MetadataRequest, MetadataRequestTopic
+
+    produce(broker, "tiers", [b"a", b"b", b"c"])
+
+    def offset_of(timestamp: int) -> int:
+        answer = kafka_wire.call(broker.port, ListOffsetsRequest(
+            replica_id=BrokerId(-1), isolation_level=i8(0), timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)),
+            topics=(ListOffsetsTopic(name=TopicName("tiers"), partitions=(ListOffsetsPartition(
+                partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(timestamp)),)),)), 10)
+        part = answer.topics[0].partitions[0]
+        assert int(part.error_code.value) == 0
+        return int(part.offset)
+    assert [offset_of(ts) for ts in (-2, -4, -1, -5)] == [0, 0, 3, -1]
+    metadata = kafka_wire.call(broker.port, MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name=TopicName("tiers")),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False), 13)
+    assert int(metadata.error_code.value) == 0 and metadata.topics[0].name == "tiers"
