@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -96,9 +98,20 @@ def _postgres_pid(var: Path) -> int | None:
     return int(pidfile.read_text().split()[0]) if pidfile.exists() else None
 
 
+@pytest.fixture
+def var() -> Iterator[Path]:
+    """A var directory outside pytest's base temp: the embedded Postgres runs as another user and opens up
+    the directories above its data (pgserver adds o+rx), and a second pytest session on the machine resets
+    ``/tmp/pytest-of-<user>`` to 0700, which would lock that user out mid-test."""
+    root = Path(tempfile.mkdtemp(prefix="sluice-up-test-"))
+    try:
+        yield root / "var"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.timeout(900)
-def test_up_serves_the_api_stops_cleanly_and_keeps_data(tmp_path: Path) -> None:
-    var = tmp_path / "var"
+def test_up_serves_the_api_stops_cleanly_and_keeps_data(var: Path) -> None:
     port = free_port()
     with sluice_up(var, port) as proc:
         key = _demo_key(var)
