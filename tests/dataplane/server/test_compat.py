@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from typing import Any
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -285,3 +286,34 @@ def test_list_offsets_v10_earliest_local_and_latest_tiered(broker: BrokerProcess
         topics=(MetadataRequestTopic(topic_id=None, name=TopicName("tiers")),), allow_auto_topic_creation=False,
         include_topic_authorized_operations=False), 13)
     assert int(metadata.error_code.value) == 0 and metadata.topics[0].name == "tiers"
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerProcess) -> None:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from kio.schema.describe_topic_partitions.v0.request import Cursor, DescribeTopicPartitionsRequest, TopicRequest
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("dtp-a", 3, 1), NewTopic("dtp-b", 2, 1),
+                                       NewTopic("dtp-c", 1, 1)]).values():
+        future.result(30)
+
+    def page(names: list[str], limit: int, cursor: tuple[str, int] | None = None) -> tuple[list[Any], Any]:
+        answer = kafka_wire.call(broker.port, DescribeTopicPartitionsRequest(
+            topics=tuple(TopicRequest(name=TopicName(n)) for n in names), response_partition_limit=i32(limit),
+            cursor=None if cursor is None else Cursor(topic_name=TopicName(cursor[0]),
+                                                      partition_index=i32(cursor[1]))), 0)
+        listed = [(t.name, int(t.error_code.value), [int(p.partition_index) for p in t.partitions])
+                  for t in answer.topics]
+        nxt = answer.next_cursor
+        return listed, None if nxt is None else (nxt.topic_name, int(nxt.partition_index))
+
+    names = ["dtp-c", "dtp-a", "dtp-b"]  # answered in name order
+    assert page(names, 4) == ([("dtp-a", 0, [0, 1, 2]), ("dtp-b", 0, [0])], ("dtp-b", 1))
+    assert page(names, 4, ("dtp-b", 1)) == ([("dtp-b", 0, [1]), ("dtp-c", 0, [0])], None)
+    assert page(names, 3) == ([("dtp-a", 0, [0, 1, 2])], ("dtp-b", 0))
+    assert page(["dtp-a", "ghost"], 10) == ([("dtp-a", 0, [0, 1, 2]), ("ghost", 3, [])], None)
+    assert page(["dtp-a"], 10, ("dtp-z", 0)) == ([("dtp-a", 42, [])], None)  # INVALID_REQUEST
+    # librdkafka's describe_topics speaks DescribeTopicPartitions to brokers that serve it.
+    [described] = admin.describe_topics(TopicCollection(["dtp-a"])).values()
+    assert [p.id for p in described.result(30).partitions] == [0, 1, 2]
