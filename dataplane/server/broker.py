@@ -54,7 +54,6 @@ from dataplane.storage import Log, LogManager
 log = logging.getLogger(__name__)
 
 ZERO = datetime.timedelta(0)
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 
 def wire(code: ErrorCode | int) -> WireError:

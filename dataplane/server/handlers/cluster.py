@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
@@ -11,18 +10,15 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
-from dataplane.security.acl import VALID_OPERATIONS, AclOperation, ResourceType
+from dataplane.security.acl import ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
+from dataplane.server.authorized import authorized_operations
+from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
 
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
-# Without an authorizer every operation that applies to the cluster is allowed (Kafka
-# reports the same); ALL is a wildcard for ACLs, never an authorized operation.
-CLUSTER_OPERATIONS = reduce(lambda bits, op: bits | (1 << op),
-                            VALID_OPERATIONS[ResourceType.CLUSTER] - {AclOperation.ALL}, 0)
 
 
 @api(60, "DescribeCluster", 0, 2)
@@ -42,5 +38,5 @@ async def describe_cluster(broker: Broker, request: Request, context: RequestCon
         "throttle_time": ZERO, "error_code": error, "error_message": message, "endpoint_type": endpoint_type,
         "cluster_id": broker.config.cluster_id, "controller_id": broker.metadata.known_controller(),
         "brokers": brokers,
-        "cluster_authorized_operations": (CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
-                                          else NO_AUTHORIZED_OPERATIONS)})
+        "cluster_authorized_operations": authorized_operations(ResourceType.CLUSTER,
+                                                               body.include_cluster_authorized_operations)})

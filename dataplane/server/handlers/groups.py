@@ -13,8 +13,10 @@ from dataplane.coordinator.manager import CoordinatorError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
+from dataplane.server.authorized import authorized_operations
+from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
@@ -165,7 +167,8 @@ async def describe_groups(broker: Broker, request: Request, context: RequestCont
     for group_id in body.groups:
         entry: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "group_id": group_id,
                                  "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": (),
-                                 "authorized_operations": NO_AUTHORIZED_OPERATIONS}
+                                 "authorized_operations": authorized_operations(
+                                     ResourceType.GROUP, getattr(body, "include_authorized_operations", False))}
         try:
             group = await broker.coordinator.describe(group_id)
             if group is None:

@@ -11,8 +11,10 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import ResourceType
 from dataplane.server.apis import RequestContext, api, api_version_entries
-from dataplane.server.broker import NO_AUTHORIZED_OPERATIONS, ZERO, wire
+from dataplane.server.authorized import NOT_REQUESTED, all_operations, authorized_operations
+from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
@@ -32,7 +34,7 @@ def _api_versions_response(version: int) -> Any:
 
 def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": wire(code), "name": name, "topic_id": None, "is_internal": False,
-            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS, "partitions": ()}
+            "topic_authorized_operations": NOT_REQUESTED, "partitions": ()}
 
 
 @api(3, "Metadata", 0, 13)  # v13: a top-level error code (KIP-1102), always NONE from a broker that answers
@@ -45,6 +47,8 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
         wanted = [t.name for t in body.topics if t.name is not None]
     allow_create = version < 4 or body.allow_auto_topic_creation
     live = {b.node_id: b for b in broker.metadata.live_brokers()}
+    topic_operations = authorized_operations(ResourceType.TOPIC,
+                                             getattr(body, "include_topic_authorized_operations", False))
     entries = []
     for name in wanted:
         try:
@@ -62,7 +66,7 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
             continue
         entries.append({
             "error_code": WireError.none, "name": topic.name, "topic_id": topic.topic_id,
-            "is_internal": topic.internal, "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+            "is_internal": topic.internal, "topic_authorized_operations": topic_operations,
             "partitions": [{
                 "error_code": wire(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else WireError.none,
                 "partition_index": p.partition, "leader_id": p.leader,
@@ -74,7 +78,8 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
         "controller_id": broker.metadata.known_controller(),
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in live.values()],
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS, "topics": entries,
+        "cluster_authorized_operations": authorized_operations(
+            ResourceType.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)), "topics": entries,
     })
 
 
@@ -117,7 +122,7 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
         budget -= len(chosen)
         entries.append({
             "error_code": WireError.none, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
-            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+            "topic_authorized_operations": all_operations(ResourceType.TOPIC),
             "partitions": [{"error_code": wire(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else WireError.none,
                             "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
                             "replica_nodes": p.replicas, "isr_nodes": p.isr, "eligible_leader_replicas": None,

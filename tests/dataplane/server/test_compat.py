@@ -317,3 +317,33 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerProcess) ->
     # librdkafka's describe_topics speaks DescribeTopicPartitions to brokers that serve it.
     [described] = admin.describe_topics(TopicCollection(["dtp-a"])).values()
     assert [p.id for p in described.result(30).partitions] == [0, 1, 2]
+
+
+def test_authorized_operations_are_everything_that_applies_until_an_authorizer_decides(
+        broker: BrokerProcess) -> None:
+    """KIP-430 through librdkafka: asked for, every operation of the resource type; not asked for, none."""
+    from confluent_kafka import Consumer, TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient  # type: ignore[attr-defined]
+
+    produce(broker, "ops", [b"x"])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ops-group",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["ops"])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        [topic] = admin.describe_topics(TopicCollection(["ops"]), include_authorized_operations=True).values()
+        assert set(topic.result(30).authorized_operations) == {
+            AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+            AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
+        [group] = admin.describe_consumer_groups(["ops-group"], include_authorized_operations=True).values()
+        assert set(group.result(30).authorized_operations) == {
+            AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}
+        cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+        assert AclOperation.IDEMPOTENT_WRITE in cluster.authorized_operations
+        [plain] = admin.describe_topics(TopicCollection(["ops"])).values()
+        assert not plain.result(30).authorized_operations
+    finally:
+        consumer.close()
