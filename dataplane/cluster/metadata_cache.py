@@ -13,6 +13,7 @@ Owned by the broker; read and written on its event loop only.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Iterable, Mapping
 
 from dataplane.cluster.store import BrokerRegistration, PartitionState, TopicState
@@ -24,6 +25,7 @@ class MetadataCache:
         self.local = local  # this broker: alive whatever its lease says, since it is answering
         self.version = -1  # the store's metadata version this view was read at
         self.topics: dict[str, TopicState] = {}
+        self._names: dict[uuid.UUID, str] = {}  # topic id -> name (Fetch v13+ names topics by id)
         self.cluster_defaults: dict[str, str] = {}  # cluster-wide topic config defaults
         self._brokers: dict[int, BrokerRegistration] = {}
         self.controller_id = -1
@@ -44,6 +46,7 @@ class MetadataCache:
     def update_topics(self, version: int, topics: Iterable[TopicState], defaults: Mapping[str, str]) -> None:
         """Take a fresh read of every topic."""
         self.topics = {t.name: t for t in topics}
+        self._names = {t.topic_id: t.name for t in self.topics.values()}
         self.cluster_defaults = dict(defaults)
         self.version = version
 
@@ -65,6 +68,9 @@ class MetadataCache:
 
     def topic(self, name: str) -> TopicState | None:
         return self.topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._names.get(topic_id)
 
     def partition(self, topic_name: str, partition: int) -> tuple[TopicState, PartitionState]:
         """Raises UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the cluster does not have."""

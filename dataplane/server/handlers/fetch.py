@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from dataplane.server.broker import Broker
 
 
-@api(1, "Fetch", 4, 12)  # v13+ names topics by id
+@api(1, "Fetch", 4, 17)  # v13+ name topics by id; v15+ carry the replica id in replica_state
 async def fetch(broker: Broker, request: Request, context: RequestContext) -> Any:
     """A long poll: answer once ``min_bytes`` are there or ``max_wait`` has passed.
 
@@ -40,7 +40,7 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
             woken.clear()
             responses, total, read = await _fetch_once(broker, body, zstd_allowed=request.api_version >= 10)
             if not stop_watching:
-                to_log_end = body.replica_id >= 0
+                to_log_end = _replica_id(body) >= 0
                 stop_watching = [p.watch(woken, replica=to_log_end) for p, _ in read]
                 if any(p.visible_end(to_log_end=to_log_end) != seen for p, seen in read):
                     woken.set()  # data arrived while the first pass read, before it watched
@@ -57,6 +57,11 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
         "throttle_time": ZERO, "error_code": WireError.none, "session_id": 0, "responses": responses})
 
 
+def _replica_id(body: Any) -> int:
+    """The fetching follower's id, -1 for a consumer (v15+ carry it in ``replica_state``)."""
+    return int(body.replica_state.replica_id if hasattr(body, "replica_state") else body.replica_id)
+
+
 async def _fetch_once(broker: Broker, body: Any, *,
                       zstd_allowed: bool) -> tuple[list[dict[str, Any]], int, list[tuple[Partition, int]]]:
     """One pass over the partitions asked for: the responses, the bytes found, and the partitions read
@@ -67,18 +72,23 @@ async def _fetch_once(broker: Broker, body: Any, *,
     """
     total = 0
     budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
-    replica = body.replica_id
+    replica = _replica_id(body)
     responses = []
     read: list[tuple[Partition, int]] = []
     for topic_req in body.topics:
         partitions = []
+        by_id = hasattr(topic_req, "topic_id")
+        name = broker.metadata.topic_name(topic_req.topic_id) if by_id else topic_req.topic
         for part in topic_req.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition, "error_code": WireError.none,
                                      "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                                      "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
             partition = None
             try:
-                partition = broker.replicas.leader_partition(topic_req.topic, part.partition,
+                if name is None:
+                    raise KafkaError(f"topic id {topic_req.topic_id} is not known to this broker",
+                                     code=ErrorCode.UNKNOWN_TOPIC_ID)
+                partition = broker.replicas.leader_partition(name, part.partition,
                                                              getattr(part, "current_leader_epoch", -1))
                 if replica >= 0:
                     broker.replicas.on_follower_fetch(partition, replica, part.fetch_offset)
@@ -103,5 +113,6 @@ async def _fetch_once(broker: Broker, body: Any, *,
                     entry.update(high_watermark=partition.high_watermark, last_stable_offset=partition.high_watermark,
                                  log_start_offset=partition.log.log_start_offset)
             partitions.append(entry)
-        responses.append({"topic": topic_req.topic, "partitions": partitions})
+        responses.append({"topic": name, "topic_id": topic_req.topic_id if by_id else None,
+                          "partitions": partitions})
     return responses, total, read

@@ -347,3 +347,36 @@ def test_authorized_operations_are_everything_that_applies_until_an_authorizer_d
         assert not plain.result(30).authorized_operations
     finally:
         consumer.close()
+
+
+def test_fetch_v17_names_topics_by_id(broker: BrokerProcess) -> None:
+    import uuid
+
+    from kio.schema.fetch.v17.request import FetchPartition as Part17
+    from kio.schema.fetch.v17.request import FetchRequest as Fetch17
+    from kio.schema.fetch.v17.request import FetchTopic as Topic17
+    from kio.schema.fetch.v17.request import ReplicaState
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    produce(broker, "byid", [b"one", b"two"])
+    described = kafka_wire.call(broker.port, MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name=TopicName("byid")),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False), 12)
+    topic_id = described.topics[0].topic_id
+
+    def fetch_by_id(wanted: uuid.UUID) -> Any:
+        request = Fetch17(
+            cluster_id=None, replica_state=ReplicaState(replica_id=BrokerId(-1), replica_epoch=i64(-1)),
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)), min_bytes=i32(1),
+            max_bytes=i32(1 << 20), isolation_level=0, session_id=i32(0), session_epoch=i32(-1),  # type: ignore[arg-type]
+            forgotten_topics_data=(), rack_id="", topics=(Topic17(topic_id=wanted, partitions=(Part17(
+                partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0), last_fetched_epoch=i32(-1),
+                log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20), replica_directory_id=uuid.UUID(int=0)),)),))
+        return kafka_wire.call(broker.port, request, 17).responses[0]
+
+    found = fetch_by_id(topic_id)
+    assert found.topic_id == topic_id
+    answer = found.partitions[0]
+    assert int(answer.error_code.value) == 0 and int(answer.high_watermark) == 2 and b"two" in answer.records
+    unknown = fetch_by_id(uuid.uuid4()).partitions[0]
+    assert int(unknown.error_code.value) == 100 and unknown.records == b""  # UNKNOWN_TOPIC_ID
