@@ -60,6 +60,17 @@ def produce(node: Node, topic: str, acks: int, value: bytes, timeout_ms: int = 3
     return int(part.error_code.value), int(part.base_offset)
 
 
+def produce_v12(node: Node, topic: str, value: bytes) -> Any:
+    from kio.schema.produce.v12.request import PartitionProduceData as Data12
+    from kio.schema.produce.v12.request import ProduceRequest as Produce12
+    from kio.schema.produce.v12.request import TopicProduceData as Topic12
+
+    return call(node, Produce12(
+        transactional_id=None, acks=i16(1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+        topic_data=(Topic12(name=TopicName(topic), partition_data=(
+            Data12(index=i32(0), records=build_batch([Record(0, 0, None, value)])),)),)), 12)
+
+
 def fetch(node: Node, topic: str, offset: int, epoch: int = -1) -> tuple[int, int, bytes]:
     response = call(node, FetchRequest(
         cluster_id=None, replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(0)),
@@ -126,6 +137,13 @@ def test_epochs_fence_stale_clients_and_followers_refuse_leader_work(cluster: Cl
     assert epoch >= 1
     follower = next(n for n in cluster.nodes.values() if n.running and n is not new_leader)
     assert produce(follower, "epochs", -1, b"x")[0] == NOT_LEADER
+    # KIP-951 (Produce v10+): the refusal names the leader and how to reach it.
+    hinted = produce_v12(follower, "epochs", b"x")
+    assert int(hinted.responses[0].partition_responses[0].error_code.value) == NOT_LEADER
+    current = hinted.responses[0].partition_responses[0].current_leader
+    assert (int(current.leader_id), int(current.leader_epoch)) == (new_leader.node_id, epoch)
+    assert [(int(e.node_id), f"{e.host}:{int(e.port)}") for e in hinted.node_endpoints] == \
+        [(new_leader.node_id, new_leader.address)]  # the address it advertises
     assert fetch(follower, "epochs", 0)[0] == NOT_LEADER
     assert fetch(new_leader, "epochs", 0, epoch - 1)[0] == FENCED
     assert fetch(new_leader, "epochs", 0, epoch + 1)[0] == UNKNOWN_EPOCH

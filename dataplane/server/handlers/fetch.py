@@ -17,6 +17,7 @@ from dataplane.protocol.messages import Deferred, Request
 from dataplane.protocol.records import uses_zstd
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
+from dataplane.server.leader_hints import LeaderHints
 
 if TYPE_CHECKING:
     from dataplane.replication.partition import Partition
@@ -38,7 +39,8 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
     try:
         while True:
             woken.clear()
-            responses, total, read = await _fetch_once(broker, body, zstd_allowed=request.api_version >= 10)
+            hints = LeaderHints(broker.metadata)
+            responses, total, read = await _fetch_once(broker, body, hints, zstd_allowed=request.api_version >= 10)
             if not stop_watching:
                 to_log_end = _replica_id(body) >= 0
                 stop_watching = [p.watch(woken, replica=to_log_end) for p, _ in read]
@@ -54,7 +56,8 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
         for stop in stop_watching:
             stop()
     return build(load_response_schema(1, request.api_version), {
-        "throttle_time": ZERO, "error_code": WireError.none, "session_id": 0, "responses": responses})
+        "throttle_time": ZERO, "error_code": WireError.none, "session_id": 0, "responses": responses,
+        "node_endpoints": hints.node_endpoints()})
 
 
 def _replica_id(body: Any) -> int:
@@ -62,7 +65,7 @@ def _replica_id(body: Any) -> int:
     return int(body.replica_state.replica_id if hasattr(body, "replica_state") else body.replica_id)
 
 
-async def _fetch_once(broker: Broker, body: Any, *,
+async def _fetch_once(broker: Broker, body: Any, hints: LeaderHints, *,
                       zstd_allowed: bool) -> tuple[list[dict[str, Any]], int, list[tuple[Partition, int]]]:
     """One pass over the partitions asked for: the responses, the bytes found, and the partitions read
     with the end of what was visible in each.
@@ -109,6 +112,9 @@ async def _fetch_once(broker: Broker, body: Any, *,
                 # Empty records, never null, as Kafka sends them (librdkafka cannot parse a null); out of range,
                 # the real watermarks too, so the client's auto.offset.reset knows where the log is.
                 entry.update(error_code=wire(exc.code), records=b"")
+                leader = hints.for_error(name, part.partition, exc.code) if name is not None else None
+                if leader is not None:
+                    entry["current_leader"] = leader  # KIP-951, v12+ (tagged)
                 if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE and partition is not None:
                     entry.update(high_watermark=partition.high_watermark, last_stable_offset=partition.high_watermark,
                                  log_start_offset=partition.log.log_start_offset)

@@ -16,6 +16,7 @@ from dataplane.protocol.messages import Request
 from dataplane.protocol.records import uses_zstd
 from dataplane.server.apis import Later, RequestContext, api
 from dataplane.server.broker import ZERO, wire
+from dataplane.server.leader_hints import LeaderHints
 
 if TYPE_CHECKING:
     from dataplane.server.broker import Broker
@@ -24,12 +25,13 @@ VALID_ACKS = (-1, 0, 1)
 ZSTD_PRODUCE_VERSION = 7
 
 
-@api(0, "Produce", 3, 9)
+@api(0, "Produce", 3, 12)  # v10: leader discovery (KIP-951); v11-12 change only transactional produce
 async def produce(broker: Broker, request: Request, context: RequestContext) -> Any:
     """Append every partition's batches, then (acks=all) wait for all of them to reach the ISR together."""
     body = request.body
     timeout = max(body.timeout.total_seconds(), 0.0)
     results = []
+    hints = LeaderHints(broker.metadata)
     waits: list[tuple[dict[str, Any], Any]] = []
     for topic_data in body.topic_data:
         with contextlib.suppress(KafkaError):  # an invalid name is answered per partition below
@@ -58,6 +60,9 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
                     waits.append((entry, partition.wait_for_replication(info.last_offset + 1, timeout)))
             except KafkaError as exc:
                 entry.update(error_code=wire(exc.code), error_message=str(exc))
+                leader = hints.for_error(topic_data.name, part.index, exc.code)
+                if leader is not None:
+                    entry["current_leader"] = leader
                 if isinstance(exc, InvalidRecordError) and exc.record_errors:
                     entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": message}
                                               for i, message in exc.record_errors]
@@ -67,7 +72,7 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
         return None
     schema = load_response_schema(0, request.api_version)
     if not waits:
-        return build(schema, {"responses": results, "throttle_time": ZERO})
+        return build(schema, {"responses": results, "throttle_time": ZERO, "node_endpoints": hints.node_endpoints()})
 
     async def replicated() -> Any:
         outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
@@ -76,7 +81,7 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
                 entry.update(error_code=wire(outcome.code), error_message=str(outcome))
             elif isinstance(outcome, BaseException):
                 raise outcome
-        return build(schema, {"responses": results, "throttle_time": ZERO})
+        return build(schema, {"responses": results, "throttle_time": ZERO, "node_endpoints": hints.node_endpoints()})
     return Later(replicated())
 
 
