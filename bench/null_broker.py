@@ -116,7 +116,7 @@ class NullBroker:
                                 "leader_epoch": 0, "replica_nodes": (NODE_ID,), "isr_nodes": (NODE_ID,),
                                 "offline_replicas": ()} for p in range(self.partitions)]})
         return build(load_response_schema(3, request.api_version), {
-            "throttle_time": ZERO, "cluster_id": "null-broker", "controller_id": NODE_ID,
+            "throttle_time": ZERO, "error_code": ErrorCode.none, "cluster_id": "null-broker", "controller_id": NODE_ID,
             "brokers": [{"node_id": NODE_ID, "host": self.host, "port": self.port, "rack": None}],
             "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS, "topics": entries})
 
