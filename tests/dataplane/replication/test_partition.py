@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,14 @@ def idempotent(sequence: int, count: int, *, base_offset: int = 0, leader_epoch:
 
 def state(leader: int, epoch: int, isr: tuple[int, ...] = (1, 2)) -> PartitionState:
     return PartitionState(0, (1, 2), isr, leader, epoch, epoch)
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30) -> None:
+    """Yield to the event loop until ``condition`` holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0)
 
 
 @pytest.fixture
@@ -63,13 +73,11 @@ def test_a_replicated_append_in_flight_lands_before_the_follower_leads_and_the_r
             return real_append(records)
         log.append_as_follower = slow_append  # type: ignore[method-assign]
         appending = asyncio.create_task(partition.append_as_follower(replicated, 3))
-        while not entered.is_set():
-            await asyncio.sleep(0)  # the append is in its worker thread now
+        assert await asyncio.to_thread(entered.wait, 30)  # the append is in its worker thread now
         electing = asyncio.create_task(partition.make_leader(state(1, 4, isr=(1,)), now=0))
         try:
             # Until the election either finished (the bug) or queued behind the in-flight append.
-            while not (electing.done() or partition._lock._waiters):  # type: ignore[attr-defined]
-                await asyncio.sleep(0)
+            await until(lambda: electing.done() or bool(partition._lock._waiters))  # type: ignore[attr-defined]
             assert not electing.done(), "became leader while a replicated append was still landing"
         finally:
             released.set()
@@ -106,14 +114,14 @@ def test_acks_all_waits_for_the_isr_and_fails_when_leadership_moves(log: Log) ->
         partition.update_membership(dataclasses.replace(state(1, 1), partition_epoch=2), now=0)
         info = await partition.append_as_leader(idempotent(0, 1), acks_all=True)
         waiting = asyncio.create_task(partition.wait_for_replication(info.last_offset + 1, timeout=30))
-        await asyncio.sleep(0)
+        await until(lambda: bool(partition._waiters))  # the produce waits for the ISR
         assert not waiting.done()
         partition.on_follower_fetch(2, info.last_offset + 1, now=1)
         await waiting
         assert partition.high_watermark == 1
         info = await partition.append_as_leader(idempotent(1, 1), acks_all=True)
         waiting = asyncio.create_task(partition.wait_for_replication(info.last_offset + 1, timeout=30))
-        await asyncio.sleep(0)
+        await until(lambda: bool(partition._waiters))
         await partition.make_follower(leader=2, leader_epoch=2)
         with pytest.raises(KafkaError) as caught:
             await waiting
