@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -100,10 +101,7 @@ class ReplicaManager:
         self._isr_changes: set[Key] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._frozen = False
-        self._fetcher_settings = FetcherSettings(
-            max_wait_ms=settings.fetcher.max_wait_ms, partition_max_bytes=settings.fetcher.partition_max_bytes,
-            response_max_bytes=settings.fetcher.response_max_bytes,
-            request_timeout_s=settings.fetcher.request_timeout_s, throttle_bytes_per_s=self.throttle)
+        self._fetcher_settings = dataclasses.replace(settings.fetcher, throttle_bytes_per_s=self.throttle)
 
     def freeze(self) -> None:
         """No more ISR changes: this broker is shutting down."""

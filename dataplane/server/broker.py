@@ -123,10 +123,6 @@ class Broker:
     def store(self) -> MetadataStore:
         return self.db.store
 
-    async def on_db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a metadata-store call on the thread that owns the connection."""
-        return await self.db.call(fn, *args, **kwargs)
-
     async def _metadata_loop(self) -> None:
         """Re-read metadata when notified, and check its version on a timer in case a notification was missed."""
         assert self._metadata_changed is not None

@@ -280,14 +280,14 @@ async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tu
         defaults = broker.metadata.cluster_defaults
         change = (_replacement(ops) if replace
                   else incremental_change(ops, lambda key: resolved_value(key, {}, defaults)))
-        await broker.on_db(broker.store.alter_topic_configs, name, change, dry_run=validate_only)
+        await broker.db.call(broker.store.alter_topic_configs, name, change, dry_run=validate_only)
     elif resource_type == BROKER:
         _check_broker_name(broker, name)
         _to_topic_names(op[0] for op in ops)
         topic_ops = [(TOPIC_NAME_FOR_BROKER_CONFIG[key], op, value) for key, op, value in ops]
         change = (_replacement(topic_ops) if replace
                   else incremental_change(topic_ops, lambda key: TOPIC_CONFIGS[key].default))
-        await broker.on_db(broker.store.alter_cluster_configs, change, dry_run=validate_only)
+        await broker.db.call(broker.store.alter_cluster_configs, change, dry_run=validate_only)
     else:
         raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
 

@@ -118,7 +118,8 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        chosen = [p for p in topic.partitions if p.partition >= start][:budget]
+        remaining = [p for p in topic.partitions if p.partition >= start]
+        chosen, left = remaining[:budget], remaining[budget:]
         budget -= len(chosen)
         entries.append({
             "error_code": WireError.none, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
@@ -128,7 +129,6 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
                             "replica_nodes": p.replicas, "isr_nodes": p.isr, "eligible_leader_replicas": None,
                             "last_known_elr": None,
                             "offline_replicas": tuple(r for r in p.replicas if r not in live)} for p in chosen]})
-        left = [p for p in topic.partitions if p.partition >= start][len(chosen):]
         if left:
             next_cursor = {"topic_name": name, "partition_index": left[0].partition}
             break

@@ -80,7 +80,7 @@ async def elect_leaders(broker: Broker, request: Request, context: RequestContex
                                        decided.leader_changed))
     if changes:
         try:
-            await broker.on_db(broker.store.apply_partition_changes, broker.config.node_id,
+            await broker.db.call(broker.store.apply_partition_changes, broker.config.node_id,
                                broker.metadata.controller_epoch, changes)
         except KafkaError as exc:
             values["error_code"] = wire(ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH
@@ -111,7 +111,7 @@ async def alter_partition_reassignments(broker: Broker, request: Request, contex
                                      "error_message": None}
             try:
                 target = None if part.replicas is None else [int(r) for r in part.replicas]
-                await broker.on_db(broker.store.reassign, broker.config.node_id, broker.metadata.controller_epoch,
+                await broker.db.call(broker.store.reassign, broker.config.node_id, broker.metadata.controller_epoch,
                                    topic_req.name, part.partition_index, target)
             except KafkaError as exc:
                 code = ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH else exc.code

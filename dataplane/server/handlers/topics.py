@@ -77,7 +77,7 @@ async def delete_topics(broker: Broker, request: Request, context: RequestContex
         try:
             if (topic_id is None) == (name is None):
                 raise KafkaError("Name a topic by exactly one of name and topic id.", code=ErrorCode.INVALID_REQUEST)
-            topic = await broker.on_db(broker.store.delete_topic, name, topic_id=topic_id)
+            topic = await broker.db.call(broker.store.delete_topic, name, topic_id=topic_id)
             entry.update(name=topic.name, topic_id=topic.topic_id)
             deleted.append(topic)
         except KafkaError as exc:
@@ -113,7 +113,7 @@ async def create_partitions(broker: Broker, request: Request, context: RequestCo
             if seen[item.name] > 1:
                 raise KafkaError("Duplicate topic in request.", code=ErrorCode.INVALID_REQUEST)
             assignments = None if item.assignments is None else [a.broker_ids for a in item.assignments]
-            await broker.on_db(broker.store.create_partitions, item.name, item.count,
+            await broker.db.call(broker.store.create_partitions, item.name, item.count,
                                broker.metadata.live_node_ids(), assignments=assignments, dry_run=body.validate_only)
             changed = changed or not body.validate_only
         except KafkaError as exc:
