@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "controlplane.audit",
     "controlplane.clusters",
     "controlplane.streams",
+    "controlplane.agent",
 ]
 
 MIDDLEWARE = [
@@ -105,9 +106,11 @@ def _required_url(name: str) -> str:
     return value
 
 
+# Also the dataplane's metadata store: brokers of managed clusters keep their own schema in this database.
+DATABASE_URL = _required_url("DATABASE_URL")
 DATABASES = {
     "default": dj_database_url.parse(
-        _required_url("DATABASE_URL"),
+        DATABASE_URL,
         conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "0")),
         conn_health_checks=True,
     )
@@ -141,6 +144,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_DEFAULT_QUEUE", "sluice")
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
+# Installed into django-celery-beat's tables by the scheduler at start (schedules live in the database).
+CELERY_BEAT_SCHEDULE = {
+    "clusters-resync": {"task": "clusters.resync_all",
+                        "schedule": float(os.environ.get("SLUICE_RESYNC_SECONDS", "15"))},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -57,6 +57,22 @@ def _check_listen(host: str, port: int) -> None:
         raise SystemExit(f"sluice: cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
+def _wait_for_cluster(ready: Any, cluster_id: object, supervisor: Any, timeout: float) -> str | None:
+    """Poll the demo cluster's status (written by the worker's reconcile) until Ready, or give up."""
+    from django.db import connections
+
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and not supervisor.stopping():
+            bootstrap = ready(cluster_id)
+            if bootstrap:
+                return str(bootstrap)
+            time.sleep(0.25)
+        return None
+    finally:
+        connections.close_all()
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from sluice.supervisor import Child, Supervisor
 
@@ -81,6 +97,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     from controlplane.tenancy.bootstrap import demo_bootstrap
 
     demo = demo_bootstrap(var)
+    from controlplane.clusters.bootstrap import demo_cluster, ready_bootstrap
+
+    demo_cluster_id = demo_cluster(demo.tenant_slug).pk
     from django.db import connections
 
     connections.close_all()
@@ -97,11 +116,15 @@ def cmd_up(args: argparse.Namespace) -> int:
         Child("beat", [python, "-m", "celery", "-A", "controlplane.celery_app", "beat", "--loglevel", "INFO",
                        "--pidfile=", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"], env,
               parent_death_signal=signal.SIGKILL),
+        # This machine as the one dataplane host; stopping the service stops its brokers.
+        Child("agent", [python, "-m", "sluice", "agent", "--host", args.agent_host, "--ports",
+                        f"{args.broker_ports[0]}-{args.broker_ports[1]}", "--stop-brokers-on-exit"], env),
     ])
     supervisor.install_signal_handlers()
     supervisor.start()
     base = f"http://{args.host}:{args.port}"
     if _wait_for_port(args.host, args.port, 30):
+        bootstrap = _wait_for_cluster(ready_bootstrap, demo_cluster_id, supervisor, timeout=120)
         print("\n".join([
             "",
             "Sluice is up.",
@@ -110,6 +133,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"  Health      {base}/healthz",
             f"  Admin       {base}/admin/   (user '{demo.username}', password '{demo.password}')",
             f"  Demo tenant '{demo.tenant_slug}', API key {demo.key_id} (credentials in {demo.credentials_path})",
+            f"  Kafka       {bootstrap}   (demo cluster, topic 'demo')" if bootstrap else
+            "  Kafka       the demo cluster is not Ready yet: see its status in the API",
             f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "
             f"{base}/api/v1/tenants/{demo.tenant_slug}/clusters",
             "Press Ctrl-C to stop.",
@@ -121,6 +146,31 @@ def cmd_up(args: argparse.Namespace) -> int:
     os.close(lock_fd)
     print("sluice: stopped", flush=True)
     return code
+
+
+def _port_pool(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition("-")
+    try:
+        first, last = int(low), int(high if sep else low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST ports, got {text!r}") from None
+    if not 0 < first <= last < 65536:
+        raise argparse.ArgumentTypeError(f"expected 1 <= FIRST <= LAST <= 65535, got {text!r}")
+    return first, last
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    """One dataplane host's agent: runs the brokers the control plane places here."""
+    if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
+        _fail("agent: set DATABASE_URL and REDIS_URL to the control plane's Postgres and Redis")
+    from controlplane.agent.runtime import AgentOptions, run
+
+    listen = args.listen_host
+    advertised = args.advertise_host or (socket.gethostname() if listen in ("0.0.0.0", "::") else listen)
+    return run(AgentOptions(host=args.host, rack=args.rack, listen_host=listen, advertised_host=advertised,
+                            port_min=args.ports[0], port_max=args.ports[1],
+                            root=Path(args.root) if args.root else runtime.var_dir() / "clusters",
+                            concurrency=args.concurrency, stop_brokers_on_exit=args.stop_brokers_on_exit))
 
 
 def cmd_manage(args: argparse.Namespace) -> int:
@@ -256,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=int(os.environ.get("SLUICE_PORT", "8000")))
     up.add_argument("--workers", type=int, default=2, help="Celery worker concurrency")
     up.add_argument("--quiet", action="store_true", help="no HTTP access log")
+    up.add_argument("--agent-host", default=os.environ.get("SLUICE_AGENT_HOST", "local"),
+                    help="this machine's name as a dataplane host (default 'local')")
+    up.add_argument("--broker-ports", type=_port_pool, default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
+                    metavar="FIRST-LAST", help="the port pool of this machine's brokers (default 19092-19191)")
     up.set_defaults(func=cmd_up)
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
     broker.add_argument("--config", default=None, metavar="FILE",
@@ -285,6 +339,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="embedded Postgres under var/ when no metadata URL is given; auto-create topics; "
                              "metrics on")
     broker.set_defaults(func=cmd_broker)
+    agent = sub.add_parser("agent", help="run a dataplane host's agent: starts and supervises the brokers the "
+                                         "control plane places on this host (a Celery worker on agent.<host>)")
+    agent.add_argument("--host", default=os.environ.get("SLUICE_AGENT_HOST", socket.gethostname()),
+                       help="this host's name (its queue is agent.<host>; default: the machine's host name)")
+    agent.add_argument("--rack", default=os.environ.get("SLUICE_AGENT_RACK", ""), help="broker.rack of its brokers")
+    agent.add_argument("--ports", type=_port_pool, default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
+                       metavar="FIRST-LAST", help="the port pool brokers listen on (default 19092-19191)")
+    agent.add_argument("--listen-host", default=os.environ.get("SLUICE_AGENT_LISTEN_HOST", "127.0.0.1"),
+                       help="the address brokers bind (default 127.0.0.1)")
+    agent.add_argument("--advertise-host", default=os.environ.get("SLUICE_AGENT_ADVERTISE_HOST", ""),
+                       help="the address Kafka clients use (default: the listen host, or the host name for 0.0.0.0)")
+    agent.add_argument("--root", default=None, help="where broker directories live (default var/clusters)")
+    agent.add_argument("--concurrency", type=int, default=4, help="task threads")
+    agent.add_argument("--stop-brokers-on-exit", action="store_true",
+                       help="stop this host's brokers when the agent stops (else a restarted agent adopts them)")
+    agent.set_defaults(func=cmd_agent)
     manage = sub.add_parser("manage", help="Django management commands (migrate, createsuperuser, ...)")
     manage.add_argument("rest", nargs=argparse.REMAINDER)
     manage.set_defaults(func=cmd_manage)

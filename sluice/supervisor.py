@@ -75,6 +75,9 @@ class Supervisor:
         self._stop = threading.Event()
         self.exit_code = 0
 
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     def request_stop(self, signum: int = signal.SIGTERM, frame: object = None) -> None:
         self._stop.set()
 

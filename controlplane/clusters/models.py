@@ -1,10 +1,20 @@
-"""Clusters: the tenant's desired state (spec) and what was last observed (status)."""
+"""Clusters: the tenant's desired state (spec) and what was last observed (status).
+
+Spec and status are written on separate paths: services change spec fields (and
+bump ``generation``) with ``save(update_fields=...)``; reconcile writes only
+``status`` with a queryset ``update``. Neither ever overwrites the other.
+"""
 
 from __future__ import annotations
 
 import uuid
 
 from django.db import models
+
+
+def new_kafka_cluster_id() -> str:
+    """The id brokers and Kafka clients see (DescribeCluster, Metadata): short, URL- and schema-safe."""
+    return "skc-" + uuid.uuid4().hex[:16]
 
 
 class Plan(models.TextChoices):
@@ -22,6 +32,12 @@ class Cluster(models.Model):
     spec = models.JSONField(default=dict)
     generation = models.PositiveBigIntegerField(default=1)
     status = models.JSONField(default=dict)
+    kafka_cluster_id = models.CharField(max_length=64, unique=True, default=new_kafka_cluster_id, editable=False)
+    # Managed topics changed by a Kafka client: put them back ("correct") or only say so ("report").
+    drift_policy = models.CharField(max_length=8, choices=[("correct", "correct"), ("report", "report")],
+                                    default="correct")
+    # Finalizer: the row stays until reconcile has stopped every broker and removed its data.
+    deletion_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -39,3 +55,56 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Agent(models.Model):
+    """A dataplane host: one agent (a Celery worker on queue ``agent.<host>``) runs its brokers.
+
+    The agent writes this row (registration, heartbeat); placement reads it.
+    """
+
+    host = models.CharField(max_length=64, primary_key=True)
+    rack = models.CharField(max_length=64, blank=True, default="")
+    advertised_host = models.CharField(max_length=255)  # what Kafka clients connect to
+    port_min = models.PositiveIntegerField()
+    port_max = models.PositiveIntegerField()
+    last_seen = models.DateTimeField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["host"]
+
+    @property
+    def queue(self) -> str:
+        return f"agent.{self.host}"
+
+    def __str__(self) -> str:
+        return self.host
+
+
+class BrokerNode(models.Model):
+    """One broker of a managed cluster, placed on an agent.
+
+    Spec (placement, ``removal_requested_at``) is written by reconcile when it
+    places or retires a node; ``process`` is the agent's report of the running
+    process and is written only by the agent.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    node_id = models.PositiveIntegerField()
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="nodes")
+    port = models.PositiveIntegerField()
+    rack = models.CharField(max_length=64, blank=True, default="")
+    removal_requested_at = models.DateTimeField(null=True, blank=True)
+    process = models.JSONField(default=dict)  # {"state", "pid", "restarts", "last_exit_code", "since", "message"}
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "node_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "node_id"], name="uniq_cluster_node"),
+            models.UniqueConstraint(fields=["agent", "port"], name="uniq_agent_port"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.node_id}@{self.agent_id}:{self.port}"

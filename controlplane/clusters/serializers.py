@@ -12,7 +12,8 @@ from controlplane.clusters.models import Cluster, Plan
 class ClusterSerializer(serializers.ModelSerializer[Cluster]):
     class Meta:
         model = Cluster
-        fields = ["id", "name", "plan", "spec", "generation", "status", "created_at", "updated_at"]
+        fields = ["id", "name", "plan", "spec", "kafka_cluster_id", "drift_policy", "generation", "status",
+                  "deletion_requested_at", "created_at", "updated_at"]
         read_only_fields = fields
 
 

@@ -6,13 +6,14 @@ import re
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.plans import PLAN_LIMITS
 from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict, ValidationFailed
-from controlplane.core.status import mark_spec_changed, pending_status
+from controlplane.core.status import pending_status
 from controlplane.tenancy.models import Tenant
 
 CLUSTER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}\Z")
@@ -54,13 +55,28 @@ def cluster_create(*, tenant: Tenant, name: str, plan: str, actor: Actor, broker
                                      status=pending_status("cluster"))
     audit_record(tenant=tenant, actor=actor, action="cluster.create", target_type="cluster",
                  target_id=str(cluster.id), data={"name": name, "plan": plan, "spec": spec})
+    request_reconcile(cluster)
     return cluster
+
+
+def request_reconcile(cluster: Cluster) -> None:
+    """Ask for a reconcile pass once the current transaction commits (the worker must see the change)."""
+    from controlplane.clusters.tasks import enqueue_reconcile
+
+    cluster_id = cluster.pk
+    transaction.on_commit(lambda: enqueue_reconcile(cluster_id))
+
+
+def _deleting(cluster: Cluster) -> None:
+    if cluster.deletion_requested_at is not None:
+        raise Conflict("The cluster is being deleted.", code="cluster_deleting")
 
 
 @transaction.atomic
 def cluster_update(*, cluster: Cluster, actor: Actor, name: str | None = None, plan: str | None = None,
                    broker_count: int | None = None, max_partitions: int | None = None) -> Cluster:
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    _deleting(cluster)
     changes: dict[str, Any] = {}
     if name is not None and name != cluster.name:
         _validate_name(name)
@@ -90,16 +106,34 @@ def cluster_update(*, cluster: Cluster, actor: Actor, name: str | None = None, p
             changes["spec"] = [cluster.spec, spec]
             cluster.spec = spec
             cluster.generation += 1
-            cluster.status = mark_spec_changed(cluster.status, "cluster")
     if changes:
-        cluster.save()
+        # Spec fields only: a reconcile writing status at the same moment keeps its write.
+        cluster.save(update_fields=["name", "plan", "spec", "generation", "updated_at"])
         audit_record(tenant=cluster.tenant, actor=actor, action="cluster.update", target_type="cluster",
                      target_id=str(cluster.id), data=changes)
+        request_reconcile(cluster)
     return cluster
 
 
 @transaction.atomic
-def cluster_delete(*, cluster: Cluster, actor: Actor) -> None:
+def cluster_delete(*, cluster: Cluster, actor: Actor) -> bool:
+    """Request deletion; reconcile stops the brokers, removes their data and then the row.
+
+    A cluster that never had a broker placed is removed at once (nothing ran). Returns whether the row
+    is gone already. Asking again while the deletion runs changes nothing.
+    """
+    from controlplane.clusters.models import BrokerNode
+
+    cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    if cluster.deletion_requested_at is not None:
+        return False
     audit_record(tenant=cluster.tenant, actor=actor, action="cluster.delete", target_type="cluster",
                  target_id=str(cluster.id), data={"name": cluster.name})
-    cluster.delete()
+    if not BrokerNode.objects.filter(cluster=cluster).exists():
+        cluster.delete()
+        return True
+    cluster.deletion_requested_at = timezone.now()
+    cluster.generation += 1
+    cluster.save(update_fields=["deletion_requested_at", "generation", "updated_at"])
+    request_reconcile(cluster)
+    return False

@@ -46,6 +46,11 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
         return self.update(request, tenant_slug, pk)
 
+    @extend_schema(responses={202: ClusterSerializer, 204: None})
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
-        services.cluster_delete(cluster=self.get_object(), actor=self.actor)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        """204 when the cluster is gone; 202 with the cluster while its brokers are stopped and removed."""
+        cluster = self.get_object()
+        if services.cluster_delete(cluster=cluster, actor=self.actor):
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        cluster.refresh_from_db()
+        return Response(ClusterSerializer(cluster).data, status=status.HTTP_202_ACCEPTED)

@@ -24,6 +24,10 @@ class Topic(models.Model):
     configs = models.JSONField(default=dict, blank=True)  # overrides only, canonical strings
     generation = models.PositiveBigIntegerField(default=1)
     status = models.JSONField(default=dict)
+    # False: a topic a Kafka client created, recorded as observed; reconcile never changes it.
+    managed = models.BooleanField(default=True)
+    # Finalizer: the row stays until reconcile has deleted the topic from the cluster.
+    deletion_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

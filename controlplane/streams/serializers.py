@@ -15,8 +15,8 @@ class TopicSerializer(serializers.ModelSerializer[Topic]):
 
     class Meta:
         model = Topic
-        fields = ["name", "cluster", "partitions", "replication_factor", "configs", "generation", "status",
-                  "created_at", "updated_at"]
+        fields = ["name", "cluster", "partitions", "replication_factor", "configs", "managed", "generation",
+                  "status", "deletion_requested_at", "created_at", "updated_at"]
         read_only_fields = fields
 
 

@@ -8,12 +8,14 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
+from controlplane.clusters.services import request_reconcile
 from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
-from controlplane.core.status import mark_spec_changed, pending_status
+from controlplane.core.status import pending_status
 from controlplane.streams.models import AclBinding, Topic
 from controlplane.streams.selectors import cluster_partition_count
 from controlplane.tenancy.models import Membership, ServiceAccount, user_principal
@@ -55,6 +57,16 @@ def _check_configs(configs: Mapping[str, Any], replication_factor: int) -> dict[
     return canonical
 
 
+def _check_cluster_open(cluster: Cluster) -> None:
+    if cluster.deletion_requested_at is not None:
+        raise Conflict("The cluster is being deleted.", code="cluster_deleting")
+
+
+def _check_not_deleting(topic: Topic) -> None:
+    if topic.deletion_requested_at is not None:
+        raise Conflict(f"Topic '{topic.name}' is being deleted.", code="topic_deleting")
+
+
 def _check_partition_budget(cluster: Cluster, wanted: int, excluding: Topic | None = None) -> None:
     used = cluster_partition_count(cluster, excluding=excluding)
     if used + wanted > cluster.max_partitions:
@@ -68,6 +80,7 @@ def topic_create(*, cluster: Cluster, name: str, actor: Actor, partitions: int |
                  replication_factor: int | None = None, configs: Mapping[str, Any] | None = None) -> Topic:
     # Serialise topic changes per cluster: the partition budget is a cluster-wide sum.
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    _check_cluster_open(cluster)
     _check_name(name)
     partitions = DEFAULT_PARTITIONS if partitions is None else partitions
     if partitions < 1:
@@ -89,6 +102,7 @@ def topic_create(*, cluster: Cluster, name: str, actor: Actor, partitions: int |
     audit_record(tenant=cluster.tenant, actor=actor, action="topic.create", target_type="topic",
                  target_id=f"{cluster.id}/{name}",
                  data={"partitions": partitions, "replication_factor": replication_factor, "configs": canonical})
+    request_reconcile(cluster)
     return topic
 
 
@@ -102,6 +116,8 @@ def topic_update(*, topic: Topic, actor: Actor, partitions: int | None = None,
     """
     cluster = Cluster.objects.select_for_update().get(pk=topic.cluster_id)
     topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    _check_cluster_open(cluster)
+    _check_not_deleting(topic)
     changes: dict[str, Any] = {}
     if partitions is not None and partitions != topic.partitions:
         if partitions < topic.partitions:
@@ -125,18 +141,36 @@ def topic_update(*, topic: Topic, actor: Actor, partitions: int | None = None,
             topic.configs = canonical
     if changes:
         topic.generation += 1
-        topic.status = mark_spec_changed(topic.status, "topic")
-        topic.save()
+        # Editing a topic a client created makes it managed: from now on its spec is the truth.
+        topic.managed = True
+        topic.save(update_fields=["partitions", "configs", "generation", "managed", "updated_at"])
         audit_record(tenant=cluster.tenant, actor=actor, action="topic.update", target_type="topic",
                      target_id=f"{cluster.id}/{topic.name}", data=changes)
+        request_reconcile(cluster)
     return topic
 
 
 @transaction.atomic
-def topic_delete(*, topic: Topic, actor: Actor) -> None:
+def topic_delete(*, topic: Topic, actor: Actor) -> bool:
+    """Request deletion; reconcile deletes it from the cluster, then the row. Returns whether the row is gone.
+
+    A topic that no reconcile ever created on a cluster that never had a broker goes at once.
+    """
+    from controlplane.clusters.models import BrokerNode
+
+    topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    if topic.deletion_requested_at is not None:
+        return False
     audit_record(tenant=topic.cluster.tenant, actor=actor, action="topic.delete", target_type="topic",
                  target_id=f"{topic.cluster_id}/{topic.name}")
-    topic.delete()
+    if not BrokerNode.objects.filter(cluster_id=topic.cluster_id).exists():
+        topic.delete()
+        return True
+    topic.deletion_requested_at = timezone.now()
+    topic.generation += 1
+    topic.save(update_fields=["deletion_requested_at", "generation", "updated_at"])
+    request_reconcile(topic.cluster)
+    return False
 
 
 def _known_principal(cluster: Cluster, principal: str) -> bool:

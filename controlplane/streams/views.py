@@ -83,9 +83,14 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChil
     def partial_update(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
         return self.update(request, tenant_slug, cluster_pk, name)
 
+    @extend_schema(responses={202: TopicSerializer, 204: None})
     def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
-        services.topic_delete(topic=self.get_object(), actor=self.actor)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        """204 when the topic is gone; 202 with the topic while reconcile deletes it from the cluster."""
+        topic = self.get_object()
+        if services.topic_delete(topic=topic, actor=self.actor):
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        topic.refresh_from_db()
+        return Response(TopicSerializer(topic).data, status=status.HTTP_202_ACCEPTED)
 
 
 class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):

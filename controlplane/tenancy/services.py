@@ -60,6 +60,11 @@ def tenant_update(*, tenant: Tenant, name: str, actor: Actor) -> Tenant:
 
 @transaction.atomic
 def tenant_delete(*, tenant: Tenant, actor: Actor) -> None:
+    from controlplane.clusters.models import BrokerNode
+
+    if BrokerNode.objects.filter(cluster__tenant=tenant).exists():
+        raise Conflict("Delete the tenant's clusters first: their brokers are still running.",
+                       code="tenant_has_clusters")
     audit_record(tenant=tenant, actor=actor, action="tenant.delete", target_type="tenant", target_id=tenant.slug)
     tenant.delete()
 

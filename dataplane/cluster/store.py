@@ -272,6 +272,18 @@ class MetadataStore:
                 self._changed()
         return applied
 
+    def replica_counts(self) -> dict[int, int]:
+        """Partition replicas assigned to each broker (a scale-in may stop a broker only at zero)."""
+        rows = self.conn.execute(
+            "SELECT r, count(*) FROM partitions p JOIN topics t USING (topic_id), unnest(p.replicas) AS r"
+            " WHERE t.cluster_id = %s GROUP BY r", (self.cluster_id,)).fetchall()
+        return {int(str(node)): int(str(n)) for node, n in rows}
+
+    def drop_cluster(self) -> None:
+        """Remove every row of this cluster (topics, partitions, brokers, leases): its brokers are gone."""
+        self.conn.execute("DELETE FROM topics WHERE cluster_id = %s", (self.cluster_id,))
+        self.conn.execute("DELETE FROM clusters WHERE cluster_id = %s", (self.cluster_id,))
+
     def registered_brokers(self) -> set[int]:
         rows = self.conn.execute("SELECT node_id FROM brokers WHERE cluster_id = %s", (self.cluster_id,)).fetchall()
         return {int(str(r[0])) for r in rows}

@@ -1,0 +1,316 @@
+"""The broker processes one dataplane host runs: start, adopt, supervise, stop.
+
+No Django here: this is the agent's local half, owned by the agent process. The
+desired state of each node lives on disk beside its data (``node.json``), so an
+agent that restarts (or is SIGKILLed) finds its brokers again and adopts the
+running ones instead of starting second copies. Brokers are detached: their own
+session, their own log file, no parent-death signal, so they outlive the agent.
+
+Thread-safety: one lock guards the table of nodes; the supervise loop and the
+Celery task threads all go through it. Slow waits (a broker's clean shutdown)
+happen outside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# A crash after this long running counts as a fresh failure (no back-off).
+STABLE_AFTER_SECONDS = 30.0
+BACKOFF_START = 0.5
+BACKOFF_MAX = 30.0
+STOP_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """Everything a broker of a managed cluster needs, as the control plane placed it."""
+
+    cluster: str  # the dataplane cluster id (also the directory name)
+    node_id: int
+    host: str  # the agent (dataplane host) name this node is placed on
+    listen_host: str
+    advertised_host: str
+    port: int
+    metadata_url: str
+    rack: str | None = None
+    generation: int = 1  # bumps when the control plane changes this node's config
+
+    def config_toml(self, data_dir: Path) -> str:
+        lines = [
+            f"node.id = {self.node_id}",
+            f"cluster.id = {json.dumps(self.cluster)}",
+            f"listeners = {json.dumps(f'{self.listen_host}:{self.port}')}",
+            f"advertised.listeners = {json.dumps(f'{self.advertised_host}:{self.port}')}",
+            f"log.dirs = {json.dumps(str(data_dir))}",
+            f"metadata.url = {json.dumps(self.metadata_url)}",
+            'metrics.listen = ""',
+        ]
+        if self.rack:
+            lines.append(f"broker.rack = {json.dumps(self.rack)}")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(slots=True)
+class NodeState:
+    """What the agent reports about one node (JSON-able)."""
+
+    state: str  # Starting | Running | BackingOff | Stopped
+    pid: int | None = None
+    restarts: int = 0
+    last_exit_code: int | None = None
+    since: float = field(default_factory=time.time)
+    message: str = ""
+
+
+@dataclass(slots=True)
+class _Node:
+    spec: NodeSpec
+    directory: Path
+    pid: int | None = None
+    proc: subprocess.Popen[bytes] | None = None  # None when adopted (someone else's child)
+    started_at: float = 0.0
+    failures: int = 0  # consecutive quick crashes
+    next_start: float = 0.0
+    restarts: int = 0
+    last_exit_code: int | None = None
+    state: str = "Starting"
+    since: float = field(default_factory=time.time)
+    message: str = ""
+
+    def report(self) -> NodeState:
+        return NodeState(self.state, self.pid, self.restarts, self.last_exit_code, self.since, self.message)
+
+
+def _alive(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
+    if proc is not None:
+        return proc.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # an exited process nobody has reaped yet is not running
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _runs_config(pid: int, config: Path) -> bool:
+    """Whether ``pid`` is a broker started from ``config`` (pids get reused)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return str(config).encode() in argv
+
+
+class BrokerProcesses:
+    """The brokers placed on one host, under ``root/<cluster>/<node>``."""
+
+    def __init__(self, root: Path, host: str, *, python: str = sys.executable,
+                 on_change: Callable[[NodeSpec, NodeState], None] | None = None) -> None:
+        self.root = root
+        self.host = host
+        self.python = python
+        self.on_change = on_change
+        self._nodes: dict[tuple[str, int], _Node] = {}
+        self._lock = threading.Lock()
+
+    # -- paths -------------------------------------------------------------------------------------------------
+    def node_dir(self, cluster: str, node_id: int) -> Path:
+        return self.root / cluster / str(node_id)
+
+    @staticmethod
+    def _config_path(directory: Path) -> Path:
+        return directory / "broker.toml"
+
+    # -- desired state -----------------------------------------------------------------------------------------
+    def adopt(self) -> list[NodeSpec]:
+        """Load every node of this host from disk; keep running brokers, start the rest on the next tick."""
+        found: list[NodeSpec] = []
+        if not self.root.is_dir():
+            return found
+        for spec_file in sorted(self.root.glob("*/*/node.json")):
+            try:
+                spec = NodeSpec(**json.loads(spec_file.read_text()))
+            except (OSError, ValueError, TypeError) as exc:
+                log.warning("ignoring unreadable %s: %s", spec_file, exc)
+                continue
+            if spec.host != self.host:
+                continue
+            node = _Node(spec, spec_file.parent)
+            pid = self._read_pid(node.directory)
+            if pid is not None and _alive(pid, None) and _runs_config(pid, self._config_path(node.directory)):
+                node.pid, node.state, node.started_at = pid, "Running", time.monotonic()
+                node.message = "adopted a running broker"
+                log.info("adopted broker %s/%d (pid %d)", spec.cluster, spec.node_id, pid)
+            with self._lock:
+                self._nodes[(spec.cluster, spec.node_id)] = node
+            found.append(spec)
+        return found
+
+    def ensure(self, spec: NodeSpec) -> NodeState:
+        """Make ``spec`` a desired node; start it if it is not running. Idempotent."""
+        directory = self.node_dir(spec.cluster, spec.node_id)
+        (directory / "data").mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            node = self._nodes.get((spec.cluster, spec.node_id))
+            changed = node is None or node.spec != spec
+            if changed:
+                self._write_spec(directory, spec)
+            if node is None:
+                node = _Node(spec, directory)
+                self._nodes[(spec.cluster, spec.node_id)] = node
+            restart = changed and node.pid is not None and node.spec != spec
+            node.spec = spec
+        if restart:  # a new config (port, rack) needs a new process
+            self._terminate(node)
+        self.tick()
+        with self._lock:
+            return node.report()
+
+    def remove(self, cluster: str, node_id: int, *, purge: bool) -> bool:
+        """Stop a node for good; with ``purge`` delete its directory (data included). Idempotent."""
+        directory = self.node_dir(cluster, node_id)
+        with self._lock:
+            node = self._nodes.pop((cluster, node_id), None)
+            # Forget the desired state first: a crash from here on leaves nothing to restart.
+            with contextlib.suppress(FileNotFoundError):
+                (directory / "node.json").unlink()
+        if node is None:
+            pid = self._read_pid(directory)
+            if pid is not None and _runs_config(pid, self._config_path(directory)):
+                node = _Node(NodeSpec(cluster, node_id, self.host, "", "", 0, ""), directory, pid=pid)
+        if node is not None:
+            self._terminate(node)
+        if purge:
+            shutil.rmtree(directory, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                directory.parent.rmdir()  # the cluster directory, once its last node is gone
+        return True
+
+    def stop_all(self) -> None:
+        """Stop every broker of this host but keep their desired state (the next agent restarts them)."""
+        with self._lock:
+            nodes = list(self._nodes.values())
+        for node in nodes:
+            self._terminate(node)
+
+    def states(self) -> dict[tuple[str, int], NodeState]:
+        with self._lock:
+            return {key: node.report() for key, node in self._nodes.items()}
+
+    def specs(self) -> list[NodeSpec]:
+        with self._lock:
+            return [node.spec for node in self._nodes.values()]
+
+    # -- supervision -------------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Start what should run and is not: first at once, then with back-off while it keeps dying."""
+        now = time.monotonic()
+        changes: list[tuple[NodeSpec, NodeState]] = []
+        with self._lock:
+            for node in self._nodes.values():
+                before = (node.state, node.pid)
+                if node.pid is not None and not _alive(node.pid, node.proc):
+                    self._exited(node, now)
+                if node.pid is None and now >= node.next_start:
+                    self._start(node, now)
+                elif node.pid is not None and node.state == "Starting" and now - node.started_at > 1.0:
+                    node.state, node.since = "Running", time.time()
+                if (node.state, node.pid) != before:
+                    changes.append((node.spec, node.report()))
+        if self.on_change is not None:
+            for spec, state in changes:
+                self.on_change(spec, state)
+
+    def _exited(self, node: _Node, now: float) -> None:
+        code = node.proc.returncode if node.proc is not None else None
+        ran = now - node.started_at
+        node.failures = 0 if ran > STABLE_AFTER_SECONDS else node.failures + 1
+        delay = 0.0 if node.failures <= 1 else min(BACKOFF_MAX, BACKOFF_START * 2 ** (node.failures - 2))
+        log.warning("broker %s/%d (pid %s) exited with %s after %.1fs; restarting in %.1fs", node.spec.cluster,
+                    node.spec.node_id, node.pid, code, ran, delay)
+        node.pid, node.proc = None, None
+        node.last_exit_code = code
+        node.next_start = now + delay
+        node.state, node.since = ("BackingOff" if delay else "Starting"), time.time()
+        node.message = f"exited with status {code} after {ran:.1f}s"
+
+    def _start(self, node: _Node, now: float) -> None:
+        config = self._config_path(node.directory)
+        config.write_text(node.spec.config_toml(node.directory / "data"))
+        logfile = open(node.directory / "broker.log", "ab")  # noqa: SIM115 - the child owns it from here
+        try:
+            node.proc = subprocess.Popen(
+                [self.python, "-m", "sluice", "broker", "--config", str(config)],
+                cwd=node.directory, stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT,
+                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        except OSError as exc:
+            node.failures += 1
+            node.next_start = now + min(BACKOFF_MAX, BACKOFF_START * 2 ** node.failures)
+            node.state, node.message = "BackingOff", f"could not start: {exc}"
+            return
+        finally:
+            logfile.close()
+        if node.started_at:
+            node.restarts += 1
+        node.pid, node.started_at = node.proc.pid, now
+        node.state, node.since = "Starting", time.time()
+        (node.directory / "broker.pid").write_text(f"{node.pid}\n")
+        log.info("started broker %s/%d (pid %d, port %d)", node.spec.cluster, node.spec.node_id, node.pid,
+                 node.spec.port)
+
+    def _terminate(self, node: _Node) -> None:
+        """SIGTERM the broker's process group, wait, then SIGKILL. Safe to call on a stopped node."""
+        pid, proc = node.pid, node.proc
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while _alive(pid, proc) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        if proc is not None:
+            proc.wait()
+        with self._lock:
+            if node.pid == pid:
+                node.pid, node.proc = None, None
+                node.next_start = 0.0
+                node.started_at = 0.0
+                node.state, node.since = "Stopped", time.time()
+        with contextlib.suppress(FileNotFoundError):
+            (node.directory / "broker.pid").unlink()
+
+    # -- files -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _write_spec(directory: Path, spec: NodeSpec) -> None:
+        tmp = directory / "node.json.tmp"
+        tmp.write_text(json.dumps(asdict(spec), indent=2))
+        os.replace(tmp, directory / "node.json")
+
+    @staticmethod
+    def _read_pid(directory: Path) -> int | None:
+        try:
+            return int((directory / "broker.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None

@@ -1,0 +1,42 @@
+"""The demo cluster and topic `sluice up` ensures, so the first command gives a Kafka endpoint.
+
+Idempotent: created once (by name) and then left alone, whatever the user did to them since.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from controlplane.clusters.models import Cluster, Plan
+from controlplane.clusters.services import cluster_create, request_reconcile
+from controlplane.core.actors import SYSTEM_ACTOR
+from controlplane.streams.models import Topic
+from controlplane.streams.services import topic_create
+from controlplane.tenancy.models import Tenant
+
+DEMO_CLUSTER = "demo"
+DEMO_TOPIC = "demo"
+
+
+@transaction.atomic
+def demo_cluster(tenant_slug: str) -> Cluster:
+    tenant = Tenant.objects.get(slug=tenant_slug)
+    cluster = Cluster.objects.filter(tenant=tenant, name=DEMO_CLUSTER).first()
+    if cluster is None:
+        cluster = cluster_create(tenant=tenant, name=DEMO_CLUSTER, plan=Plan.BASIC, actor=SYSTEM_ACTOR)
+        topic_create(cluster=cluster, name=DEMO_TOPIC, actor=SYSTEM_ACTOR, partitions=3, replication_factor=1)
+    elif cluster.deletion_requested_at is None and not Topic.objects.filter(cluster=cluster).exists() \
+            and cluster.generation == 1:
+        topic_create(cluster=cluster, name=DEMO_TOPIC, actor=SYSTEM_ACTOR, partitions=3, replication_factor=1)
+    else:
+        request_reconcile(cluster)
+    return cluster
+
+
+def ready_bootstrap(cluster_id: object) -> str | None:
+    """The cluster's bootstrap servers once it is Ready, else None."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in cluster.status.get("conditions", []))
+    return cluster.status.get("bootstrap_servers") or None if ready else None

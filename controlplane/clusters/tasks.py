@@ -1,0 +1,73 @@
+"""Cluster tasks: thin callers of the reconcile service.
+
+``enqueue_reconcile`` is the one way to ask for a pass. A Redis key (SET NX with
+an expiry) keeps at most one pass queued per cluster, however many spec
+changes, agent reports and resyncs ask; the expiry means a pass lost with a
+killed worker only delays the next one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+
+import redis
+from celery import shared_task
+from django.conf import settings
+
+from controlplane.clusters.models import Cluster
+from controlplane.clusters.reconcile import reconcile_cluster
+
+log = logging.getLogger(__name__)
+
+PENDING_TTL_SECONDS = 30
+RETRY_SECONDS = 1.0
+SLOW_RETRY_SECONDS = 5.0
+FAST_ATTEMPTS = 60
+
+
+@functools.cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def _pending_key(cluster_id: str) -> str:
+    return f"sluice:reconcile-pending:{cluster_id}"
+
+
+def enqueue_reconcile(cluster_id: uuid.UUID | str, *, countdown: float = 0, resync: bool = False,
+                      attempt: int = 0) -> bool:
+    if not _redis().set(_pending_key(str(cluster_id)), "1", nx=True, ex=PENDING_TTL_SECONDS):
+        return False
+    reconcile.apply_async(args=[str(cluster_id)], kwargs={"resync": resync, "attempt": attempt},
+                          countdown=countdown)
+    return True
+
+
+def enqueue_reconcile_by_kafka_id(kafka_cluster_id: str) -> None:
+    for pk in Cluster.objects.filter(kafka_cluster_id=kafka_cluster_id).values_list("pk", flat=True):
+        enqueue_reconcile(pk)
+
+
+@shared_task(name="clusters.reconcile", ignore_result=True)
+def reconcile(cluster_id: str, resync: bool = False, attempt: int = 0) -> None:
+    _redis().delete(_pending_key(cluster_id))
+    try:
+        outcome = reconcile_cluster(uuid.UUID(cluster_id), resync=resync)
+    except Exception:
+        log.exception("reconcile of cluster %s failed; retrying", cluster_id)
+        enqueue_reconcile(cluster_id, countdown=SLOW_RETRY_SECONDS, attempt=attempt + 1)
+        return
+    if not outcome.done:
+        wait = RETRY_SECONDS if attempt < FAST_ATTEMPTS else SLOW_RETRY_SECONDS
+        enqueue_reconcile(cluster_id, countdown=0.2 if outcome.busy else wait, attempt=attempt + 1)
+
+
+@shared_task(name="clusters.resync_all", ignore_result=True)
+def resync_all() -> int:
+    """The periodic pass over every cluster: a lost task or a crashed worker only delays."""
+    count = 0
+    for pk in Cluster.objects.values_list("pk", flat=True):
+        count += enqueue_reconcile(pk, resync=True)
+    return count

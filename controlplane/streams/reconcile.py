@@ -1,0 +1,168 @@
+"""Reconcile a cluster's topics through the Kafka admin API.
+
+Runs inside the cluster's reconcile (under its advisory lock) once the brokers
+are up. Observes with one topic listing and one config description, plans with
+the pure :func:`plan_topics`, acts with batched admin calls, and writes each
+topic's status (never its spec).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from dataplane.client.admin import AdminError, ClusterAdmin, overrides
+from django.db import IntegrityError, transaction
+
+from controlplane.clusters.models import Cluster
+from controlplane.core.status import condition
+from controlplane.streams.models import Topic
+from controlplane.streams.topic_plan import (
+    AddPartitions,
+    Adopt,
+    AlterConfigs,
+    CreateTopic,
+    DeleteTopic,
+    DesiredTopic,
+    Drift,
+    Forget,
+    ObservedTopic,
+    TopicAction,
+    plan_topics,
+)
+from dataplane.naming import collision_key
+
+log = logging.getLogger(__name__)
+
+
+def _reason(error: AdminError) -> str:
+    """Kafka's error name as a CamelCase condition reason: INVALID_CONFIG -> InvalidConfig."""
+    return "".join(part.capitalize() for part in re.split(r"[_\W]+", error.code) if part) or "AdminError"
+
+
+def observe_topics(admin: ClusterAdmin) -> tuple[dict[str, ObservedTopic], int]:
+    """The cluster's topics (internal ones aside) and how many partitions are under-replicated."""
+    infos = admin.topics()
+    configs = admin.topic_configs(list(infos)) if infos else {}
+    under = sum(1 for info in infos.values() for p in info.partitions if p.under_replicated or p.offline)
+    return {name: ObservedTopic(name, len(info.partitions),
+                                len(info.partitions[0].replicas) if info.partitions else 0,
+                                {k: e.value for k, e in overrides(configs.get(name, {})).items()
+                                 if e.value is not None})
+            for name, info in infos.items()}, under
+
+
+def _desired(row: Topic) -> DesiredTopic:
+    return DesiredTopic(row.name, row.partitions, row.replication_factor, dict(row.configs), managed=row.managed,
+                        deleting=row.deletion_requested_at is not None,
+                        applied=row.status.get("observed_generation") == row.generation)
+
+
+def _ready_status(row: Topic, drift: str = "") -> dict[str, Any]:
+    conditions = [condition("Ready", True, "Created" if row.managed else "Observed",
+                            "The topic matches its spec." if row.managed else "Created by a Kafka client."),
+                  condition("Reconciling", False, "Reconciled", "Nothing to do.")]
+    if drift:
+        conditions.append(condition("Degraded", True, "Drift", drift))
+    return {"observed_generation": row.generation, "conditions": conditions}
+
+
+def _failed_status(row: Topic, error: AdminError) -> dict[str, Any]:
+    return {"observed_generation": row.status.get("observed_generation", 0), "conditions": [
+        condition("Ready", False, _reason(error), error.message),
+        condition("Reconciling", True, "Retrying", "The cluster refused the change; retrying.")]}
+
+
+def _adopt(cluster: Cluster, rows: dict[str, Topic], observed: ObservedTopic) -> None:
+    row = rows.get(observed.name)
+    if row is not None:
+        Topic.objects.filter(pk=row.pk).update(partitions=observed.partitions,
+                                               replication_factor=observed.replication_factor,
+                                               configs=dict(observed.configs))
+        return
+    row = Topic(cluster=cluster, name=observed.name, collision_key=collision_key(observed.name),
+                partitions=observed.partitions, replication_factor=observed.replication_factor,
+                configs=dict(observed.configs), managed=False)
+    row.status = _ready_status(row)
+    try:
+        with transaction.atomic():
+            row.save()
+    except IntegrityError:  # a spec row was created meanwhile; the next pass sees both sides
+        pass
+
+
+def reconcile_topics(cluster: Cluster, *, bootstrap: str, resync: bool = False) -> dict[str, Any]:
+    """One pass; returns a summary for the cluster's status: ``pending`` changes, ``drift``, ``errors``."""
+    try:
+        with ClusterAdmin(bootstrap, timeout=10) as admin:
+            observed, under_replicated = observe_topics(admin)
+            rows = {t.name: t for t in Topic.objects.filter(cluster=cluster)}
+            actions = plan_topics([_desired(r) for r in rows.values()], observed,
+                                  correct_drift=cluster.drift_policy == "correct")
+            summary = _act(cluster, admin, rows, actions)
+            if under_replicated:
+                summary["under_replicated_partitions"] = under_replicated
+            return summary
+    except AdminError as exc:
+        log.warning("cluster %s: topic reconcile failed: %s", cluster.kafka_cluster_id, exc)
+        return {"pending": 1, "errors": [f"{exc.code}: {exc.message}"]}
+
+
+def _act(cluster: Cluster, admin: ClusterAdmin, rows: dict[str, Topic],
+         actions: list[TopicAction]) -> dict[str, Any]:
+    failed: dict[str, AdminError] = {}
+    drift: dict[str, str] = {}
+    changed = 0
+    creates = [a for a in actions if isinstance(a, CreateTopic)]
+    if creates:
+        from dataplane.client.admin import NewTopic
+
+        results = admin.create_topics([NewTopic(a.name, a.partitions, a.replication_factor, dict(a.configs))
+                                       for a in creates])
+        for name, error in results.items():
+            if error is not None and error.code != "TOPIC_ALREADY_EXISTS":
+                failed[name] = error
+        changed += len(creates)
+    deletes = [a.name for a in actions if isinstance(a, DeleteTopic)]
+    if deletes:
+        for name, error in admin.delete_topics(deletes).items():
+            if error is not None and error.code != "UNKNOWN_TOPIC_OR_PART":
+                failed[name] = error
+        changed += len(deletes)
+    for action in actions:
+        try:
+            if isinstance(action, AddPartitions):
+                admin.create_partitions(action.name, action.total)
+                changed += 1
+            elif isinstance(action, AlterConfigs):
+                admin.alter_topic_configs(action.name, action.set, action.delete)
+                changed += 1
+        except AdminError as exc:
+            failed[action.name] = exc
+        if isinstance(action, Forget):
+            Topic.objects.filter(pk=rows[action.name].pk).delete()
+            changed += 1
+        elif isinstance(action, Adopt):
+            _adopt(cluster, rows, action.topic)
+            changed += 1
+        elif isinstance(action, Drift):
+            drift[action.name] = action.detail
+    acted_on = {getattr(a, "name", None) for a in actions}
+    for name, row in rows.items():
+        if row.deletion_requested_at is not None or not row.managed:
+            continue
+        if name in failed:
+            status = _failed_status(row, failed[name])
+        elif name in acted_on or row.status.get("observed_generation") != row.generation or (
+                bool(drift.get(name)) != any(c["type"] == "Degraded" for c in row.status.get("conditions", []))):
+            status = _ready_status(row, drift.get(name, ""))
+        else:
+            continue
+        Topic.objects.filter(pk=row.pk, generation=row.generation).update(status=status)
+    summary: dict[str, Any] = {"pending": changed, "count": len(rows)}
+    if drift:
+        summary["drift"] = "; ".join(f"{name}: {detail}" for name, detail in sorted(drift.items()))
+    if failed:
+        summary["errors"] = [f"{name}: {err.code}: {err.message}" for name, err in sorted(failed.items())]
+    return summary

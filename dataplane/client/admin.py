@@ -1,0 +1,759 @@
+"""A typed, synchronous admin client for one Sluice (or Kafka) cluster, for the control plane.
+
+The control plane's reconcile tasks and API views call these methods and get
+frozen dataclasses back; no confluent-kafka or kio type leaks out, and every
+failure is an ``AdminError`` with a stable ``code`` (librdkafka's name for the
+Kafka error, e.g. ``UNKNOWN_TOPIC_OR_PART``, or ``_TRANSPORT``/``_TIMED_OUT``
+when the cluster cannot be reached) and a ``retriable`` flag a reconcile loop
+can branch on.
+
+Everything librdkafka's AdminClient does goes through it, so the requests carry
+its retries, metadata handling and (later) its SASL/TLS configuration. What it
+does not send is spoken over a plain blocking socket with the broker's own
+codec (``dataplane.protocol.client``): partition reassignments
+(AlterPartitionReassignments, ListPartitionReassignments) to the controller,
+DescribeLogDirs and ListGroups to every broker. ListGroups is the one API
+librdkafka has but cannot be used for: its listing drops each group's protocol
+type. That path speaks PLAINTEXT only.
+
+Each public call has one deadline (``timeout``) shared by the requests it
+makes, so an unreachable cluster raises a retriable AdminError instead of
+hanging. A ClusterAdmin may be shared between threads.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    OffsetSpec,
+    ResourceType,
+)
+from confluent_kafka.admin import ConfigEntry as KafkaConfigEntry  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic as KafkaNewTopic  # type: ignore[attr-defined]
+from kio.index import load_request_schema
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i32Timedelta
+
+from dataplane.protocol.client import ClientCodec
+from dataplane.protocol.errors import ErrorCode
+from dataplane.protocol.framing import RemoteProtocolError
+
+CLIENT_ID = "sluice-controlplane"
+TopicPartitionKey = tuple[str, int]
+OffsetSpecArg = Literal["earliest", "latest"] | int
+T = TypeVar("T")
+
+# librdkafka's local errors that mean "the cluster did not answer (yet)", which it does not flag retriable itself.
+_RETRIABLE_LOCAL = frozenset({"_TRANSPORT", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_ALL_BROKERS_DOWN", "_WAIT_COORD",
+                              "_RESOLVE", "_NODE_UPDATE", "_WAIT_CACHE"})
+# A commit from outside the group (no member id, generation -1) is refused with these while the group has members.
+_GROUP_HAS_MEMBERS = frozenset({"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS"})
+# librdkafka's enum names for group states, as Kafka's protocol spells them (ListGroups' own spelling).
+_GROUP_STATES = {"UNKNOWN": "Unknown", "EMPTY": "Empty", "PREPARING_REBALANCE": "PreparingRebalance",
+                 "COMPLETING_REBALANCE": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead"}
+DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
+_NOT_CONTROLLER = int(ErrorCode.NOT_CONTROLLER)
+_RETRY_BACKOFF = 0.1  # seconds between attempts to reach a moved controller
+_FUTURE_GRACE = 1.0  # librdkafka enforces request_timeout itself; this only guards against a future never resolved
+
+# The wire APIs this module speaks, with the versions it can read: the highest one the broker also serves is used.
+_API_VERSIONS = 18
+_DESCRIBE_LOG_DIRS, _LIST_GROUPS = 35, 16
+_ALTER_REASSIGNMENTS, _LIST_REASSIGNMENTS = 45, 46
+_READABLE: dict[int, tuple[int, ...]] = {_DESCRIBE_LOG_DIRS: (1, 2, 3, 4), _LIST_GROUPS: (0, 1, 2, 3, 4),
+                                         _ALTER_REASSIGNMENTS: (0,), _LIST_REASSIGNMENTS: (0,)}
+
+
+class AdminError(Exception):
+    """A request the cluster refused or could not answer; ``code`` is stable, ``message`` is for people."""
+
+    def __init__(self, code: str, message: str, *, retriable: bool = False) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retriable = retriable
+
+    def __repr__(self) -> str:
+        return f"AdminError({self.code!r}, {self.message!r}, retriable={self.retriable})"
+
+    @classmethod
+    def from_kafka(cls, error: KafkaError) -> AdminError:
+        name = error.name()
+        return cls(name, error.str(), retriable=bool(error.retriable()) or _retriable_code(error.code(), name))
+
+    @classmethod
+    def from_wire(cls, code: int, message: str | None = None) -> AdminError:
+        """A broker's error code in a response this module decoded itself, named as librdkafka names it."""
+        described = KafkaError(code)
+        name = described.name()
+        return cls(name, message or described.str(), retriable=_retriable_code(code, name))
+
+
+def _retriable_code(code: int, name: str) -> bool:
+    if name in _RETRIABLE_LOCAL:
+        return True
+    try:
+        return ErrorCode(code).retriable
+    except ValueError:
+        return False
+
+
+def _from_exception(exc: BaseException) -> AdminError:
+    found = exc.args[0] if exc.args else None
+    if isinstance(found, KafkaError):
+        return AdminError.from_kafka(found)
+    return AdminError("_FAIL", str(exc) or type(exc).__name__)
+
+
+# ---------------------------------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    cluster_id: str
+    controller_id: int  # -1 while no broker is the controller
+    brokers: tuple[BrokerInfo, ...]  # registered (live) brokers, by node id
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers if b.node_id == node_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int  # -1: no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: str | None
+    internal: bool
+    partitions: tuple[PartitionInfo, ...]  # by partition index
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None  # None for a sensitive value, or a config without one
+    source: str  # Kafka's ConfigSource name: DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG, STATIC_BROKER_CONFIG, ...
+    is_default: bool
+    read_only: bool
+    sensitive: bool
+
+
+def overrides(entries: Mapping[str, ConfigEntry]) -> dict[str, ConfigEntry]:
+    """The topic's own settings, without what it inherits from the broker or cluster defaults."""
+    return {name: entry for name, entry in entries.items() if entry.source == DYNAMIC_TOPIC_CONFIG}
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. With ``assignments`` (one replica list per partition, in partition order)
+    the layout is given instead of chosen by the cluster, and must agree with the counts."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+    assignments: Sequence[Sequence[int]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.assignments is not None and (
+                len(self.assignments) != self.partitions
+                or any(len(replicas) != self.replication_factor for replicas in self.assignments)):
+            raise ValueError(f"topic {self.name!r}: assignments must list {self.partitions} partitions of "
+                             f"{self.replication_factor} replicas each")
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition move in progress: ``replicas`` is the target followed by the replicas leaving."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSize:
+    """One replica's log on one broker."""
+
+    topic: str
+    partition: int
+    broker: int
+    size_bytes: int
+    offset_lag: int  # how far this replica's log end is behind the high watermark
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    state: str  # Kafka's spelling (Stable, Empty, ...); "" from a broker too old to say
+    protocol_type: str  # "consumer" for consumer groups, "" for offsets-only groups, "connect", ...
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: tuple[TopicPartitionKey, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol: str  # the assignor the members agreed on ("range", "roundrobin", ...)
+    members: tuple[Member, ...]
+
+
+# ---------------------------------------------------------------------------------------------------- internals
+
+
+class _Deadline:
+    """The time one public call may take, shared by every request it makes."""
+
+    __slots__ = ("_at", "_seconds")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        """Seconds left; a retriable _TIMED_OUT once none are."""
+        left = self._at - time.monotonic()
+        if left <= 0:
+            raise AdminError("_TIMED_OUT", f"no answer within {self._seconds:g} s", retriable=True)
+        return left
+
+    def ms(self) -> int:
+        return max(1, int(self.remaining() * 1000))
+
+
+class _Wire:
+    """One blocking connection to one broker, for the requests librdkafka does not send.
+
+    It asks for the broker's ApiVersions first and uses, per API, the highest
+    version both sides know. Single-threaded; closed by its context manager.
+    """
+
+    def __init__(self, broker: BrokerInfo, deadline: _Deadline) -> None:
+        self._deadline = deadline
+        self._where = f"broker {broker.node_id} at {broker.host}:{broker.port}"
+        self._codec = ClientCodec(CLIENT_ID)
+        self._pending = b""
+        try:
+            self._sock = socket.create_connection((broker.host, broker.port), timeout=deadline.remaining())
+        except OSError as exc:
+            raise self._failure(exc) from exc
+        self._served: dict[int, tuple[int, int]] = {}
+        answer = self.call(_request(_API_VERSIONS, 0))
+        if answer.error_code.value:
+            raise AdminError.from_wire(int(answer.error_code.value), f"ApiVersions refused by {self._where}")
+        self._served = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in answer.api_keys}
+
+    def __enter__(self) -> _Wire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
+
+    def version(self, api_key: int) -> int:
+        low, high = self._served.get(api_key, (0, -1))
+        usable = [v for v in _READABLE[api_key] if low <= v <= high]
+        if not usable:
+            raise AdminError("UNSUPPORTED_VERSION", f"{self._where} serves no version of api key {api_key} "
+                             f"this client reads ({_READABLE[api_key]})")
+        return max(usable)
+
+    def call(self, request: Any) -> Any:
+        """The decoded response body of one kio request."""
+        try:
+            _, data = self._codec.send(request)
+            self._sock.settimeout(self._deadline.remaining())
+            self._sock.sendall(data)
+            while True:
+                self._sock.settimeout(self._deadline.remaining())
+                chunk = self._sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the broker closed the connection")
+                responses = self._codec.receive(chunk)
+                if responses:
+                    return responses[0].body
+        except RemoteProtocolError as exc:
+            raise AdminError("_BAD_MSG", f"{self._where} sent a malformed response: {exc}") from exc
+        except OSError as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: OSError) -> AdminError:
+        code = "_TIMED_OUT" if isinstance(exc, TimeoutError) else "_TRANSPORT"
+        return AdminError(code, f"{self._where}: {exc}", retriable=True)
+
+
+def _request(api_key: int, version: int, **fields: Any) -> Any:
+    """A kio request of a version chosen at run time (the fields given must exist in every version used)."""
+    schema: Any = load_request_schema(api_key, version)
+    return schema(**fields)
+
+
+def _timeout_ms(deadline: _Deadline) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=deadline.ms()))
+
+
+def _wire_error(code: Any, message: str | None = None) -> AdminError | None:
+    """None for NONE; ``code`` None for a response version without the field."""
+    value = 0 if code is None else int(code.value)
+    return None if value == 0 else AdminError.from_wire(value, message)
+
+
+def _source_name(source: Any) -> str:
+    """A config entry's source as Kafka names it (confluent-kafka hands over the bare number)."""
+    try:
+        return str(ConfigSource(source).name)
+    except ValueError:
+        return str(getattr(source, "name", source))
+
+
+def _state_name(state: Any) -> str:
+    name = getattr(state, "name", str(state))
+    return _GROUP_STATES.get(name, name)
+
+
+# ---------------------------------------------------------------------------------------------------- the client
+
+
+class ClusterAdmin:
+    """Admin operations on one cluster, reached through ``bootstrap`` ("host:port,host:port").
+
+    ``config`` is passed to librdkafka (security settings, for instance); the
+    requests spoken over plain sockets support PLAINTEXT only and refuse with
+    ``_NOT_IMPLEMENTED`` under any other ``security.protocol``.
+    """
+
+    def __init__(self, bootstrap: str, *, timeout: float = 10.0, config: Mapping[str, str] | None = None) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._timeout = timeout
+        self._config = dict(config or {})
+        try:
+            # socket.timeout.ms is the request timeout of calls that take none (elect_leaders).
+            self._admin: AdminClient | None = AdminClient(
+                {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
+                 "socket.timeout.ms": max(10, int(timeout * 1000)), **self._config})
+        except KafkaException as exc:
+            raise _from_exception(exc) from exc
+
+    def close(self) -> None:
+        """Let librdkafka's threads and connections go (it has no explicit close: they go with the client)."""
+        self._admin = None
+
+    def __enter__(self) -> ClusterAdmin:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            raise AdminError("_DESTROY", "this ClusterAdmin is closed")
+        return self._admin
+
+    def _deadline(self) -> _Deadline:
+        return _Deadline(self._timeout)
+
+    @staticmethod
+    def _wait(future: concurrent.futures.Future[T], deadline: _Deadline) -> T:
+        try:
+            return future.result(timeout=deadline.remaining() + _FUTURE_GRACE)
+        except KafkaException as exc:
+            raise _from_exception(exc) from exc
+        except concurrent.futures.TimeoutError as exc:
+            raise AdminError("_TIMED_OUT", "librdkafka did not answer in time", retriable=True) from exc
+
+    def _outcomes(self, futures: Mapping[Any, concurrent.futures.Future[Any]],
+                  deadline: _Deadline) -> Iterator[tuple[Any, Any, AdminError | None]]:
+        """(key, result or None, error or None) of every future: one key's failure does not stop the others."""
+        for key, future in futures.items():
+            try:
+                yield key, self._wait(future, deadline), None
+            except AdminError as exc:
+                yield key, None, exc
+
+    def _wire(self, broker: BrokerInfo, deadline: _Deadline) -> _Wire:
+        protocol = self._config.get("security.protocol", "plaintext").lower()
+        if protocol != "plaintext":
+            raise AdminError("_NOT_IMPLEMENTED", f"reassignments, log dirs and group listings are spoken over "
+                             f"PLAINTEXT only, not {protocol}")
+        return _Wire(broker, deadline)
+
+    def _each_broker(self, deadline: _Deadline, api_key: int, make: Callable[[int], Any]) -> Iterator[
+            tuple[BrokerInfo, Any]]:
+        """(broker, response) of one request sent to every registered broker, ``make(version)`` building it."""
+        for broker in self._describe_cluster(deadline).brokers:
+            with self._wire(broker, deadline) as wire:
+                yield broker, wire.call(make(wire.version(api_key)))
+
+    def _to_controller(self, deadline: _Deadline, api_key: int, make: Callable[[], Any]) -> Any:
+        """A controller request's response, following the controller if it moves while we ask."""
+        while True:
+            cluster = self._describe_cluster(deadline)
+            controller = cluster.broker(cluster.controller_id)
+            if controller is not None:
+                with self._wire(controller, deadline) as wire:
+                    wire.version(api_key)  # only v0 is read: fail clearly if the broker has none
+                    response = wire.call(make())
+                if int(response.error_code.value) != _NOT_CONTROLLER:
+                    return response
+            if deadline.remaining() <= _RETRY_BACKOFF:
+                raise AdminError("NOT_CONTROLLER", "the cluster's controller could not be reached", retriable=True)
+            time.sleep(_RETRY_BACKOFF)
+
+    # ------------------------------------------------------------------ cluster and topics
+
+    def describe_cluster(self) -> ClusterInfo:
+        return self._describe_cluster(self._deadline())
+
+    def _describe_cluster(self, deadline: _Deadline) -> ClusterInfo:
+        found = self._wait(self._client.describe_cluster(request_timeout=deadline.remaining()), deadline)
+        brokers = tuple(sorted((BrokerInfo(int(n.id), str(n.host), int(n.port), n.rack or None) for n in found.nodes),
+                               key=lambda b: b.node_id))
+        controller = found.controller
+        return ClusterInfo(str(found.cluster_id or ""), -1 if controller is None else int(controller.id), brokers)
+
+    def topics(self, *, include_internal: bool = False) -> dict[str, TopicInfo]:
+        """Every topic and its partitions' leaders, replicas and ISR."""
+        deadline = self._deadline()
+        try:
+            names = list(self._client.list_topics(timeout=deadline.remaining()).topics)
+        except KafkaException as exc:
+            raise _from_exception(exc) from exc
+        if not names:
+            return {}
+        futures = self._client.describe_topics(TopicCollection(names), request_timeout=deadline.remaining())
+        topics: dict[str, TopicInfo] = {}
+        for name, found, error in self._outcomes(futures, deadline):
+            if error is not None:
+                if error.code == "UNKNOWN_TOPIC_OR_PART":
+                    continue  # deleted since it was listed
+                raise error
+            if found.is_internal and not include_internal:
+                continue
+            partitions = tuple(sorted(
+                (PartitionInfo(int(p.id), -1 if p.leader is None else int(p.leader.id),
+                               tuple(int(r.id) for r in p.replicas), tuple(int(r.id) for r in p.isr))
+                 for p in found.partitions), key=lambda p: p.partition))
+            topic_id = str(found.topic_id) if found.topic_id is not None else None
+            topics[name] = TopicInfo(name, topic_id, bool(found.is_internal), partitions)
+        return dict(sorted(topics.items()))
+
+    def topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+        """Every config of each topic, with where its value comes from (see ``overrides``)."""
+        deadline = self._deadline()
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in dict.fromkeys(names)]
+        if not resources:
+            return {}
+        futures = self._client.describe_configs(resources, request_timeout=deadline.remaining())
+        described: dict[str, dict[str, ConfigEntry]] = {}
+        for resource, entries, error in self._outcomes(futures, deadline):
+            if error is not None:
+                raise AdminError(error.code, f"topic {resource.name!r}: {error.message}", retriable=error.retriable)
+            described[resource.name] = {
+                name: ConfigEntry(name, entry.value, _source_name(entry.source),
+                                  bool(entry.is_default), bool(entry.is_read_only), bool(entry.is_sensitive))
+                for name, entry in sorted(entries.items())}
+        return described
+
+    def create_topics(self, specs: Iterable[NewTopic], *, validate_only: bool = False) -> dict[
+            str, AdminError | None]:
+        """Each topic's outcome (None: created, or valid with ``validate_only``)."""
+        deadline = self._deadline()
+        new = [self._new_topic(spec) for spec in specs]
+        if not new:
+            return {}
+        futures = self._client.create_topics(new, validate_only=validate_only, request_timeout=deadline.remaining(),
+                                             operation_timeout=self._operation_timeout(deadline))
+        return {name: error for name, _, error in self._outcomes(futures, deadline)}
+
+    @staticmethod
+    def _new_topic(spec: NewTopic) -> KafkaNewTopic:
+        configs = {str(k): str(v) for k, v in spec.configs.items()}
+        if spec.assignments is None:
+            return KafkaNewTopic(spec.name, spec.partitions, spec.replication_factor, config=configs)
+        # librdkafka wants the partition count beside a layout (it sends -1 for both counts, as Kafka requires).
+        return KafkaNewTopic(spec.name, spec.partitions, replica_assignment=[list(r) for r in spec.assignments],
+                             config=configs)
+
+    @staticmethod
+    def _operation_timeout(deadline: _Deadline) -> float:
+        """How long the broker may wait for a change to take effect: less than we wait, so its answer arrives."""
+        return deadline.remaining() * 0.8
+
+    def create_partitions(self, name: str, total: int, assignments: Sequence[Sequence[int]] | None = None) -> None:
+        """Grow ``name`` to ``total`` partitions; ``assignments`` lay out only the new ones."""
+        deadline = self._deadline()
+        grow = (NewPartitions(name, total) if assignments is None
+                else NewPartitions(name, total, replica_assignment=[list(r) for r in assignments]))
+        futures = self._client.create_partitions([grow],
+                                                 request_timeout=deadline.remaining(),
+                                                 operation_timeout=self._operation_timeout(deadline))
+        self._wait(futures[name], deadline)
+
+    def alter_topic_configs(self, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        """Set some configs and remove others (back to the inherited value), leaving the rest as they are."""
+        deadline = self._deadline()
+        changes = [KafkaConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+        changes += [KafkaConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        if not changes:
+            return
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=changes)
+        [future] = self._client.incremental_alter_configs([resource], request_timeout=deadline.remaining()).values()
+        self._wait(future, deadline)
+
+    def delete_topics(self, names: Iterable[str]) -> dict[str, AdminError | None]:
+        deadline = self._deadline()
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return {}
+        futures = self._client.delete_topics(wanted, request_timeout=deadline.remaining(),
+                                             operation_timeout=self._operation_timeout(deadline))
+        return {name: error for name, _, error in self._outcomes(futures, deadline)}
+
+    # ------------------------------------------------------------------ replicas and leaders
+
+    def alter_reassignments(self, targets: Mapping[TopicPartitionKey, Sequence[int] | None]) -> dict[
+            TopicPartitionKey, AdminError | None]:
+        """Start moving partitions to new replica lists (None cancels a move); the controller completes them."""
+        deadline = self._deadline()
+        if not targets:
+            return {}
+        by_topic: dict[str, list[ReassignablePartition]] = {}
+        for (topic, partition), replicas in targets.items():
+            wanted = None if replicas is None else tuple(BrokerId(r) for r in replicas)
+            by_topic.setdefault(topic, []).append(ReassignablePartition(partition_index=i32(partition),
+                                                                        replicas=wanted))
+        response = self._to_controller(deadline, _ALTER_REASSIGNMENTS, lambda: AlterPartitionReassignmentsRequest(
+            timeout=_timeout_ms(deadline),
+            topics=tuple(ReassignableTopic(name=TopicName(t), partitions=tuple(ps)) for t, ps in by_topic.items())))
+        everything = _wire_error(response.error_code, response.error_message)
+        results: dict[TopicPartitionKey, AdminError | None] = dict.fromkeys(targets, everything)
+        if everything is None:
+            missing = AdminError("UNKNOWN", "the controller did not answer for this partition")
+            results = dict.fromkeys(targets, missing)
+            for topic_result in response.responses:
+                for part in topic_result.partitions:
+                    results[(str(topic_result.name), int(part.partition_index))] = _wire_error(
+                        part.error_code, part.error_message)
+        return results
+
+    def list_reassignments(self) -> dict[TopicPartitionKey, Reassignment]:
+        deadline = self._deadline()
+        response = self._to_controller(deadline, _LIST_REASSIGNMENTS, lambda: ListPartitionReassignmentsRequest(
+            timeout=_timeout_ms(deadline), topics=None))
+        error = _wire_error(response.error_code, response.error_message)
+        if error is not None:
+            raise error
+        return {(str(t.name), int(p.partition_index)): Reassignment(
+            str(t.name), int(p.partition_index), tuple(int(r) for r in p.replicas),
+            tuple(int(r) for r in p.adding_replicas), tuple(int(r) for r in p.removing_replicas))
+            for t in response.topics for p in t.partitions}
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartitionKey] | None = None) -> dict[
+            TopicPartitionKey, AdminError | None]:
+        """Give leadership back to each partition's first replica; a partition already led by it succeeds.
+
+        With ``partitions`` None every partition is considered and only those that
+        changed or failed are reported, as Kafka does.
+        """
+        deadline = self._deadline()
+        wanted = None if partitions is None else [TopicPartition(t, p) for t, p in dict.fromkeys(partitions)]
+        if wanted == []:
+            return {}
+        # confluent-kafka 2.16's binding fails on any timeout argument here; socket.timeout.ms (see __init__)
+        # bounds the request instead, and _wait the call.
+        future = self._client.elect_leaders(ElectionType.PREFERRED, wanted)
+        results: dict[TopicPartitionKey, AdminError | None] = {}
+        for tp, failure in self._wait(future, deadline).items():
+            error = None
+            if isinstance(failure, KafkaError):
+                error = AdminError.from_kafka(failure)
+            elif failure is not None:  # a KafkaException, as confluent-kafka documents
+                error = _from_exception(failure)
+            results[(tp.topic, tp.partition)] = None if error is None or error.code == "ELECTION_NOT_NEEDED" else error
+        return results
+
+    def partition_sizes(self) -> list[PartitionSize]:
+        """Every replica's log size on every broker (DescribeLogDirs); an offline log directory reports none."""
+        deadline = self._deadline()
+        sizes: list[PartitionSize] = []
+        for broker, response in self._each_broker(deadline, _DESCRIBE_LOG_DIRS,
+                                                  lambda v: _request(_DESCRIBE_LOG_DIRS, v, topics=None)):
+            error = _wire_error(getattr(response, "error_code", None))  # v3+
+            if error is not None:
+                raise AdminError(error.code, f"broker {broker.node_id}: {error.message}", retriable=error.retriable)
+            sizes += [PartitionSize(str(t.name), int(p.partition_index), broker.node_id, int(p.partition_size),
+                                    int(p.offset_lag))
+                      for result in response.results if not int(result.error_code.value)
+                      for t in result.topics for p in t.partitions if not p.is_future_key]
+        return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker))
+
+    # ------------------------------------------------------------------ records
+
+    def offsets(self, partitions: Iterable[TopicPartitionKey], spec: OffsetSpecArg) -> dict[TopicPartitionKey, int]:
+        """The earliest or latest (high watermark) offset of each partition, or the first offset whose record
+        has a timestamp at or after ``spec`` milliseconds (-1 if there is none)."""
+        deadline = self._deadline()
+        if spec == "earliest":
+            kind = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        elif spec == "latest":
+            kind = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        elif isinstance(spec, int):
+            kind = OffsetSpec.for_timestamp(spec)
+        else:
+            raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, not {spec!r}")
+        wanted = {TopicPartition(t, p): kind for t, p in dict.fromkeys(partitions)}
+        if not wanted:
+            return {}
+        futures = self._client.list_offsets(wanted, request_timeout=deadline.remaining())
+        return {tp: int(found.offset) for tp, found in self._per_partition(futures, deadline)}
+
+    def delete_records(self, before: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """Drop each partition's records below an offset (-1: the high watermark); the new log start offsets."""
+        deadline = self._deadline()
+        if not before:
+            return {}
+        futures = self._client.delete_records([TopicPartition(t, p, offset) for (t, p), offset in before.items()],
+                                              request_timeout=deadline.remaining(),
+                                              operation_timeout=self._operation_timeout(deadline))
+        return {tp: int(found.low_watermark) for tp, found in self._per_partition(futures, deadline)}
+
+    def _per_partition(self, futures: Mapping[TopicPartition, concurrent.futures.Future[T]],
+                       deadline: _Deadline) -> Iterator[tuple[TopicPartitionKey, T]]:
+        """Each partition's result; the first failure raises, naming its partition."""
+        for tp, future in futures.items():
+            try:
+                yield (tp.topic, tp.partition), self._wait(future, deadline)
+            except AdminError as exc:
+                # librdkafka's _NOENT here: the metadata has no leader for it, because it does not exist.
+                code = "UNKNOWN_TOPIC_OR_PART" if exc.code == "_NOENT" else exc.code
+                raise AdminError(code, f"{tp.topic}-{tp.partition}: {exc.message}",
+                                 retriable=exc.retriable or code == "UNKNOWN_TOPIC_OR_PART") from exc
+
+    # ------------------------------------------------------------------ consumer groups
+
+    def groups(self) -> list[GroupListing]:
+        """Every group the cluster's coordinators know (ListGroups to each broker), by group id."""
+        deadline = self._deadline()
+        found: dict[str, GroupListing] = {}
+        for broker, response in self._each_broker(deadline, _LIST_GROUPS,
+                                                  lambda v: _request(_LIST_GROUPS, v)):
+            error = _wire_error(response.error_code)
+            if error is not None:
+                raise AdminError(error.code, f"broker {broker.node_id}: {error.message}", retriable=error.retriable)
+            for group in response.groups:
+                found[str(group.group_id)] = GroupListing(str(group.group_id), str(getattr(group, "group_state", "")),
+                                                          str(group.protocol_type))
+        return [found[g] for g in sorted(found)]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """A group's state and members; GROUP_ID_NOT_FOUND for a group the cluster does not know."""
+        deadline = self._deadline()
+        futures = self._client.describe_consumer_groups([group_id], request_timeout=deadline.remaining())
+        found = self._wait(futures[group_id], deadline)
+        state = _state_name(found.state)
+        if state == "Dead":  # what DescribeGroups before v6 answers for an unknown group
+            raise AdminError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+        members = tuple(
+            Member(str(m.member_id), str(m.client_id), str(m.host), m.group_instance_id or None,
+                   tuple(sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions
+                                                                     if m.assignment else ()))))
+            for m in found.members)
+        return GroupDescription(str(found.group_id), state, str(found.partition_assignor or ""), members)
+
+    def committed_offsets(self, group_id: str) -> dict[TopicPartitionKey, int]:
+        """The group's committed offset of every partition it has committed to."""
+        deadline = self._deadline()
+        futures = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
+                                                           request_timeout=deadline.remaining())
+        listed = self._wait(futures[group_id], deadline)
+        committed: dict[TopicPartitionKey, int] = {}
+        for tp in listed.topic_partitions or ():
+            if tp.error is not None:
+                raise AdminError.from_kafka(tp.error)
+            if tp.offset >= 0:
+                committed[(tp.topic, tp.partition)] = int(tp.offset)
+        return dict(sorted(committed.items()))
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        """Set a group's committed offsets (a reset). The group must be empty: NON_EMPTY_GROUP otherwise."""
+        deadline = self._deadline()
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        futures = self._client.alter_consumer_group_offsets([request], request_timeout=deadline.remaining())
+        try:
+            altered = self._wait(futures[group_id], deadline)
+            failures = [AdminError.from_kafka(tp.error) for tp in altered.topic_partitions or () if tp.error]
+        except AdminError as exc:
+            failures = [exc]
+        if not failures:
+            return
+        error = failures[0]
+        if error.code in _GROUP_HAS_MEMBERS:
+            raise AdminError("NON_EMPTY_GROUP", f"group {group_id!r} has active members: its offsets can be "
+                             f"altered only while it is empty (broker said {error.code})") from None
+        raise error
+

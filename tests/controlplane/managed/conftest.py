@@ -1,0 +1,174 @@
+"""A real managed-cluster stack: a Celery worker and two agents ("hosts") on this machine.
+
+Started once per module on the session's test database (tests here use
+``transactional_db`` so the worker and the agents see what the test writes), on
+queues and port pools of their own, and stopped by pid. Each agent is a real
+``sluice agent`` whose brokers are real ``sluice broker`` processes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psutil
+import pytest
+
+from sluice.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.xdist_group("heavy")
+
+
+def free_port_range(count: int) -> tuple[int, int]:
+    """``count`` consecutive ports that are free right now (brokers bind them later)."""
+    import socket
+
+    for _ in range(200):
+        first = free_port()
+        if first + count >= 65535:
+            continue
+        socks = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", port))
+                socks.append(sock)
+            return first, first + count - 1
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError("no free port range")
+
+
+def _database_url(name: str) -> str:
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@dataclass
+class Process:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def send(self, sig: int) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, sig)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.send(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.send(signal.SIGKILL)
+            self.proc.wait()
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
+
+
+@dataclass
+class Stack:
+    """The worker and agents; ``hosts`` maps each agent's host name to its process."""
+
+    env: dict[str, str]
+    root: Path
+    queue: str
+    worker: Process
+    agents: dict[str, Process] = field(default_factory=dict)
+    pools: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def agent_argv(self, host: str, rack: str) -> list[str]:
+        first, last = self.pools[host]
+        return [sys.executable, "-m", "sluice", "agent", "--host", host, "--rack", rack, "--ports", f"{first}-{last}",
+                "--root", str(self.root / "clusters"), "--concurrency", "4"]
+
+    def broker_pids(self) -> list[int]:
+        """Every broker process started from this stack's cluster directories."""
+        marker = str(self.root / "clusters")
+        found = []
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            cmdline = proc.info.get("cmdline") or []
+            if any(marker in part for part in cmdline) and "broker" in cmdline:
+                found.append(proc.info["pid"])
+        return found
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in [self.worker, *self.agents.values()])
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "condition",
+             stack: Stack | None = None) -> Any:
+    """Poll ``check`` until it returns something truthy (the processes under test move on their own)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}" + (f"\n{stack.logs()}" if stack else ""))
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
+    from django.db import connection
+
+    from controlplane.celery_app import app
+
+    with django_db_blocker.unblock():
+        db_name = connection.settings_dict["NAME"]
+    root = Path(tempfile.mkdtemp(prefix="sluice-managed-"))
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
+           "SLUICE_VAR_DIR": str(root / "var"), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+    worker = Process("worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
+                                "--pool", "threads", "--concurrency", "4", "--queues", queue,
+                                "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",
+                                "--without-mingle"], env, root / "worker.log")
+    suffix = uuid.uuid4().hex[:6]
+    stack = Stack(env, root, queue, worker)
+    for host, rack in ((f"h1-{suffix}", "r1"), (f"h2-{suffix}", "r2")):
+        stack.pools[host] = free_port_range(8)
+        stack.agents[host] = Process(f"agent {host}", stack.agent_argv(host, rack), env, root / f"{host}.log")
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    worker.start()
+    for agent in stack.agents.values():
+        agent.start()
+    try:
+        yield stack
+    finally:
+        app.conf.task_default_queue = previous
+        for proc in [*stack.agents.values(), worker]:
+            proc.stop()
+        for pid in stack.broker_pids():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(root, ignore_errors=True)

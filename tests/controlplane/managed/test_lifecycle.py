@@ -1,0 +1,173 @@
+"""A managed cluster's life through the API, with real agents, brokers, worker, Postgres and Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from controlplane.clusters.models import BrokerNode, Cluster
+from controlplane.tenancy.models import Role
+from tests.controlplane.conftest import TenantWorld, make_world
+from tests.controlplane.managed.conftest import Stack, wait_for
+
+pytestmark = [pytest.mark.xdist_group("heavy"), pytest.mark.timeout(600)]
+
+
+def _status(world: TenantWorld, cluster_id: str) -> dict[str, Any]:
+    response = world.client(Role.ADMIN).get(f"{world.base}/clusters/{cluster_id}")
+    assert response.status_code == 200, response.content
+    return dict(response.json())
+
+
+def _condition(body: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in body["status"].get("conditions", []) if c["type"] == kind), {})
+
+
+def _ready(world: TenantWorld, cluster_id: str) -> dict[str, Any] | None:
+    body = _status(world, cluster_id)
+    return body if _condition(body, "Ready").get("status") == "True" else None
+
+
+def _delete_and_wait(world: TenantWorld, cluster_id: str, stack: Stack) -> None:
+    response = world.client(Role.ADMIN).delete(f"{world.base}/clusters/{cluster_id}")
+    assert response.status_code in (202, 204), response.content
+    wait_for(lambda: not Cluster.objects.filter(pk=cluster_id).exists(), 90, "the cluster row to go", stack)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
+    world = make_world(f"t{uuid.uuid4().hex[:6]}")
+    admin = world.client(Role.ADMIN)
+    created = admin.post(f"{world.base}/clusters", {"name": "orders", "plan": "dedicated", "broker_count": 3},
+                         format="json")
+    assert created.status_code == 201, created.content
+    cluster_id = created.json()["id"]
+    kafka_id = created.json()["kafka_cluster_id"]
+    try:
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "the cluster to be Ready", stack)
+        bootstrap = body["status"]["bootstrap_servers"]
+        assert len(bootstrap.split(",")) == 3
+        hosts = {b["host"] for b in body["status"]["brokers"]}
+        assert hosts == set(stack.agents), "three brokers spread over both hosts"
+        assert {b["rack"] for b in body["status"]["brokers"]} == {"r1", "r2"}
+        assert body["status"]["observed_generation"] == body["generation"]
+
+        # A topic made through the API reaches the cluster ...
+        made = admin.post(f"{world.base}/clusters/{cluster_id}/topics",
+                          {"name": "payments", "partitions": 3, "replication_factor": 3,
+                           "configs": {"min.insync.replicas": "2"}}, format="json")
+        assert made.status_code == 201, made.content
+        kafka_admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_for(lambda: "payments" in kafka_admin.list_topics(timeout=5).topics, 60, "the topic on the cluster",
+                 stack)
+        meta = kafka_admin.list_topics(topic="payments", timeout=5).topics["payments"]
+        assert len(meta.partitions) == 3 and all(len(p.replicas) == 3 for p in meta.partitions.values())
+
+        # ... and one a Kafka client made shows up in the API as observed.
+        kafka_admin.create_topics([NewTopic("from-client", 2, 2)])["from-client"].result(30)
+
+        def observed() -> dict[str, Any] | None:
+            listing = admin.get(f"{world.base}/clusters/{cluster_id}/topics").json()["results"]
+            return next((t for t in listing if t["name"] == "from-client"), None)
+
+        topic = wait_for(observed, 60, "the client's topic in the API", stack)
+        assert topic["managed"] is False and topic["partitions"] == 2 and topic["replication_factor"] == 2
+        wait_for(lambda: _condition(admin.get(f"{world.base}/clusters/{cluster_id}/topics/payments").json(),
+                                    "Ready").get("status") == "True", 60, "the API topic Ready", stack)
+
+        # SIGKILL one broker while a producer runs: Degraded, restarted by its agent, Ready; nothing acked lost.
+        acked: list[bytes] = []
+        failed: list[str] = []
+        stop = threading.Event()
+
+        def produce() -> None:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                 "linger.ms": 5, "message.timeout.ms": 60000})
+            n = 0
+
+            def report(err: Any, msg: Any) -> None:
+                (failed.append(str(err)) if err else acked.append(msg.value()))
+
+            while not stop.is_set():
+                producer.produce("payments", value=f"v{n}".encode(), key=str(n % 7).encode(), on_delivery=report)
+                n += 1
+                producer.poll(0.002)
+            producer.flush(60)
+
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            wait_for(lambda: len(acked) > 200, 60, "acknowledged records before the kill", stack)
+            victim = BrokerNode.objects.filter(cluster_id=cluster_id).order_by("node_id").last()
+            assert victim is not None
+            pid = victim.process["pid"]
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: _condition(_status(world, cluster_id), "Degraded").get("status") == "True", 60,
+                     "Degraded after the kill", stack)
+            try:
+                wait_for(lambda: _ready(world, cluster_id) and _condition(_status(world, cluster_id), "Degraded")
+                         .get("status") == "False", 60, "Ready and no longer Degraded", stack)
+            except AssertionError as exc:
+                raise AssertionError(f"{_status(world, cluster_id)}") from exc
+            restarted = BrokerNode.objects.get(pk=victim.pk).process
+            assert restarted["pid"] != pid and restarted["restarts"] >= 1
+            before = len(acked)
+            wait_for(lambda: len(acked) > before + 200, 60, "records acknowledged after the restart", stack)
+        finally:
+            stop.set()
+            writer.join(90)
+        assert not failed, failed[:5]
+        _assert_all_present(bootstrap, "payments", set(acked))
+    finally:
+        _delete_and_wait(world, cluster_id, stack)
+
+    # Nothing left: no broker process, no directory, no metadata row.
+    assert not stack.broker_pids()
+    assert not (Path(stack.root) / "clusters" / kafka_id).exists()
+    from django.conf import settings
+
+    with psycopg.connect(stack.env["DATABASE_URL"] if "DATABASE_URL" in stack.env else settings.DATABASE_URL) as conn:
+        for table in ("clusters", "brokers", "topics"):
+            count = conn.execute(f"SELECT count(*) FROM sluice_meta.{table} WHERE cluster_id = %s",  # noqa: S608
+                                 (kafka_id,)).fetchone()
+            assert count == (0,), table
+    assert not BrokerNode.objects.filter(cluster_id=cluster_id).exists()
+
+
+def _assert_all_present(bootstrap: str, topic: str, expected: set[bytes]) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    seen: set[bytes] = set()
+
+    def drained() -> bool:
+        for msg in consumer.consume(500, timeout=1):
+            if msg.error() is None:
+                seen.add(msg.value())
+        return expected <= seen
+
+    try:
+        wait_for(drained, 120, "every acknowledged record to be read back")
+    finally:
+        consumer.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bad_plans_are_refused_with_the_field_named(stack: Stack) -> None:
+    world = make_world(f"b{uuid.uuid4().hex[:6]}")
+    admin = world.client(Role.ADMIN)
+    impossible = admin.post(f"{world.base}/clusters", {"name": "x", "plan": "basic", "broker_count": 3},
+                            format="json")
+    assert impossible.status_code == 400 and "broker_count" in impossible.json()["fields"]
+    assert not Cluster.objects.filter(tenant=world.tenant).exists()
