@@ -57,7 +57,7 @@ def _check_listen(host: str, port: int) -> None:
         raise SystemExit(f"sluice: cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
-def _wait_for_cluster(ready: Any, cluster_id: object, supervisor: Any, timeout: float) -> str | None:
+def _wait_for_cluster(ready: Any, cluster_id: Any, supervisor: Any, timeout: float) -> str | None:
     """Poll the demo cluster's status (written by the worker's reconcile) until Ready, or give up."""
     from django.db import connections
 

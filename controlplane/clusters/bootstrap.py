@@ -5,6 +5,8 @@ Idempotent: created once (by name) and then left alone, whatever the user did to
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import transaction
 
 from controlplane.clusters.models import Cluster, Plan
@@ -33,7 +35,7 @@ def demo_cluster(tenant_slug: str) -> Cluster:
     return cluster
 
 
-def ready_bootstrap(cluster_id: object) -> str | None:
+def ready_bootstrap(cluster_id: uuid.UUID) -> str | None:
     """The cluster's bootstrap servers once it is Ready, else None."""
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:

@@ -12,7 +12,6 @@ import logging
 import re
 from typing import Any
 
-from dataplane.client.admin import AdminError, ClusterAdmin, overrides
 from django.db import IntegrityError, transaction
 
 from controlplane.clusters.models import Cluster
@@ -31,6 +30,7 @@ from controlplane.streams.topic_plan import (
     TopicAction,
     plan_topics,
 )
+from dataplane.client.admin import AdminError, ClusterAdmin, overrides
 from dataplane.naming import collision_key
 
 log = logging.getLogger(__name__)
@@ -131,16 +131,16 @@ def _act(cluster: Cluster, admin: ClusterAdmin, rows: dict[str, Topic],
                 failed[name] = error
         changed += len(deletes)
     for action in actions:
-        try:
-            if isinstance(action, AddPartitions):
-                admin.create_partitions(action.name, action.total)
+        if isinstance(action, AddPartitions | AlterConfigs):
+            try:
+                if isinstance(action, AddPartitions):
+                    admin.create_partitions(action.name, action.total)
+                else:
+                    admin.alter_topic_configs(action.name, action.set, action.delete)
                 changed += 1
-            elif isinstance(action, AlterConfigs):
-                admin.alter_topic_configs(action.name, action.set, action.delete)
-                changed += 1
-        except AdminError as exc:
-            failed[action.name] = exc
-        if isinstance(action, Forget):
+            except AdminError as exc:
+                failed[action.name] = exc
+        elif isinstance(action, Forget):
             Topic.objects.filter(pk=rows[action.name].pk).delete()
             changed += 1
         elif isinstance(action, Adopt):
@@ -148,7 +148,7 @@ def _act(cluster: Cluster, admin: ClusterAdmin, rows: dict[str, Topic],
             changed += 1
         elif isinstance(action, Drift):
             drift[action.name] = action.detail
-    acted_on = {getattr(a, "name", None) for a in actions}
+    acted_on = {a.topic.name if isinstance(a, Adopt) else a.name for a in actions}
     for name, row in rows.items():
         if row.deletion_requested_at is not None or not row.managed:
             continue

@@ -34,15 +34,16 @@ pytestmark = pytest.mark.xdist_group("heavy")
 
 
 @contextmanager
-def sluice_up(var: Path, port: int) -> Iterator[subprocess.Popen[str]]:
+def sluice_up(var: Path, port: int, broker_port: int) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`sluice up`; yields the process and its banner."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(SLUICE_VAR_DIR=str(var), PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING")
     proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet",
-                             "--workers", "1"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                             "--workers", "1", "--broker-ports", f"{broker_port}-{broker_port}"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        _read_until(proc, "Press Ctrl-C to stop.")
-        yield proc
+        banner = _read_until(proc, "Press Ctrl-C to stop.")
+        yield proc, banner
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -110,19 +111,41 @@ def var() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _produce_and_read_back(bootstrap: str, value: bytes) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce("demo", value=value, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "up-test", "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("demo", 0, 0)])
+    try:
+        deadline = time.monotonic() + 30
+        seen: list[bytes] = []
+        while value not in seen and time.monotonic() < deadline:
+            seen += [m.value() for m in consumer.consume(100, timeout=1) if m.error() is None]
+        assert value in seen
+    finally:
+        consumer.close()
+
+
 @pytest.mark.timeout(900)
-def test_up_serves_the_api_stops_cleanly_and_keeps_data(var: Path) -> None:
-    port = free_port()
-    with sluice_up(var, port) as proc:
+def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var: Path) -> None:
+    port, broker_port = free_port(), free_port()
+    with sluice_up(var, port, broker_port) as (proc, banner):
         key = _demo_key(var)
+        # The first command gives a Kafka endpoint: the demo cluster is Ready, its topic made, its address shown.
+        assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
+        _produce_and_read_back(f"127.0.0.1:{broker_port}", b"first")
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
-        assert status == 200 and clusters["count"] == 0
+        assert status == 200 and [c["name"] for c in clusters["results"]] == ["demo"]
         status, created = _call(port, "/api/v1/tenants/demo/clusters", key, {"name": "kept", "plan": "basic"})
         assert status == 201, created
         status, health = _call(port, "/healthz", key)
         assert status == 200 and health["status"] == "ok", health
         children = _tree(proc.pid)
-        assert len(children) >= 4  # redis, web, worker (+ pool), beat
+        assert len(children) >= 6  # redis, web, worker (+ pool), beat, agent, the demo broker
+        assert any("broker" in p.cmdline() for p in children)
         postgres = _postgres_pid(var)
         assert postgres is not None and psutil.pid_exists(postgres)
 
@@ -131,11 +154,13 @@ def test_up_serves_the_api_stops_cleanly_and_keeps_data(var: Path) -> None:
         assert _gone(children) == []
         assert not psutil.pid_exists(postgres) or psutil.Process(postgres).status() == psutil.STATUS_ZOMBIE
 
-    # A second start reuses var/: same demo key, same data.
-    with sluice_up(var, port) as proc:
+    # A second start reuses var/: same demo key, same data, the same demo cluster (not a second one).
+    with sluice_up(var, port, broker_port) as (proc, banner):
         assert _demo_key(var) == key
+        assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
-        assert status == 200 and [c["name"] for c in clusters["results"]] == ["kept"]
+        assert status == 200 and [c["name"] for c in clusters["results"]] == ["demo", "kept"]
+        _produce_and_read_back(f"127.0.0.1:{broker_port}", b"second")
 
         # SIGKILL of the supervisor: its children follow it (no orphans) ...
         children = _tree(proc.pid)
@@ -145,9 +170,9 @@ def test_up_serves_the_api_stops_cleanly_and_keeps_data(var: Path) -> None:
         assert leftovers == []
 
     # ... and nothing stale blocks the next start.
-    with sluice_up(var, port) as proc:
+    with sluice_up(var, port, broker_port) as (proc, _):
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
-        assert status == 200 and clusters["count"] == 1
+        assert status == 200 and clusters["count"] == 2
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
 

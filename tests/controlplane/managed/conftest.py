@@ -8,6 +8,7 @@ queues and port pools of their own, and stopped by pid. Each agent is a real
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -167,8 +168,6 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
         for proc in [*stack.agents.values(), worker]:
             proc.stop()
         for pid in stack.broker_pids():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         shutil.rmtree(root, ignore_errors=True)
