@@ -21,7 +21,7 @@ from controlplane.clusters.reconcile import reconcile_cluster
 
 log = logging.getLogger(__name__)
 
-PENDING_TTL_SECONDS = 30
+PENDING_TTL_SECONDS = 10
 RETRY_SECONDS = 1.0
 SLOW_RETRY_SECONDS = 5.0
 FAST_ATTEMPTS = 60

@@ -1,0 +1,141 @@
+"""Managed clusters under force: agents and workers killed, brokers scaled out and drained."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from controlplane.clusters.models import BrokerNode, Cluster
+from controlplane.tenancy.models import Role
+from tests.controlplane.conftest import TenantWorld, make_world
+from tests.controlplane.managed.conftest import Stack, wait_for
+from tests.controlplane.managed.test_lifecycle import _assert_all_present, _condition, _delete_and_wait, _ready
+
+pytestmark = [pytest.mark.xdist_group("heavy"), pytest.mark.timeout(600)]
+
+
+def _create(world: TenantWorld, name: str, **body: Any) -> str:
+    response = world.client(Role.ADMIN).post(f"{world.base}/clusters", {"name": name, **body}, format="json")
+    assert response.status_code == 201, response.content
+    return str(response.json()["id"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restarted_agent_adopts_its_running_brokers(stack: Stack) -> None:
+    world = make_world(f"a{uuid.uuid4().hex[:6]}")
+    cluster_id = _create(world, "solo", plan="basic")
+    try:
+        wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack)
+        node = BrokerNode.objects.get(cluster_id=cluster_id)
+        pid = node.process["pid"]
+        agent = stack.agents[node.agent_id]
+        agent.stop(signal.SIGKILL)  # no shutdown at all: the broker runs on, detached
+        assert pid in stack.broker_pids()
+        agent.start()
+        # The new agent reports the same process as adopted, and never starts a second one.
+        wait_for(lambda: BrokerNode.objects.get(pk=node.pk).process.get("message") == "adopted a running broker",
+                 60, "the adoption report", stack)
+        assert BrokerNode.objects.get(pk=node.pk).process["pid"] == pid
+        assert stack.broker_pids().count(pid) == 1 and len(stack.broker_pids()) == 1
+        # And it still supervises it: killed, it is restarted.
+        import os
+
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: BrokerNode.objects.get(pk=node.pk).process.get("pid") not in (None, pid), 30,
+                 "the adopted broker restarted", stack)
+        wait_for(lambda: _ready(world, cluster_id) and _condition(_ready(world, cluster_id) or {}, "Degraded")
+                 .get("status") == "False", 60, "Ready again", stack)
+    finally:
+        _delete_and_wait(world, cluster_id, stack)
+    assert not stack.broker_pids()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_provisioning_resumes_to_ready(stack: Stack) -> None:
+    from controlplane.clusters.tasks import resync_all
+
+    world = make_world(f"w{uuid.uuid4().hex[:6]}")
+    cluster_id = _create(world, "resumed", plan="dedicated", broker_count=3)
+    try:
+        wait_for(lambda: BrokerNode.objects.filter(cluster_id=cluster_id).exists(), 60, "the first placement", stack)
+        stack.worker.stop(signal.SIGKILL)
+        stack.worker.start()
+
+        def resumed() -> dict[str, Any] | None:
+            resync_all.delay()  # what beat does every few seconds
+            return _ready(world, cluster_id)
+
+        body = wait_for(resumed, 120, "Ready after the worker restart", stack)
+        assert len(body["status"]["brokers"]) == 3
+        assert BrokerNode.objects.filter(cluster_id=cluster_id).count() == 3
+        assert len(stack.broker_pids()) == 3
+    finally:
+        _delete_and_wait(world, cluster_id, stack)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scale_out_then_in_drains_the_removed_broker_while_producing(stack: Stack) -> None:
+    world = make_world(f"s{uuid.uuid4().hex[:6]}")
+    admin = world.client(Role.ADMIN)
+    cluster_id = _create(world, "elastic", plan="dedicated", broker_count=3)
+    try:
+        wait_for(lambda: _ready(world, cluster_id), 90, "Ready with 3", stack)
+        assert admin.patch(f"{world.base}/clusters/{cluster_id}", {"broker_count": 4},
+                           format="json").status_code == 200
+        body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 4 and b, 90,
+                        "Ready with 4", stack)
+        bootstrap = body["status"]["bootstrap_servers"]
+        # A topic spread over all four brokers, so the one removed holds replicas to move.
+        made = admin.post(f"{world.base}/clusters/{cluster_id}/topics",
+                          {"name": "spread", "partitions": 8, "replication_factor": 3}, format="json")
+        assert made.status_code == 201, made.content
+        wait_for(lambda: _condition(admin.get(f"{world.base}/clusters/{cluster_id}/topics/spread").json(),
+                                    "Ready").get("status") == "True", 60, "the topic", stack)
+        from confluent_kafka.admin import AdminClient
+
+        def replicas_on_4() -> int:
+            topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+            return sum(4 in p.replicas for t in topics.values() for p in t.partitions.values())
+
+        assert replicas_on_4() > 0, "the broker to remove must hold replicas, or nothing is drained"
+        acked: list[bytes] = []
+        failed: list[str] = []
+        stop = threading.Event()
+
+        def produce() -> None:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                 "linger.ms": 5, "message.timeout.ms": 120000})
+            n = 0
+            while not stop.is_set():
+                producer.produce("spread", value=f"v{n}".encode(), on_delivery=lambda err, msg: (
+                    failed.append(str(err)) if err else acked.append(msg.value())))
+                n += 1
+                producer.poll(0.003)
+            producer.flush(120)
+
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            wait_for(lambda: len(acked) > 100, 60, "records before the scale-in", stack)
+            assert admin.patch(f"{world.base}/clusters/{cluster_id}", {"broker_count": 3},
+                               format="json").status_code == 200
+            body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 3 and b,
+                            180, "Ready with 3 again", stack)
+            before = len(acked)
+            wait_for(lambda: len(acked) > before + 100, 60, "records after the scale-in", stack)
+        finally:
+            stop.set()
+            writer.join(150)
+        assert not failed, failed[:5]
+        assert sorted(b["node_id"] for b in body["status"]["brokers"]) == [1, 2, 3]
+        assert replicas_on_4() == 0
+        assert len(stack.broker_pids()) == 3
+        _assert_all_present(body["status"]["bootstrap_servers"], "spread", set(acked))
+    finally:
+        _delete_and_wait(world, cluster_id, stack)
+    assert not Cluster.objects.filter(pk=cluster_id).exists()
