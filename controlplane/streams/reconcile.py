@@ -53,7 +53,7 @@ def observe_topics(admin: ClusterAdmin) -> tuple[dict[str, ObservedTopic], int]:
             for name, info in infos.items()}, under
 
 
-def _desired(row: Topic) -> DesiredTopic:
+def desired_topic(row: Topic) -> DesiredTopic:
     return DesiredTopic(row.name, row.partitions, row.replication_factor, dict(row.configs), managed=row.managed,
                         deleting=row.deletion_requested_at is not None,
                         applied=row.status.get("observed_generation") == row.generation)
@@ -98,7 +98,7 @@ def reconcile_topics(cluster: Cluster, *, bootstrap: str, resync: bool = False) 
         with ClusterAdmin(bootstrap, timeout=10) as admin:
             observed, under_replicated = observe_topics(admin)
             rows = {t.name: t for t in Topic.objects.filter(cluster=cluster)}
-            actions = plan_topics([_desired(r) for r in rows.values()], observed,
+            actions = plan_topics([desired_topic(r) for r in rows.values()], observed,
                                   correct_drift=cluster.drift_policy == "correct")
             summary = _act(cluster, admin, rows, actions)
             if under_replicated:

@@ -83,6 +83,8 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         assert topic["managed"] is False and topic["partitions"] == 2 and topic["replication_factor"] == 2
         wait_for(lambda: _condition(admin.get(f"{world.base}/clusters/{cluster_id}/topics/payments").json(),
                                     "Ready").get("status") == "True", 60, "the API topic Ready", stack)
+        # Converged: planning again against the real cluster finds nothing to do, for brokers and topics alike.
+        wait_for(lambda: _nothing_to_do(cluster_id, bootstrap), 60, "a plan with no steps", stack)
 
         # SIGKILL one broker while a producer runs: Degraded, restarted by its agent, Ready; nothing acked lost.
         acked: list[bytes] = []
@@ -139,6 +141,21 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
                                  (kafka_id,)).fetchone()
             assert count == (0,), table
     assert not BrokerNode.objects.filter(cluster_id=cluster_id).exists()
+
+
+def _nothing_to_do(cluster_id: str, bootstrap: str) -> bool:
+    from controlplane.clusters.provisioning import plan_nodes
+    from controlplane.clusters.reconcile import cluster_view
+    from controlplane.streams.models import Topic
+    from controlplane.streams.reconcile import desired_topic, observe_topics
+    from controlplane.streams.topic_plan import plan_topics
+    from dataplane.client.admin import ClusterAdmin
+
+    view, _ = cluster_view(Cluster.objects.get(pk=cluster_id))
+    with ClusterAdmin(bootstrap) as admin:
+        observed, under = observe_topics(admin)
+    rows = [desired_topic(t) for t in Topic.objects.filter(cluster_id=cluster_id)]
+    return not plan_nodes(view) and not plan_topics(rows, observed, correct_drift=True) and not under
 
 
 def _assert_all_present(bootstrap: str, topic: str, expected: set[bytes]) -> None:
