@@ -19,6 +19,11 @@ type. That path speaks PLAINTEXT only.
 Each public call has one deadline (``timeout``) shared by the requests it
 makes, so an unreachable cluster raises a retriable AdminError instead of
 hanging. A ClusterAdmin may be shared between threads.
+
+Two librdkafka behaviours are worked around: it learns of a new controller only
+from a periodic metadata refresh (every 5 minutes by default) and until then
+waits for the old one, so every controller request after a failover timed out;
+and confluent-kafka 2.16's ``elect_leaders`` refuses any timeout argument.
 """
 
 from __future__ import annotations
@@ -80,7 +85,12 @@ _GROUP_STATES = {"UNKNOWN": "Unknown", "EMPTY": "Empty", "PREPARING_REBALANCE": 
                  "COMPLETING_REBALANCE": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead"}
 DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
 _NOT_CONTROLLER = int(ErrorCode.NOT_CONTROLLER)
-_RETRY_BACKOFF = 0.1  # seconds between attempts to reach a moved controller
+# Leadership is moving (a controller failover, a partition's new leader not yet aware of its epoch): ask again.
+_TRANSIENT = frozenset({"NOT_CONTROLLER", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_LEADER_EPOCH",
+                        "FENCED_LEADER_EPOCH", "REPLICA_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE", "NOT_COORDINATOR",
+                        "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
+_RETRY_BACKOFF = 0.1  # seconds between two attempts of a call
+_METADATA_REFRESH_MS = 2000
 _FUTURE_GRACE = 1.0  # librdkafka enforces request_timeout itself; this only guards against a future never resolved
 
 # The wire APIs this module speaks, with the versions it can read: the highest one the broker also serves is used.
@@ -269,9 +279,12 @@ class _Deadline:
         self._seconds = seconds
         self._at = time.monotonic() + seconds
 
+    def left(self) -> float:
+        return self._at - time.monotonic()
+
     def remaining(self) -> float:
         """Seconds left; a retriable _TIMED_OUT once none are."""
-        left = self._at - time.monotonic()
+        left = self.left()
         if left <= 0:
             raise AdminError("_TIMED_OUT", f"no answer within {self._seconds:g} s", retriable=True)
         return left
@@ -291,15 +304,16 @@ class _Wire:
         self._deadline = deadline
         self._where = f"broker {broker.node_id} at {broker.host}:{broker.port}"
         self._codec = ClientCodec(CLIENT_ID)
-        self._pending = b""
         try:
             self._sock = socket.create_connection((broker.host, broker.port), timeout=deadline.remaining())
         except OSError as exc:
             raise self._failure(exc) from exc
-        self._served: dict[int, tuple[int, int]] = {}
-        answer = self.call(_request(_API_VERSIONS, 0))
-        if answer.error_code.value:
-            raise AdminError.from_wire(int(answer.error_code.value), f"ApiVersions refused by {self._where}")
+        try:
+            # v0: every broker answers it, whatever versions it has.
+            answer = self.call(_request(_API_VERSIONS, 0))
+        except BaseException:
+            self._sock.close()
+            raise
         self._served = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in answer.api_keys}
 
     def __enter__(self) -> _Wire:
@@ -378,6 +392,11 @@ class ClusterAdmin:
     ``config`` is passed to librdkafka (security settings, for instance); the
     requests spoken over plain sockets support PLAINTEXT only and refuse with
     ``_NOT_IMPLEMENTED`` under any other ``security.protocol``.
+
+    Reads, and writes that change nothing when repeated, are asked again while
+    the cluster answers that leadership is moving (NOT_CONTROLLER, an unknown
+    leader epoch, ...), until the deadline. Creations, deletions and partition
+    moves are sent once: their callers see every outcome and decide.
     """
 
     def __init__(self, bootstrap: str, *, timeout: float = 10.0, config: Mapping[str, str] | None = None) -> None:
@@ -385,11 +404,16 @@ class ClusterAdmin:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
         self._config = dict(config or {})
+        defaults: dict[str, str | int] = {
+            "bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
+            # The request timeout of calls that take none (elect_leaders).
+            "socket.timeout.ms": max(10, int(timeout * 1000)),
+            # librdkafka learns of a new controller only from a metadata refresh, and waits for the old one
+            # until then (5 minutes by default): every controller request would time out after a failover.
+            "topic.metadata.refresh.interval.ms": _METADATA_REFRESH_MS,
+        }
         try:
-            # socket.timeout.ms is the request timeout of calls that take none (elect_leaders).
-            self._admin: AdminClient | None = AdminClient(
-                {"bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
-                 "socket.timeout.ms": max(10, int(timeout * 1000)), **self._config})
+            self._admin: AdminClient | None = AdminClient({**defaults, **self._config})
         except KafkaException as exc:
             raise _from_exception(exc) from exc
 
@@ -412,8 +436,19 @@ class ClusterAdmin:
             raise AdminError("_DESTROY", "this ClusterAdmin is closed")
         return self._admin
 
-    def _deadline(self) -> _Deadline:
-        return _Deadline(self._timeout)
+    def _retry(self, attempt: Callable[[_Deadline], T]) -> T:
+        """``attempt``'s result, tried again while the cluster's leadership is moving, within one deadline."""
+        deadline = _Deadline(self._timeout)
+        while True:
+            try:
+                return attempt(deadline)
+            except AdminError as exc:
+                if exc.code not in _TRANSIENT or deadline.left() <= _RETRY_BACKOFF:
+                    raise
+            time.sleep(_RETRY_BACKOFF)
+
+    def _once(self, attempt: Callable[[_Deadline], T]) -> T:
+        return attempt(_Deadline(self._timeout))
 
     @staticmethod
     def _wait(future: concurrent.futures.Future[T], deadline: _Deadline) -> T:
@@ -433,253 +468,6 @@ class ClusterAdmin:
             except AdminError as exc:
                 yield key, None, exc
 
-    def _wire(self, broker: BrokerInfo, deadline: _Deadline) -> _Wire:
-        protocol = self._config.get("security.protocol", "plaintext").lower()
-        if protocol != "plaintext":
-            raise AdminError("_NOT_IMPLEMENTED", f"reassignments, log dirs and group listings are spoken over "
-                             f"PLAINTEXT only, not {protocol}")
-        return _Wire(broker, deadline)
-
-    def _each_broker(self, deadline: _Deadline, api_key: int, make: Callable[[int], Any]) -> Iterator[
-            tuple[BrokerInfo, Any]]:
-        """(broker, response) of one request sent to every registered broker, ``make(version)`` building it."""
-        for broker in self._describe_cluster(deadline).brokers:
-            with self._wire(broker, deadline) as wire:
-                yield broker, wire.call(make(wire.version(api_key)))
-
-    def _to_controller(self, deadline: _Deadline, api_key: int, make: Callable[[], Any]) -> Any:
-        """A controller request's response, following the controller if it moves while we ask."""
-        while True:
-            cluster = self._describe_cluster(deadline)
-            controller = cluster.broker(cluster.controller_id)
-            if controller is not None:
-                with self._wire(controller, deadline) as wire:
-                    wire.version(api_key)  # only v0 is read: fail clearly if the broker has none
-                    response = wire.call(make())
-                if int(response.error_code.value) != _NOT_CONTROLLER:
-                    return response
-            if deadline.remaining() <= _RETRY_BACKOFF:
-                raise AdminError("NOT_CONTROLLER", "the cluster's controller could not be reached", retriable=True)
-            time.sleep(_RETRY_BACKOFF)
-
-    # ------------------------------------------------------------------ cluster and topics
-
-    def describe_cluster(self) -> ClusterInfo:
-        return self._describe_cluster(self._deadline())
-
-    def _describe_cluster(self, deadline: _Deadline) -> ClusterInfo:
-        found = self._wait(self._client.describe_cluster(request_timeout=deadline.remaining()), deadline)
-        brokers = tuple(sorted((BrokerInfo(int(n.id), str(n.host), int(n.port), n.rack or None) for n in found.nodes),
-                               key=lambda b: b.node_id))
-        controller = found.controller
-        return ClusterInfo(str(found.cluster_id or ""), -1 if controller is None else int(controller.id), brokers)
-
-    def topics(self, *, include_internal: bool = False) -> dict[str, TopicInfo]:
-        """Every topic and its partitions' leaders, replicas and ISR."""
-        deadline = self._deadline()
-        try:
-            names = list(self._client.list_topics(timeout=deadline.remaining()).topics)
-        except KafkaException as exc:
-            raise _from_exception(exc) from exc
-        if not names:
-            return {}
-        futures = self._client.describe_topics(TopicCollection(names), request_timeout=deadline.remaining())
-        topics: dict[str, TopicInfo] = {}
-        for name, found, error in self._outcomes(futures, deadline):
-            if error is not None:
-                if error.code == "UNKNOWN_TOPIC_OR_PART":
-                    continue  # deleted since it was listed
-                raise error
-            if found.is_internal and not include_internal:
-                continue
-            partitions = tuple(sorted(
-                (PartitionInfo(int(p.id), -1 if p.leader is None else int(p.leader.id),
-                               tuple(int(r.id) for r in p.replicas), tuple(int(r.id) for r in p.isr))
-                 for p in found.partitions), key=lambda p: p.partition))
-            topic_id = str(found.topic_id) if found.topic_id is not None else None
-            topics[name] = TopicInfo(name, topic_id, bool(found.is_internal), partitions)
-        return dict(sorted(topics.items()))
-
-    def topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
-        """Every config of each topic, with where its value comes from (see ``overrides``)."""
-        deadline = self._deadline()
-        resources = [ConfigResource(ResourceType.TOPIC, name) for name in dict.fromkeys(names)]
-        if not resources:
-            return {}
-        futures = self._client.describe_configs(resources, request_timeout=deadline.remaining())
-        described: dict[str, dict[str, ConfigEntry]] = {}
-        for resource, entries, error in self._outcomes(futures, deadline):
-            if error is not None:
-                raise AdminError(error.code, f"topic {resource.name!r}: {error.message}", retriable=error.retriable)
-            described[resource.name] = {
-                name: ConfigEntry(name, entry.value, _source_name(entry.source),
-                                  bool(entry.is_default), bool(entry.is_read_only), bool(entry.is_sensitive))
-                for name, entry in sorted(entries.items())}
-        return described
-
-    def create_topics(self, specs: Iterable[NewTopic], *, validate_only: bool = False) -> dict[
-            str, AdminError | None]:
-        """Each topic's outcome (None: created, or valid with ``validate_only``)."""
-        deadline = self._deadline()
-        new = [self._new_topic(spec) for spec in specs]
-        if not new:
-            return {}
-        futures = self._client.create_topics(new, validate_only=validate_only, request_timeout=deadline.remaining(),
-                                             operation_timeout=self._operation_timeout(deadline))
-        return {name: error for name, _, error in self._outcomes(futures, deadline)}
-
-    @staticmethod
-    def _new_topic(spec: NewTopic) -> KafkaNewTopic:
-        configs = {str(k): str(v) for k, v in spec.configs.items()}
-        if spec.assignments is None:
-            return KafkaNewTopic(spec.name, spec.partitions, spec.replication_factor, config=configs)
-        # librdkafka wants the partition count beside a layout (it sends -1 for both counts, as Kafka requires).
-        return KafkaNewTopic(spec.name, spec.partitions, replica_assignment=[list(r) for r in spec.assignments],
-                             config=configs)
-
-    @staticmethod
-    def _operation_timeout(deadline: _Deadline) -> float:
-        """How long the broker may wait for a change to take effect: less than we wait, so its answer arrives."""
-        return deadline.remaining() * 0.8
-
-    def create_partitions(self, name: str, total: int, assignments: Sequence[Sequence[int]] | None = None) -> None:
-        """Grow ``name`` to ``total`` partitions; ``assignments`` lay out only the new ones."""
-        deadline = self._deadline()
-        grow = (NewPartitions(name, total) if assignments is None
-                else NewPartitions(name, total, replica_assignment=[list(r) for r in assignments]))
-        futures = self._client.create_partitions([grow],
-                                                 request_timeout=deadline.remaining(),
-                                                 operation_timeout=self._operation_timeout(deadline))
-        self._wait(futures[name], deadline)
-
-    def alter_topic_configs(self, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
-        """Set some configs and remove others (back to the inherited value), leaving the rest as they are."""
-        deadline = self._deadline()
-        changes = [KafkaConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
-        changes += [KafkaConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
-        if not changes:
-            return
-        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=changes)
-        [future] = self._client.incremental_alter_configs([resource], request_timeout=deadline.remaining()).values()
-        self._wait(future, deadline)
-
-    def delete_topics(self, names: Iterable[str]) -> dict[str, AdminError | None]:
-        deadline = self._deadline()
-        wanted = list(dict.fromkeys(names))
-        if not wanted:
-            return {}
-        futures = self._client.delete_topics(wanted, request_timeout=deadline.remaining(),
-                                             operation_timeout=self._operation_timeout(deadline))
-        return {name: error for name, _, error in self._outcomes(futures, deadline)}
-
-    # ------------------------------------------------------------------ replicas and leaders
-
-    def alter_reassignments(self, targets: Mapping[TopicPartitionKey, Sequence[int] | None]) -> dict[
-            TopicPartitionKey, AdminError | None]:
-        """Start moving partitions to new replica lists (None cancels a move); the controller completes them."""
-        deadline = self._deadline()
-        if not targets:
-            return {}
-        by_topic: dict[str, list[ReassignablePartition]] = {}
-        for (topic, partition), replicas in targets.items():
-            wanted = None if replicas is None else tuple(BrokerId(r) for r in replicas)
-            by_topic.setdefault(topic, []).append(ReassignablePartition(partition_index=i32(partition),
-                                                                        replicas=wanted))
-        response = self._to_controller(deadline, _ALTER_REASSIGNMENTS, lambda: AlterPartitionReassignmentsRequest(
-            timeout=_timeout_ms(deadline),
-            topics=tuple(ReassignableTopic(name=TopicName(t), partitions=tuple(ps)) for t, ps in by_topic.items())))
-        everything = _wire_error(response.error_code, response.error_message)
-        results: dict[TopicPartitionKey, AdminError | None] = dict.fromkeys(targets, everything)
-        if everything is None:
-            missing = AdminError("UNKNOWN", "the controller did not answer for this partition")
-            results = dict.fromkeys(targets, missing)
-            for topic_result in response.responses:
-                for part in topic_result.partitions:
-                    results[(str(topic_result.name), int(part.partition_index))] = _wire_error(
-                        part.error_code, part.error_message)
-        return results
-
-    def list_reassignments(self) -> dict[TopicPartitionKey, Reassignment]:
-        deadline = self._deadline()
-        response = self._to_controller(deadline, _LIST_REASSIGNMENTS, lambda: ListPartitionReassignmentsRequest(
-            timeout=_timeout_ms(deadline), topics=None))
-        error = _wire_error(response.error_code, response.error_message)
-        if error is not None:
-            raise error
-        return {(str(t.name), int(p.partition_index)): Reassignment(
-            str(t.name), int(p.partition_index), tuple(int(r) for r in p.replicas),
-            tuple(int(r) for r in p.adding_replicas), tuple(int(r) for r in p.removing_replicas))
-            for t in response.topics for p in t.partitions}
-
-    def elect_preferred_leaders(self, partitions: Iterable[TopicPartitionKey] | None = None) -> dict[
-            TopicPartitionKey, AdminError | None]:
-        """Give leadership back to each partition's first replica; a partition already led by it succeeds.
-
-        With ``partitions`` None every partition is considered and only those that
-        changed or failed are reported, as Kafka does.
-        """
-        deadline = self._deadline()
-        wanted = None if partitions is None else [TopicPartition(t, p) for t, p in dict.fromkeys(partitions)]
-        if wanted == []:
-            return {}
-        # confluent-kafka 2.16's binding fails on any timeout argument here; socket.timeout.ms (see __init__)
-        # bounds the request instead, and _wait the call.
-        future = self._client.elect_leaders(ElectionType.PREFERRED, wanted)
-        results: dict[TopicPartitionKey, AdminError | None] = {}
-        for tp, failure in self._wait(future, deadline).items():
-            error = None
-            if isinstance(failure, KafkaError):
-                error = AdminError.from_kafka(failure)
-            elif failure is not None:  # a KafkaException, as confluent-kafka documents
-                error = _from_exception(failure)
-            results[(tp.topic, tp.partition)] = None if error is None or error.code == "ELECTION_NOT_NEEDED" else error
-        return results
-
-    def partition_sizes(self) -> list[PartitionSize]:
-        """Every replica's log size on every broker (DescribeLogDirs); an offline log directory reports none."""
-        deadline = self._deadline()
-        sizes: list[PartitionSize] = []
-        for broker, response in self._each_broker(deadline, _DESCRIBE_LOG_DIRS,
-                                                  lambda v: _request(_DESCRIBE_LOG_DIRS, v, topics=None)):
-            error = _wire_error(getattr(response, "error_code", None))  # v3+
-            if error is not None:
-                raise AdminError(error.code, f"broker {broker.node_id}: {error.message}", retriable=error.retriable)
-            sizes += [PartitionSize(str(t.name), int(p.partition_index), broker.node_id, int(p.partition_size),
-                                    int(p.offset_lag))
-                      for result in response.results if not int(result.error_code.value)
-                      for t in result.topics for p in t.partitions if not p.is_future_key]
-        return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker))
-
-    # ------------------------------------------------------------------ records
-
-    def offsets(self, partitions: Iterable[TopicPartitionKey], spec: OffsetSpecArg) -> dict[TopicPartitionKey, int]:
-        """The earliest or latest (high watermark) offset of each partition, or the first offset whose record
-        has a timestamp at or after ``spec`` milliseconds (-1 if there is none)."""
-        deadline = self._deadline()
-        if spec == "earliest":
-            kind = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-        elif spec == "latest":
-            kind = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        elif isinstance(spec, int):
-            kind = OffsetSpec.for_timestamp(spec)
-        else:
-            raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, not {spec!r}")
-        wanted = {TopicPartition(t, p): kind for t, p in dict.fromkeys(partitions)}
-        if not wanted:
-            return {}
-        futures = self._client.list_offsets(wanted, request_timeout=deadline.remaining())
-        return {tp: int(found.offset) for tp, found in self._per_partition(futures, deadline)}
-
-    def delete_records(self, before: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
-        """Drop each partition's records below an offset (-1: the high watermark); the new log start offsets."""
-        deadline = self._deadline()
-        if not before:
-            return {}
-        futures = self._client.delete_records([TopicPartition(t, p, offset) for (t, p), offset in before.items()],
-                                              request_timeout=deadline.remaining(),
-                                              operation_timeout=self._operation_timeout(deadline))
-        return {tp: int(found.low_watermark) for tp, found in self._per_partition(futures, deadline)}
-
     def _per_partition(self, futures: Mapping[TopicPartition, concurrent.futures.Future[T]],
                        deadline: _Deadline) -> Iterator[tuple[TopicPartitionKey, T]]:
         """Each partition's result; the first failure raises, naming its partition."""
@@ -692,68 +480,343 @@ class ClusterAdmin:
                 raise AdminError(code, f"{tp.topic}-{tp.partition}: {exc.message}",
                                  retriable=exc.retriable or code == "UNKNOWN_TOPIC_OR_PART") from exc
 
+    @staticmethod
+    def _operation_timeout(deadline: _Deadline) -> float:
+        """How long the broker may wait for a change to take effect: less than we wait, so its answer arrives."""
+        return deadline.remaining() * 0.8
+
+    def _wire(self, broker: BrokerInfo, deadline: _Deadline) -> _Wire:
+        protocol = self._config.get("security.protocol", "plaintext").lower()
+        if protocol != "plaintext":
+            raise AdminError("_NOT_IMPLEMENTED", f"reassignments, log dirs and group listings are spoken over "
+                             f"PLAINTEXT only, not {protocol}")
+        return _Wire(broker, deadline)
+
+    def _each_broker(self, deadline: _Deadline, api_key: int, make: Callable[[int], Any]) -> Iterator[
+            tuple[BrokerInfo, Any]]:
+        """(broker, response) of one request sent to every registered broker, ``make(version)`` building it.
+
+        A broker that cannot be asked fails the whole call: its share of the answer would be missing.
+        """
+        for broker in self._describe_cluster(deadline).brokers:
+            with self._wire(broker, deadline) as wire:
+                response = wire.call(make(wire.version(api_key)))
+            error = _wire_error(getattr(response, "error_code", None))  # DescribeLogDirs has it from v3
+            if error is not None:
+                raise AdminError(error.code, f"broker {broker.node_id}: {error.message}", retriable=error.retriable)
+            yield broker, response
+
+    def _to_controller(self, deadline: _Deadline, api_key: int, make: Callable[[], Any]) -> Any:
+        """The controller's response to a request; NOT_CONTROLLER (retried by ``_retry``) if it moved."""
+        cluster = self._describe_cluster(deadline)
+        controller = cluster.broker(cluster.controller_id)
+        if controller is None:
+            raise AdminError("NOT_CONTROLLER", "the cluster has no controller at the moment", retriable=True)
+        with self._wire(controller, deadline) as wire:
+            wire.version(api_key)  # one version is read: fail clearly if the broker has not got it
+            response = wire.call(make())
+        if int(response.error_code.value) == _NOT_CONTROLLER:
+            raise AdminError.from_wire(_NOT_CONTROLLER, response.error_message)
+        return response
+
+    # ------------------------------------------------------------------ cluster and topics
+
+    def describe_cluster(self) -> ClusterInfo:
+        return self._retry(self._describe_cluster)
+
+    def _describe_cluster(self, deadline: _Deadline) -> ClusterInfo:
+        found = self._wait(self._client.describe_cluster(request_timeout=deadline.remaining()), deadline)
+        brokers = tuple(sorted((BrokerInfo(int(n.id), str(n.host), int(n.port), n.rack or None) for n in found.nodes),
+                               key=lambda b: b.node_id))
+        controller = found.controller
+        return ClusterInfo(str(found.cluster_id or ""), -1 if controller is None else int(controller.id), brokers)
+
+    def topics(self, *, include_internal: bool = False) -> dict[str, TopicInfo]:
+        """Every topic and its partitions' leaders, replicas and ISR."""
+        def attempt(deadline: _Deadline) -> dict[str, TopicInfo]:
+            try:
+                names = list(self._client.list_topics(timeout=deadline.remaining()).topics)
+            except KafkaException as exc:
+                raise _from_exception(exc) from exc
+            if not names:
+                return {}
+            futures = self._client.describe_topics(TopicCollection(names), request_timeout=deadline.remaining())
+            topics: dict[str, TopicInfo] = {}
+            for name, found, error in self._outcomes(futures, deadline):
+                if error is not None:
+                    if error.code == "UNKNOWN_TOPIC_OR_PART":
+                        continue  # deleted since it was listed
+                    raise error
+                if found.is_internal and not include_internal:
+                    continue
+                partitions = tuple(sorted(
+                    (PartitionInfo(int(p.id), -1 if p.leader is None else int(p.leader.id),
+                                   tuple(int(r.id) for r in p.replicas), tuple(int(r.id) for r in p.isr))
+                     for p in found.partitions), key=lambda p: p.partition))
+                topic_id = str(found.topic_id) if found.topic_id is not None else None
+                topics[name] = TopicInfo(name, topic_id, bool(found.is_internal), partitions)
+            return dict(sorted(topics.items()))
+        return self._retry(attempt)
+
+    def topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+        """Every config of each topic, with where its value comes from (see ``overrides``)."""
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in dict.fromkeys(names)]
+        if not resources:
+            return {}
+
+        def attempt(deadline: _Deadline) -> dict[str, dict[str, ConfigEntry]]:
+            futures = self._client.describe_configs(resources, request_timeout=deadline.remaining())
+            described: dict[str, dict[str, ConfigEntry]] = {}
+            for resource, entries, error in self._outcomes(futures, deadline):
+                if error is not None:
+                    raise AdminError(error.code, f"topic {resource.name!r}: {error.message}",
+                                     retriable=error.retriable)
+                described[resource.name] = {
+                    name: ConfigEntry(name, entry.value, _source_name(entry.source),
+                                      bool(entry.is_default), bool(entry.is_read_only), bool(entry.is_sensitive))
+                    for name, entry in sorted(entries.items())}
+            return described
+        return self._retry(attempt)
+
+    def create_topics(self, specs: Iterable[NewTopic], *, validate_only: bool = False) -> dict[
+            str, AdminError | None]:
+        """Each topic's outcome (None: created, or valid with ``validate_only``)."""
+        new = [self._new_topic(spec) for spec in specs]
+        if not new:
+            return {}
+
+        def attempt(deadline: _Deadline) -> dict[str, AdminError | None]:
+            futures = self._client.create_topics(new, validate_only=validate_only,
+                                                 request_timeout=deadline.remaining(),
+                                                 operation_timeout=self._operation_timeout(deadline))
+            return {name: error for name, _, error in self._outcomes(futures, deadline)}
+        return self._once(attempt)
+
+    @staticmethod
+    def _new_topic(spec: NewTopic) -> KafkaNewTopic:
+        configs = {str(k): str(v) for k, v in spec.configs.items()}
+        if spec.assignments is None:
+            return KafkaNewTopic(spec.name, spec.partitions, spec.replication_factor, config=configs)
+        # librdkafka wants the partition count beside a layout (it sends -1 for both counts, as Kafka requires).
+        return KafkaNewTopic(spec.name, spec.partitions, replica_assignment=[list(r) for r in spec.assignments],
+                             config=configs)
+
+    def create_partitions(self, name: str, total: int, assignments: Sequence[Sequence[int]] | None = None) -> None:
+        """Grow ``name`` to ``total`` partitions; ``assignments`` lay out only the new ones."""
+        grow = (NewPartitions(name, total) if assignments is None
+                else NewPartitions(name, total, replica_assignment=[list(r) for r in assignments]))
+
+        def attempt(deadline: _Deadline) -> None:
+            futures = self._client.create_partitions([grow], request_timeout=deadline.remaining(),
+                                                     operation_timeout=self._operation_timeout(deadline))
+            self._wait(futures[name], deadline)
+        self._once(attempt)
+
+    def alter_topic_configs(self, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        """Set some configs and remove others (back to the inherited value), leaving the rest as they are."""
+        changes = [KafkaConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+        changes += [KafkaConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        if not changes:
+            return
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=changes)
+
+        def attempt(deadline: _Deadline) -> None:
+            [future] = self._client.incremental_alter_configs([resource],
+                                                              request_timeout=deadline.remaining()).values()
+            self._wait(future, deadline)
+        self._retry(attempt)
+
+    def delete_topics(self, names: Iterable[str]) -> dict[str, AdminError | None]:
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return {}
+
+        def attempt(deadline: _Deadline) -> dict[str, AdminError | None]:
+            futures = self._client.delete_topics(wanted, request_timeout=deadline.remaining(),
+                                                 operation_timeout=self._operation_timeout(deadline))
+            return {name: error for name, _, error in self._outcomes(futures, deadline)}
+        return self._once(attempt)
+
+    # ------------------------------------------------------------------ replicas and leaders
+
+    def alter_reassignments(self, targets: Mapping[TopicPartitionKey, Sequence[int] | None]) -> dict[
+            TopicPartitionKey, AdminError | None]:
+        """Start moving partitions to new replica lists (None cancels a move); the controller completes them.
+
+        Each partition's outcome; raises only when the controller cannot be asked at all.
+        """
+        if not targets:
+            return {}
+        by_topic: dict[str, list[ReassignablePartition]] = {}
+        for (topic, partition), replicas in targets.items():
+            wanted = None if replicas is None else tuple(BrokerId(r) for r in replicas)
+            by_topic.setdefault(topic, []).append(ReassignablePartition(partition_index=i32(partition),
+                                                                        replicas=wanted))
+
+        def attempt(deadline: _Deadline) -> Any:
+            return self._to_controller(deadline, _ALTER_REASSIGNMENTS, lambda: AlterPartitionReassignmentsRequest(
+                timeout=_timeout_ms(deadline), topics=tuple(ReassignableTopic(name=TopicName(t), partitions=tuple(ps))
+                                                            for t, ps in by_topic.items())))
+        # Retried only when the controller refused the whole request, so nothing has started.
+        response = self._retry(attempt)
+        everything = _wire_error(response.error_code, response.error_message)
+        if everything is not None:
+            return dict.fromkeys(targets, everything)
+        results: dict[TopicPartitionKey, AdminError | None] = dict.fromkeys(
+            targets, AdminError("UNKNOWN", "the controller did not answer for this partition"))
+        for topic_result in response.responses:
+            for part in topic_result.partitions:
+                results[(str(topic_result.name), int(part.partition_index))] = _wire_error(
+                    part.error_code, part.error_message)
+        return results
+
+    def list_reassignments(self) -> dict[TopicPartitionKey, Reassignment]:
+        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, Reassignment]:
+            response = self._to_controller(deadline, _LIST_REASSIGNMENTS, lambda: ListPartitionReassignmentsRequest(
+                timeout=_timeout_ms(deadline), topics=None))
+            error = _wire_error(response.error_code, response.error_message)
+            if error is not None:
+                raise error
+            return {(str(t.name), int(p.partition_index)): Reassignment(
+                str(t.name), int(p.partition_index), tuple(int(r) for r in p.replicas),
+                tuple(int(r) for r in p.adding_replicas), tuple(int(r) for r in p.removing_replicas))
+                for t in response.topics for p in t.partitions}
+        return self._retry(attempt)
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartitionKey] | None = None) -> dict[
+            TopicPartitionKey, AdminError | None]:
+        """Give leadership back to each partition's first replica; a partition already led by it succeeds.
+
+        With ``partitions`` None every partition is considered and only those that
+        changed or failed are reported, as Kafka does.
+        """
+        wanted = None if partitions is None else [TopicPartition(t, p) for t, p in dict.fromkeys(partitions)]
+        if wanted == []:
+            return {}
+
+        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, AdminError | None]:
+            # confluent-kafka 2.16's binding fails on any timeout argument here: socket.timeout.ms (see
+            # __init__) bounds the request instead, and _wait the call.
+            future = self._client.elect_leaders(ElectionType.PREFERRED, wanted)
+            results: dict[TopicPartitionKey, AdminError | None] = {}
+            for tp, failure in self._wait(future, deadline).items():
+                error = None
+                if isinstance(failure, KafkaError):
+                    error = AdminError.from_kafka(failure)
+                elif failure is not None:  # a KafkaException, as confluent-kafka documents
+                    error = _from_exception(failure)
+                results[(tp.topic, tp.partition)] = None if error is None or error.code == "ELECTION_NOT_NEEDED" \
+                    else error
+            return results
+        return self._retry(attempt)  # an election that already happened is ELECTION_NOT_NEEDED: success
+
+    def partition_sizes(self) -> list[PartitionSize]:
+        """Every replica's log size on every broker (DescribeLogDirs); an offline log directory reports none."""
+        def attempt(deadline: _Deadline) -> list[PartitionSize]:
+            sizes = [PartitionSize(str(t.name), int(p.partition_index), broker.node_id, int(p.partition_size),
+                                   int(p.offset_lag))
+                     for broker, response in self._each_broker(
+                         deadline, _DESCRIBE_LOG_DIRS, lambda v: _request(_DESCRIBE_LOG_DIRS, v, topics=None))
+                     for result in response.results if not int(result.error_code.value)
+                     for t in result.topics for p in t.partitions if not p.is_future_key]
+            return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker))
+        return self._retry(attempt)
+
+    # ------------------------------------------------------------------ records
+
+    def offsets(self, partitions: Iterable[TopicPartitionKey], spec: OffsetSpecArg) -> dict[TopicPartitionKey, int]:
+        """The earliest or latest (high watermark) offset of each partition, or the first offset whose record
+        has a timestamp at or after ``spec`` milliseconds (-1 if there is none)."""
+        if spec == "earliest":
+            kind = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        elif spec == "latest":
+            kind = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        elif isinstance(spec, int):
+            kind = OffsetSpec.for_timestamp(spec)
+        else:
+            raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, not {spec!r}")
+        wanted = {TopicPartition(t, p): kind for t, p in dict.fromkeys(partitions)}
+        if not wanted:
+            return {}
+
+        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, int]:
+            futures = self._client.list_offsets(wanted, request_timeout=deadline.remaining())
+            return {tp: int(found.offset) for tp, found in self._per_partition(futures, deadline)}
+        return self._retry(attempt)
+
+    def delete_records(self, before: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """Drop each partition's records below an offset (-1: the high watermark); the new log start offsets."""
+        if not before:
+            return {}
+        wanted = [TopicPartition(t, p, offset) for (t, p), offset in before.items()]
+
+        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, int]:
+            futures = self._client.delete_records(wanted, request_timeout=deadline.remaining(),
+                                                  operation_timeout=self._operation_timeout(deadline))
+            return {tp: int(found.low_watermark) for tp, found in self._per_partition(futures, deadline)}
+        return self._retry(attempt)  # deleting below the same offset twice deletes nothing more
+
     # ------------------------------------------------------------------ consumer groups
 
     def groups(self) -> list[GroupListing]:
         """Every group the cluster's coordinators know (ListGroups to each broker), by group id."""
-        deadline = self._deadline()
-        found: dict[str, GroupListing] = {}
-        for broker, response in self._each_broker(deadline, _LIST_GROUPS,
-                                                  lambda v: _request(_LIST_GROUPS, v)):
-            error = _wire_error(response.error_code)
-            if error is not None:
-                raise AdminError(error.code, f"broker {broker.node_id}: {error.message}", retriable=error.retriable)
-            for group in response.groups:
-                found[str(group.group_id)] = GroupListing(str(group.group_id), str(getattr(group, "group_state", "")),
-                                                          str(group.protocol_type))
-        return [found[g] for g in sorted(found)]
+        def attempt(deadline: _Deadline) -> list[GroupListing]:
+            found = {str(g.group_id): GroupListing(str(g.group_id), str(getattr(g, "group_state", "")),  # v4+
+                                                   str(g.protocol_type))
+                     for _, response in self._each_broker(deadline, _LIST_GROUPS, lambda v: _request(_LIST_GROUPS, v))
+                     for g in response.groups}
+            return [found[g] for g in sorted(found)]
+        return self._retry(attempt)
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """A group's state and members; GROUP_ID_NOT_FOUND for a group the cluster does not know."""
-        deadline = self._deadline()
-        futures = self._client.describe_consumer_groups([group_id], request_timeout=deadline.remaining())
-        found = self._wait(futures[group_id], deadline)
-        state = _state_name(found.state)
-        if state == "Dead":  # what DescribeGroups before v6 answers for an unknown group
-            raise AdminError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        members = tuple(
-            Member(str(m.member_id), str(m.client_id), str(m.host), m.group_instance_id or None,
-                   tuple(sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions
-                                                                     if m.assignment else ()))))
-            for m in found.members)
-        return GroupDescription(str(found.group_id), state, str(found.partition_assignor or ""), members)
+        def attempt(deadline: _Deadline) -> GroupDescription:
+            futures = self._client.describe_consumer_groups([group_id], request_timeout=deadline.remaining())
+            found = self._wait(futures[group_id], deadline)
+            state = _state_name(found.state)
+            if state == "Dead":  # what DescribeGroups before v6 answers for an unknown group
+                raise AdminError("GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+            members = tuple(
+                Member(str(m.member_id), str(m.client_id), str(m.host), m.group_instance_id or None,
+                       tuple(sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions
+                                                                         if m.assignment else ()))))
+                for m in found.members)
+            return GroupDescription(str(found.group_id), state, str(found.partition_assignor or ""), members)
+        return self._retry(attempt)
 
     def committed_offsets(self, group_id: str) -> dict[TopicPartitionKey, int]:
         """The group's committed offset of every partition it has committed to."""
-        deadline = self._deadline()
-        futures = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
-                                                           request_timeout=deadline.remaining())
-        listed = self._wait(futures[group_id], deadline)
-        committed: dict[TopicPartitionKey, int] = {}
-        for tp in listed.topic_partitions or ():
-            if tp.error is not None:
-                raise AdminError.from_kafka(tp.error)
-            if tp.offset >= 0:
-                committed[(tp.topic, tp.partition)] = int(tp.offset)
-        return dict(sorted(committed.items()))
+        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, int]:
+            futures = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
+                                                               request_timeout=deadline.remaining())
+            listed = self._wait(futures[group_id], deadline)
+            committed: dict[TopicPartitionKey, int] = {}
+            for tp in listed.topic_partitions or ():
+                if tp.error is not None:
+                    raise AdminError.from_kafka(tp.error)
+                if tp.offset >= 0:
+                    committed[(tp.topic, tp.partition)] = int(tp.offset)
+            return dict(sorted(committed.items()))
+        return self._retry(attempt)
 
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartitionKey, int]) -> None:
         """Set a group's committed offsets (a reset). The group must be empty: NON_EMPTY_GROUP otherwise."""
-        deadline = self._deadline()
         if not offsets:
             return
         request = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
-        futures = self._client.alter_consumer_group_offsets([request], request_timeout=deadline.remaining())
-        try:
-            altered = self._wait(futures[group_id], deadline)
-            failures = [AdminError.from_kafka(tp.error) for tp in altered.topic_partitions or () if tp.error]
-        except AdminError as exc:
-            failures = [exc]
-        if not failures:
-            return
-        error = failures[0]
-        if error.code in _GROUP_HAS_MEMBERS:
-            raise AdminError("NON_EMPTY_GROUP", f"group {group_id!r} has active members: its offsets can be "
-                             f"altered only while it is empty (broker said {error.code})") from None
-        raise error
 
+        def attempt(deadline: _Deadline) -> None:
+            futures = self._client.alter_consumer_group_offsets([request], request_timeout=deadline.remaining())
+            try:
+                altered = self._wait(futures[group_id], deadline)
+                failures = [AdminError.from_kafka(tp.error) for tp in altered.topic_partitions or () if tp.error]
+            except AdminError as exc:
+                failures = [exc]
+            if not failures:
+                return
+            error = failures[0]
+            if error.code in _GROUP_HAS_MEMBERS:
+                raise AdminError("NON_EMPTY_GROUP", f"group {group_id!r} has active members: its offsets can be "
+                                 f"altered only while it is empty (broker said {error.code})") from None
+            raise error
+        self._retry(attempt)
