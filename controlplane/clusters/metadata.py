@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
-from django.conf import settings
+from django.db import connection
 
 from dataplane.cluster.migrations import migrate
 from dataplane.cluster.store import MetadataStore
@@ -27,7 +27,12 @@ class Registration:
 
 
 def _conninfo() -> str:
-    return str(settings.DATABASE_URL)
+    """Django's own database, as its connection resolved it (so a test database is followed too)."""
+    db = connection.settings_dict
+    params = {"dbname": db["NAME"], "user": db.get("USER") or None, "password": db.get("PASSWORD") or None,
+              "host": db.get("HOST") or None, "port": str(db["PORT"]) if db.get("PORT") else None,
+              **{k: v for k, v in (db.get("OPTIONS") or {}).items() if isinstance(v, str | int)}}
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None})
 
 
 @contextmanager

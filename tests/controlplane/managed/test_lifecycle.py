@@ -84,7 +84,11 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         wait_for(lambda: _condition(admin.get(f"{world.base}/clusters/{cluster_id}/topics/payments").json(),
                                     "Ready").get("status") == "True", 60, "the API topic Ready", stack)
         # Converged: planning again against the real cluster finds nothing to do, for brokers and topics alike.
-        wait_for(lambda: _nothing_to_do(cluster_id, bootstrap), 60, "a plan with no steps", stack)
+        last: list[object] = []
+        try:
+            wait_for(lambda: _nothing_to_do(cluster_id, bootstrap, last), 60, "a plan with no steps")
+        except AssertionError as exc:
+            raise AssertionError(f"still planned: {last[-1:]}") from exc
 
         # SIGKILL one broker while a producer runs: Degraded, restarted by its agent, Ready; nothing acked lost.
         acked: list[bytes] = []
@@ -143,7 +147,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
     assert not BrokerNode.objects.filter(cluster_id=cluster_id).exists()
 
 
-def _nothing_to_do(cluster_id: str, bootstrap: str) -> bool:
+def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
     from controlplane.clusters.provisioning import plan_nodes
     from controlplane.clusters.reconcile import cluster_view
     from controlplane.streams.models import Topic
@@ -155,7 +159,9 @@ def _nothing_to_do(cluster_id: str, bootstrap: str) -> bool:
     with ClusterAdmin(bootstrap) as admin:
         observed, under = observe_topics(admin)
     rows = [desired_topic(t) for t in Topic.objects.filter(cluster_id=cluster_id)]
-    return not plan_nodes(view) and not plan_topics(rows, observed, correct_drift=True) and not under
+    planned = (plan_nodes(view), plan_topics(rows, observed, correct_drift=True), under)
+    last.append(planned)
+    return not any(planned)
 
 
 def _assert_all_present(bootstrap: str, topic: str, expected: set[bytes]) -> None:
