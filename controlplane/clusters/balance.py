@@ -2,46 +2,49 @@
 
 Like a Cruise Control / Strimzi ``KafkaRebalance`` proposal, this only decides; a reassignment and a
 preferred-leader election apply it elsewhere. It is pure (no Django, no I/O) so that one snapshot always gives
-one proposal and every rule can be property-tested without a database.
+one proposal, and every rule can be property-tested without a database.
 
 What a proposal guarantees, strongest first:
 
-1. Hard rules. Every replica on a broker in ``remove`` leaves it. A partition keeps its replication factor (RF)
-   and never holds a broker twice. The rack rule below.
-2. Replica counts on the remaining brokers are as even as the rack rule allows: within 1 of each other unless the
-   racks themselves are too uneven. Among the plans that are that even: the fewest replica relocations, then the
-   fewest bytes copied, then the fewest preferred leaders displaced.
-3. Rack rule. A broker without a rack is a rack of its own (Cruise Control does the same, standing its node id in
-   for the rack): nothing says two unlabelled brokers share a failure domain, and lumping them together would make
-   every unlabelled cluster look like a single rack. With R distinct racks among the remaining brokers, a partition
-   with RF <= R ends on RF distinct racks. When RF > R, no rack ends with more of its replicas than
-   ``max(ceil(RF / R), the most one rack held before)``, so its spread never gets worse. No move ever takes a
-   partition further from that.
-4. Preferred leaders (``replicas[0]``) are as even as possible across the remaining brokers, by reordering first;
-   data moves only for what no reordering can reach. A reordering is a ``Move`` that copies no bytes.
-5. A partition already where it belongs does not move, so a proposal applied and proposed again is empty.
+1. Every replica on a broker in ``remove`` leaves it. A partition keeps its replication factor (RF) and never
+   holds a broker twice.
+2. Rack rule. A broker without a rack is a rack of its own (Cruise Control also stands the broker id in for a
+   missing rack): nothing says two unlabelled brokers share a failure domain, and lumping them together would make
+   every unlabelled cluster look like one rack. With R distinct racks among the remaining brokers, a partition with
+   RF <= R ends on RF distinct racks; with RF > R no rack ends with more of its replicas than
+   ``max(ceil(RF / R), the most one rack held before)``, so its spread never gets worse. No move crowds a rack.
+3. Replica counts on the remaining brokers are as even as the rack rule allows (least sum of squares, so within 1
+   whenever that is possible), with the fewest replica relocations, then the fewest bytes copied.
+4. Preferred leaders (``replicas[0]``) as even as possible, by reordering replicas (a ``Move`` that copies
+   nothing) and moving data only for what no reordering can reach.
+5. Nothing moves without gain, so a proposal applied and proposed again is empty.
 
-How. Replica placement is a min-cost flow (partitions -> brokers; a partition's per-rack cap bounds its edges into
-each rack; the cost is lexicographic: replicas left on removed brokers, rack excess, sum of squared broker counts,
-relocations, bytes). It runs on the broker graph rather than the partition graph. A greedy pass makes the bulk of
-the moves (evacuate, repair racks, then the fullest broker to the emptiest, smallest partition first). Then
-Bellman-Ford over the broker graph finds negative cycles: each edge x -> y is the cheapest single-partition move from
-x to y, a super-sink closes the cycles that change counts, and moving a relocated replica back to a broker it came
-from is a negative-cost edge. No negative cycle left means the flow is optimal. The same machinery chooses leaders
-(partitions -> one of their replicas, sum of squared leader counts, then leaders changed). If reordering cannot even
-out the leaders, a leader's replica moves to the broker short of leaders and one of that broker's follower replicas
-moves back, so replica counts stay as they were.
+How. Replica placement is a min-cost flow from partitions to brokers (a partition's rack cap bounds its flow into
+each rack) with a lexicographic cost: replicas left on removed brokers, rack excess, sum of squared counts,
+relocations, bytes. It is solved on the broker graph rather than the partition graph. A greedy pass makes the
+bulk of the moves: evacuate, repair racks, then the cheapest move from a fullest broker to an emptiest. Then
+Bellman-Ford cancels negative cycles: an edge x -> y is the cheapest single-partition move from x to y (moving a
+relocated replica back where it came from costs -1 relocation), and a super-sink closes the cycles that change
+counts. When none is left the flow is optimal. Leaders are the same problem (partitions -> one of their replicas;
+sum of squared leader counts, then leaders changed), solved the same way on the final placement. If reordering
+cannot even them out, trades of one or two replica moves between a pair of brokers are tried cheapest first; the
+first after which reordering does better is kept.
 
-Limits: the broker graph only sees cycles that move each partition once, so with racks a better plan that needs
-two moves of one partition in one cycle can be missed. Rack caps, evacuations and leader swaps can cost more moves
-than the plain lower bound (see ``tests/controlplane/test_balance.py``).
+The plain lower bound on relocations (replicas on removed brokers, plus each remaining broker's excess over a
+target of floor or ceil of the mean, ceilings going to the fullest) is met exactly when nothing is removed, no
+rack rule binds and all partitions share one RF: a fullest broker always holds a partition an emptiest lacks, so
+every greedy move lowers the bound, and an even fractional leader split rounds to an even integral one. Otherwise
+the bound can be out of reach: a removed broker's partition may already be on every broker short of replicas;
+rack caps force detours and repairs; leaders that reordering cannot balance cost trades. The placement is still
+the optimal flow, except that the broker graph sees only cycles moving each partition once, and leader trades are
+a local search.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import TypeAlias
@@ -182,9 +185,13 @@ Hop: TypeAlias = tuple[Cost, int]  # the cheapest single-partition move on a bro
 Edge: TypeAlias = tuple[int, int, Cost]  # from node, to node, cost; node len(nodes) is the super-sink
 Graph: TypeAlias = tuple[list[int], list[Edge]]
 
-# Replica cost components (the order is the priority): replicas on removed brokers, replicas over their rack cap,
-# sum of squared replica counts, relocations, bytes copied, preferred leaders displaced.
-_EVACUATE, _RACK, _SPREAD, _MOVES, _BYTES, _LEADS = range(6)
+# Replica cost components, in priority order: replicas on removed brokers, replicas over their rack cap, sum of
+# squared replica counts, relocations, bytes copied. Leaders are settled afterwards, on the placement this gives.
+_EVACUATE, _RACK, _SPREAD, _MOVES, _BYTES = range(5)
+
+
+_FREE: Cost = (0, 0, 0, 0, 0)
+_KINDS = _ANY, _LEADER, _FOLLOWER = range(3)  # which replicas of a broker a move search may pick
 
 
 def _add(a: Cost, b: Cost) -> Cost:
@@ -200,37 +207,109 @@ def _rack_cap(replicas: Sequence[int], racks: int, rack_of: dict[int, RackKey]) 
 
 
 def _negative_cycle(size: int, edges: list[Edge]) -> list[Edge] | None:
-    """A negative-cost cycle (its edges in order) among nodes 0..size-1, or None. Bellman-Ford from all nodes."""
+    """A negative-cost cycle (its edges in order) among nodes 0..size-1, or None. Bellman-Ford from all nodes.
+
+    Costs are packed into one integer per edge (mixed radix, wide enough for walks of ``size`` edges), which
+    orders them exactly as the tuples and compares far faster.
+    """
     if not edges:
         return None
-    dist: list[Cost] = [tuple(0 for _ in edges[0][2])] * size
-    pred: list[Edge | None] = [None] * size
+    width = len(edges[0][2])
+    weights = [1] * width
+    for k in range(width - 2, -1, -1):
+        bound = max(abs(w[k + 1]) for _, _, w in edges)
+        weights[k] = weights[k + 1] * (2 * size * bound + 1)
+    packed = [(u, v, sum(c * m for c, m in zip(w, weights, strict=True))) for u, v, w in edges]
+    dist = [0] * size
+    pred = [-1] * size
     changed = -1
     for _ in range(size):
         changed = -1
-        for edge in edges:
-            u, v, w = edge
-            d = _add(dist[u], w)
-            if d < dist[v]:
-                dist[v], pred[v], changed = d, edge, v
+        for k, (u, v, w) in enumerate(packed):
+            if dist[u] + w < dist[v]:
+                dist[v], pred[v], changed = dist[u] + w, k, v
         if changed < 0:
             return None
     node = changed  # still relaxing after `size` rounds: a negative cycle leads here; walking back enters it
     for _ in range(size):
-        edge = pred[node]
-        assert edge is not None
-        node = edge[0]
+        node = packed[pred[node]][0]
     cycle: list[Edge] = []
     at = node
     while True:
-        edge = pred[at]
-        assert edge is not None
+        edge = edges[pred[at]]
         cycle.append(edge)
         at = edge[0]
         if at == node:
             break
     cycle.reverse()
     return cycle
+
+
+class _Scan:
+    """Candidates kept per broker in a fixed order, searched per (broker, target) for the first that qualifies.
+
+    A search resumes where the last one for the same pair stopped: what it passed over was ruled out by the state of
+    those partitions, and a partition whose state changes is handed back (revived) to every search that had passed
+    it. Repeated searches so cost what changed, not the length of the list; without this, a scale-out that sends
+    thousands of replicas to one broker would be quadratic.
+
+    Searches of different kinds (any replica, a leader's, a follower's) keep their own place.
+    """
+
+    def __init__(self, nodes: Iterable[int]) -> None:
+        self.order: dict[int, list[int]] = {b: [] for b in nodes}
+        self.at: dict[int, dict[int, int]] = {b: {} for b in self.order}  # partition -> position of its live entry
+        self.resume: dict[int, dict[tuple[int, int], int]] = {b: {} for b in self.order}  # x: (y, kind) -> position
+        self.revived: dict[tuple[int, int, int], set[int]] = {}
+
+    def add(self, x: int, i: int) -> None:
+        self.at[x][i] = len(self.order[x])
+        self.order[x].append(i)
+
+    def drop(self, x: int, i: int) -> None:
+        self.at[x].pop(i, None)
+
+    def revive(self, x: int, i: int) -> None:
+        at = self.at[x].get(i)
+        if at is not None:
+            for (y, kind), resume in self.resume[x].items():
+                if resume > at:
+                    self.revived.setdefault((x, y, kind), set()).add(i)
+
+    def first(self, x: int, y: int, kind: int, qualify: Callable[[int], Cost | None],
+              exclude: Collection[int]) -> Hop | None:
+        """The earliest live entry of x that qualifies for y (its cost, partition), skipping ``exclude``."""
+        key = (x, y, kind)
+        order, live = self.order[x], self.at[x]
+        found: tuple[int, int, Cost] | None = None
+        revived = self.revived.get(key)
+        if revived:
+            for i in list(revived):
+                if i in exclude:
+                    continue
+                at = live.get(i)
+                cost = None if at is None else qualify(i)
+                if at is None or cost is None:
+                    revived.discard(i)
+                elif found is None or at < found[0]:
+                    found = (at, i, cost)
+        at = resume = self.resume[x].get((y, kind), 0)
+        settled = True  # every entry passed so far was ruled out by its partition's state
+        while at < len(order) and (found is None or at < found[0]):
+            i = order[at]
+            if i in exclude:
+                settled = False
+            elif live.get(i) == at:
+                cost = qualify(i)
+                if cost is not None:
+                    found = (at, i, cost)
+                    break
+            at += 1
+            if settled:
+                resume = at
+        if resume:
+            self.resume[x][y, kind] = resume
+        return None if found is None else (found[2], found[1])
 
 
 class _Planner:
@@ -253,61 +332,72 @@ class _Planner:
         self.cap = [_rack_cap(r, racks, self.rack_of) for r in self.orig]
         self.rack_count = [Counter(self.rack_of[b] for b in r) for r in self.orig]
         self.excess = {i for i, counts in enumerate(self.rack_count) if max(counts.values()) > self.cap[i]}
-        self.on: dict[int, set[int]] = {b: set() for b in self.nodes}
-        self.moved_in: dict[int, set[int]] = {b: set() for b in self.nodes}  # on b now, not at the start
-        self.away: dict[int, set[int]] = {b: set() for b in self.nodes}  # on b at the start, not now
-        for i, replicas in enumerate(self.orig):
-            for b in replicas:
-                self.on[b].add(i)
-        # A broker's original replicas, cheapest to move first: smallest, then followers before the leader.
-        self.by_cost = {b: sorted(self.on[b], key=self._move_order(b)) for b in self.nodes}
-        self.led: dict[int, set[int]] = {b: set() for b in self.nodes}
-        self.led_new: dict[int, set[int]] = {b: set() for b in self.nodes}  # led by b now, not at the start
-        self.orig_led: dict[int, list[int]] = {b: [] for b in self.nodes}
-        for i, b in enumerate(self.orig_lead):
-            self.led[b].add(i)
-            self.orig_led[b].append(i)
         self.journal: list[tuple[str, int, int, int]] | None = None  # operations to rewind a trial
 
+        # Replica indexes. Whatever depends on a partition's state is refreshed by _unindex/_index around a hop.
+        self.on: dict[int, set[int]] = {b: set() for b in self.nodes}
+        self.blocked: dict[int, Counter[RackKey]] = {b: Counter() for b in self.nodes}  # on b, rack r at cap
+        self.away_on: dict[tuple[int, int], set[int]] = {}  # (b, g): on b now, and on g at the start but not now
+        self.originals = _Scan(self.nodes)  # a broker's original replicas, cheapest to move first
+        self.arrivals = _Scan(self.nodes)  # replicas that arrived during planning, in order of arrival
+        self.hops: dict[int, dict[int, Hop | None]] = {}  # cached best_hop rows, by source broker
+        # Leader indexes.
+        self.led: dict[int, set[int]] = {b: set() for b in self.nodes}
+        self.led_home: dict[tuple[int, int], set[int]] = {}  # (b, h): led by b, originally by h
+        self.led_orig = _Scan(self.nodes)  # partitions b leads at the start
+        self.led_new = _Scan(self.nodes)  # partitions b came to lead during planning
+        self.leads: dict[int, dict[int, Hop | None]] = {}  # cached best_lead rows
+
+        for i, replicas in enumerate(self.orig):
+            self.led[replicas[0]].add(i)
+            self.led_orig.add(replicas[0], i)
+            for b in replicas:
+                self.on[b].add(i)
+            self._reindex(i, 1)
+        for b in self.nodes:
+            for i in sorted(self.on[b], key=self._move_order(b)):
+                self.originals.add(b, i)
+
     def _move_order(self, broker: int) -> Callable[[int], tuple[int, bool, int]]:
+        """Cheapest to move off ``broker`` first: the smallest, then a follower before the leader."""
         return lambda i: (self.size[i], self.orig_lead[i] == broker, i)
 
     # -- replicas -------------------------------------------------------------------------------------------------
 
     def hop_cost(self, i: int, x: int, y: int) -> Cost | None:
-        """The cost of moving partition i's replica from x to y, or None if the move is not allowed."""
-        replicas = self.cur[i]
-        if y in replicas or y in self.removed:
+        """The cost of moving partition i's replica from x to y, or None if the move is not allowed.
+
+        A move may only enter a rack below the partition's cap; an evacuation may crowd one if nothing else is left.
+        """
+        if y in self.cur[i] or y in self.removed:
             return None
         rx, ry = self.rack_of[x], self.rack_of[y]
         rack = 0
         if rx != ry:
             counts, cap = self.rack_count[i], self.cap[i]
-            rack = (counts[ry] >= cap) - (counts[rx] > cap)
-            if rack > 0 and x not in self.removed:  # only an evacuation may, when nothing else is left
-                return None
+            rack = -(counts[rx] > cap)
+            if counts[ry] >= cap:
+                if x not in self.removed:
+                    return None
+                rack += 1
         start = self.orig_set[i]
         moves = (y not in start) - (x not in start)
-        leader = self.orig_lead[i]
-        return (0, rack, 0, moves, moves * self.size[i], (x == leader) - (y == leader))
+        return (0, rack, 0, moves, moves * self.size[i])
 
     def hop(self, i: int, x: int, y: int) -> None:
         """Move partition i's replica from x to y, in place: y takes x's slot, and its leadership if it had it."""
         if self.journal is not None:
             self.journal.append(("hop", i, x, y))
+        self._unindex(i)
         replicas = self.cur[i]
         replicas[replicas.index(x)] = y
         self.on[x].remove(i)
         self.on[y].add(i)
         start = self.orig_set[i]
-        if x in start:
-            self.away[x].add(i)
-        else:
-            self.moved_in[x].remove(i)
-        if y in start:
-            self.away[y].remove(i)
-        else:
-            self.moved_in[y].add(i)
+        if x not in start:
+            self.arrivals.drop(x, i)
+        if y not in start:
+            self.arrivals.add(y, i)
         counts = self.rack_count[i]
         counts[self.rack_of[x]] -= 1
         counts[self.rack_of[y]] += 1
@@ -315,38 +405,89 @@ class _Planner:
             self.excess.add(i)
         else:
             self.excess.discard(i)
+        self._index(i)
         if self.lead[i] == x:
             self._pass(i, x, y)
 
-    def best_hop(self, x: int, y: int, exclude: Collection[int] = ()) -> Hop | None:
-        """The cheapest partition to move from x to y (ties: lowest index), without scanning all of x."""
-        on_x = self.on[x]
+    def _unindex(self, i: int) -> None:
+        self._reindex(i, -1)
+
+    def _index(self, i: int) -> None:
+        self._reindex(i, 1)
+        self._revive(i)
+
+    def _revive(self, i: int) -> None:
+        """Partition i changed: every search that passed over it must look again."""
+        for b in self.cur[i]:
+            scan = self.originals if b in self.orig_set[i] else self.arrivals
+            scan.revive(b, i)
+        lead = self.lead[i]
+        (self.led_orig if lead == self.orig_lead[i] else self.led_new).revive(lead, i)
+
+    def _reindex(self, i: int, sign: int) -> None:
+        counts, cap = self.rack_count[i], self.cap[i]
+        full = [r for r, c in counts.items() if c >= cap]
+        gone = [g for g in self.orig[i] if g not in self.cur[i]]
+        for b in self.cur[i]:
+            blocked = self.blocked[b]
+            for r in full:
+                blocked[r] += sign
+            for g in gone:
+                away = self.away_on.setdefault((b, g), set())
+                if sign > 0:
+                    away.add(i)
+                else:
+                    away.discard(i)
+            self.hops.pop(b, None)
+        self.leads.pop(self.lead[i], None)
+
+    def best_hop(self, x: int, y: int, exclude: Collection[int] = (), kind: int = _ANY) -> Hop | None:
+        """The cheapest partition to move from x to y (ties in a fixed order), or None.
+
+        ``kind`` narrows it to a partition x leads (_LEADER) or one it does not (_FOLLOWER).
+        """
+        if exclude or kind != _ANY:
+            return self._best_hop(x, y, exclude, kind)
+        row = self.hops.setdefault(x, {})
+        if y not in row:
+            row[y] = self._best_hop(x, y, (), kind)
+        return row[y]
+
+    def _best_hop(self, x: int, y: int, exclude: Collection[int], kind: int) -> Hop | None:
+        if x == y or not self.on[x] or y in self.removed:
+            return None
+        if self.rack_of[x] != self.rack_of[y] and self.blocked[x][self.rack_of[y]] == len(self.on[x]):
+            return None  # every partition on x is already at its cap in y's rack
+        on_x, lead = self.on[x], self.lead
+
+        def fits(i: int) -> bool:
+            return kind == _ANY or (lead[i] == x) == (kind == _LEADER)
+
         best: Hop | None = None
-        # Rack repairs, replicas that arrived during planning, and original replicas returning to y: few, all checked.
-        few = chain((i for i in self.excess if i in on_x), self.moved_in[x], (i for i in self.away[y] if i in on_x))
-        for i in few:
-            cost = self.hop_cost(i, x, y)
-            if cost is not None and i not in exclude and (best is None or (cost, i) < best):
+        # Rack repairs, and replicas going back to y: an undone move (-1) or an original coming home (0).
+        for i in chain([i for i in self.excess if i in on_x], self.away_on.get((x, y), ())):
+            cost = None if i in exclude or not fits(i) else self.hop_cost(i, x, y)
+            if cost is not None and (best is None or (cost, i) < best):
                 best = (cost, i)
-        if best is not None and best[0][_RACK] <= 0 and best[0][_MOVES] <= 0:
-            return best  # nothing left costs less than a new relocation
-        # Original replicas new to y: one relocation each, so the first allowed in move order is the cheapest.
-        fallback: Hop | None = None
-        for i in self.by_cost[x]:
-            if i not in on_x or i in exclude or y in self.orig_set[i]:
-                continue
-            cost = self.hop_cost(i, x, y)
-            if cost is None:
-                continue
-            if cost[_RACK] <= 0:
-                if best is None or (cost, i) < best:
-                    best = (cost, i)
-                break
-            if fallback is None:
-                fallback = (cost, i)  # an evacuation that must crowd a rack
-        if fallback is not None and (best is None or fallback < best):
-            best = fallback
+        if best is None or best[0] > _FREE:
+            # A replica that arrived during planning moves on for nothing (if y is new to it): all cost the same.
+            hop = self.arrivals.first(x, y, kind, lambda i: self._plain_cost(i, x, y) if fits(i) else None, exclude)
+            if hop is not None and (best is None or hop < best):
+                best = hop
+        if best is None or best[0][_RACK:_MOVES + 1] > (0, 0, 0):
+            # An original replica new to y costs one relocation: the first allowed, in size order, is cheapest.
+            hop = self.originals.first(x, y, kind, lambda i: self._plain_cost(i, x, y)
+                                       if i in on_x and fits(i) else None, exclude)
+            if hop is not None and (best is None or hop < best):
+                best = hop
         return best
+
+    def _plain_cost(self, i: int, x: int, y: int) -> Cost | None:
+        """hop_cost for a move to a broker new to the partition that keeps its rack caps; else None."""
+        if y in self.orig_set[i]:
+            return None  # an away_on candidate
+        cost = self.hop_cost(i, x, y)
+        return cost if cost is not None and cost[_RACK] <= 0 else None
 
     def place_replicas(self) -> None:
         self._evacuate()
@@ -383,25 +524,35 @@ class _Planner:
                 self.hop(i, best[1], best[2])
 
     @staticmethod
-    def _even_out(brokers: list[int], holding: dict[int, set[int]],
+    def _even_out(brokers: list[int], holding: Mapping[int, Collection[int]],
                   best: Callable[[int, int], Hop | None], move: Callable[[int, int, int], None]) -> None:
-        """Greedy bulk: the fullest broker gives its cheapest movable item to the emptiest, until within 1."""
+        """Greedy bulk: the cheapest move from a fullest broker to an emptiest, until counts are within 1.
+
+        Fullest to emptiest is never wasted (it lowers the lower bound on the moves left by one). Where racks
+        forbid it, the fullest broker that can give gives to the emptiest broker that can take.
+        """
         while True:
-            order = sorted(brokers, key=lambda b: (len(holding[b]), b))
-            found: tuple[int, int, int] | None = None
-            for x in reversed(order):
-                for y in order:
-                    if len(holding[x]) - len(holding[y]) < 2:
+            counts = {b: len(holding[b]) for b in brokers}
+            levels = sorted(set(counts.values()))
+            found: tuple[Hop, int, int] | None = None
+            for top in reversed(levels):
+                for bottom in levels:
+                    if top - bottom < 2:
                         break
-                    hop = best(x, y)
-                    if hop is not None:
-                        found = (hop[1], x, y)
+                    for x in brokers:
+                        for y in brokers:
+                            if counts[x] == top and counts[y] == bottom:
+                                hop = best(x, y)
+                                if hop is not None and (found is None or (hop, x, y) < found):
+                                    found = (hop, x, y)
+                    if found is not None:
                         break
                 if found is not None:
                     break
             if found is None:
                 return
-            move(*found)
+            (_, i), x, y = found
+            move(i, x, y)
 
     def _replica_graph(self) -> Graph:
         nodes = self.nodes
@@ -412,14 +563,14 @@ class _Planner:
             count = len(self.on[x])
             if count == 0:
                 continue
-            take = (-1, 0, 0, 0, 0, 0) if x in self.removed else (0, 0, 1 - 2 * count, 0, 0, 0)
+            take = (-1, 0, 0, 0, 0) if x in self.removed else (0, 0, 1 - 2 * count, 0, 0)
             edges.append((sink, index[x], take))
             for y in self.remaining:
-                hop = self.best_hop(x, y) if y != x else None
+                hop = self.best_hop(x, y)
                 if hop is not None:
                     edges.append((index[x], index[y], hop[0]))
         for y in self.remaining:
-            edges.append((index[y], sink, (0, 0, 2 * len(self.on[y]) + 1, 0, 0, 0)))
+            edges.append((index[y], sink, (0, 0, 2 * len(self.on[y]) + 1, 0, 0)))
         return nodes, edges
 
     def _cancel_cycles(self, graph: Callable[[], Graph], best: Callable[[int, int, Collection[int]], Hop | None],
@@ -458,31 +609,95 @@ class _Planner:
         self._pass(i, x, y)
 
     def _pass(self, i: int, x: int, y: int) -> None:
+        home = self.orig_lead[i]
         self.lead[i] = y
         self.led[x].remove(i)
-        self.led_new[x].discard(i)
         self.led[y].add(i)
-        if y != self.orig_lead[i]:
-            self.led_new[y].add(i)
+        if x != home:
+            self.led_new.drop(x, i)
+            self.led_home[x, home].discard(i)
+        if y != home:
+            self.led_new.add(y, i)
+            self.led_home.setdefault((y, home), set()).add(i)
+        self._revive(i)
+        self.leads.pop(x, None)
+        self.leads.pop(y, None)
 
     def best_lead(self, x: int, y: int, exclude: Collection[int] = ()) -> Hop | None:
         """The partition led by x and also on y whose leadership is cheapest to hand to y."""
+        if exclude:
+            return self._best_lead(x, y, exclude)
+        row = self.leads.setdefault(x, {})
+        if y not in row:
+            row[y] = self._best_lead(x, y, ())
+        return row[y]
+
+    def _best_lead(self, x: int, y: int, exclude: Collection[int]) -> Hop | None:
+        if x == y:
+            return None
         best: Hop | None = None
-        for i in self.led_new[x]:  # leadership that already changed: passing it on costs nothing, home saves one
-            if y in self.cur[i] and i not in exclude:
-                cost = (0, -1 if y == self.orig_lead[i] else 0)
-                if best is None or (cost, i) < best:
-                    best = (cost, i)
+        for i in self.led_home.get((x, y), ()):  # back to its original leader: one change fewer
+            if i not in exclude and y in self.cur[i] and (best is None or i < best[1]):
+                best = ((0, -1), i)
+        if best is None:  # already changed: passing it on costs nothing
+            best = self.led_new.first(x, y, _ANY, lambda i: (0, 0) if y in self.cur[i] else None, exclude)
         if best is None:
-            for i in self.orig_led[x]:
-                if self.lead[i] == x and y in self.cur[i] and i not in exclude:
-                    return (0, 1), i
+            best = self.led_orig.first(x, y, _ANY, lambda i: (0, 1) if self.lead[i] == x and y in self.cur[i]
+                                       else None, exclude)
         return best
 
     def place_leaders(self) -> None:
         self._settle_leaders()
-        while self._trade_for_leaders():
-            pass
+        while self._leader_gap() > 1:
+            # A trade that undoes a move costs nothing, so try those first; then the plain, cheap trades; last,
+            # any trade after which reordering does better.
+            if self._trade_for_leaders(free=True):
+                continue
+            if self._direct_trade():
+                while self._direct_trade():
+                    self._even_out(self.remaining, self.led, self.best_lead, self.pass_lead)
+                self._settle_leaders()
+            elif not self._trade_for_leaders(free=False):
+                return
+
+    def _leader_gap(self) -> int:
+        leaders = [len(self.led[b]) for b in self.remaining]
+        return max(leaders, default=0) - min(leaders, default=0)
+
+    def _direct_trade(self) -> bool:
+        """Hand a leader from a broker with the most leaders to one with at least two fewer, with data.
+
+        The leader's replica moves (its leadership goes with it) and, unless replica counts allow the one move,
+        a follower replica comes back. Cheapest first among the widest gaps.
+        """
+        leaders = {b: len(self.led[b]) for b in self.remaining}
+        levels = sorted(set(leaders.values()))
+        for top in reversed(levels):
+            for bottom in levels:
+                if top - bottom < 2:
+                    break
+                best: tuple[Cost, tuple[tuple[int, int, int], ...]] | None = None
+                for h in self.remaining:
+                    for low in self.remaining:
+                        if leaders[h] != top or leaders[low] != bottom:
+                            continue
+                        there = self.best_hop(h, low, kind=_LEADER)
+                        if there is None:
+                            continue
+                        trades: list[tuple[Cost, tuple[tuple[int, int, int], ...]]] = []
+                        if len(self.on[h]) > len(self.on[low]):  # the two counts trade places at worst
+                            trades.append((there[0], ((there[1], h, low),)))
+                        back = self.best_hop(low, h, kind=_FOLLOWER)
+                        if back is not None:
+                            trades.append((_add(there[0], back[0]), ((there[1], h, low), (back[1], low, h))))
+                        for trade in trades:
+                            if best is None or trade < best:
+                                best = trade
+                if best is not None:
+                    for i, x, y in best[1]:
+                        self.hop(i, x, y)
+                    return True
+        return False
 
     def _settle_leaders(self) -> None:
         self._even_out(self.remaining, self.led, self.best_lead, self.pass_lead)
@@ -498,7 +713,7 @@ class _Planner:
                 edges.append((sink, u, (1 - 2 * count, 0)))
             edges.append((u, sink, (2 * count + 1, 0)))
             for v, y in enumerate(nodes):
-                hop = self.best_lead(x, y) if y != x else None
+                hop = self.best_lead(x, y)
                 if hop is not None:
                     edges.append((u, v, hop[0]))
         return nodes, edges
@@ -506,34 +721,30 @@ class _Planner:
     def _leader_spread(self) -> int:
         return sum(len(self.led[b]) ** 2 for b in self.remaining)
 
-    def _trade_for_leaders(self) -> bool:
-        """Data moves for what reordering cannot reach, cheapest first; keeps the first trade after which
-        reordering evens the leaders out further.
+    def _trade_for_leaders(self, *, free: bool) -> bool:
+        """Data moves for what reordering cannot reach: tries trades cheapest first, and keeps the first after
+        which reordering evens the leaders out further.
 
-        A broker with the most leaders moves one leader's replica to a broker with fewer, and, unless that leaves
-        replica counts no less even, takes one of that broker's replicas back. Taking back a replica the plan had
-        moved there undoes a move, so a trade can cost nothing.
+        A trade moves one replica from x to y (a leader's, which carries its leadership, or the cheapest) and,
+        unless that leaves replica counts no less even, the cheapest replica back from y to x. Taking back a
+        replica the plan had moved undoes that move, so a trade can cost no relocation at all.
         """
-        leaders = [len(self.led[b]) for b in self.remaining]
-        if max(leaders, default=0) - min(leaders, default=0) <= 1:
-            return False
         trades: set[tuple[Cost, tuple[tuple[int, int, int], ...]]] = set()
         for x in self.remaining:
             for y in self.remaining:
-                if x == y:
-                    continue
-                # A leader's replica carries its leadership; any replica may free a slot or undo an earlier move.
-                back = self._cheapest((j, y, x) for j in self.on[y])
-                for there in (self._cheapest((i, x, y) for i in self.led[x]),
-                              self._cheapest((i, x, y) for i in self.on[x])):
+                backs = [self.best_hop(y, x, kind=kind) for kind in _KINDS]
+                for there in (self.best_hop(x, y, kind=kind) for kind in _KINDS):
                     if there is None:
                         continue
                     if len(self.on[x]) > len(self.on[y]):  # the two counts trade places at worst
                         trades.add((there[0], ((there[1], x, y),)))
-                    if back is not None:
-                        trades.add((_add(there[0], back[0]), ((there[1], x, y), (back[1], y, x))))
+                    for back in backs:
+                        if back is not None:
+                            trades.add((_add(there[0], back[0]), ((there[1], x, y), (back[1], y, x))))
         spread = self._leader_spread()
-        for _, hops in sorted(trades):
+        for cost, hops in sorted(trades):
+            if free and cost[_MOVES] > 0:
+                break
             self.journal = []
             for i, x, y in hops:
                 self.hop(i, x, y)
@@ -551,15 +762,6 @@ class _Planner:
                 self.hop(i, y, x)
             else:
                 self.pass_lead(i, y, x)
-
-    def _cheapest(self, hops: Iterable[tuple[int, int, int]]) -> Hop | None:
-        """The cheapest of ``hops`` that keeps every rack cap."""
-        best: Hop | None = None
-        for i, x, y in hops:
-            cost = self.hop_cost(i, x, y)
-            if cost is not None and cost[_RACK] <= 0 and (best is None or (cost, i) < best):
-                best = (cost, i)
-        return best
 
     # -- result ---------------------------------------------------------------------------------------------------
 
