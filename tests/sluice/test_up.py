@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from sluice.embedded import free_port
+from tests.ports import free_port_range
 
 ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0
@@ -131,7 +132,7 @@ def _produce_and_read_back(bootstrap: str, value: bytes) -> None:
 
 @pytest.mark.timeout(900)
 def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var: Path) -> None:
-    port, broker_port = free_port(), free_port()
+    port, (broker_port, _) = free_port(), free_port_range(1)
     with sluice_up(var, port, broker_port) as (proc, banner):
         key = _demo_key(var)
         # The first command gives a Kafka endpoint: the demo cluster is Ready, its topic made, its address shown.

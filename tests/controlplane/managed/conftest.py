@@ -26,34 +26,10 @@ from urllib.parse import urlsplit, urlunsplit
 import psutil
 import pytest
 
-from sluice.embedded import free_port
+from tests.ports import free_port_range
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.xdist_group("heavy")
-
-
-def free_port_range(count: int) -> tuple[int, int]:
-    """``count`` consecutive ports that are free right now (brokers bind them later)."""
-    import socket
-
-    for _ in range(200):
-        first = free_port()
-        if first + count >= 65535:
-            continue
-        socks = []
-        try:
-            for port in range(first, first + count):
-                sock = socket.socket()
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind(("127.0.0.1", port))
-                socks.append(sock)
-            return first, first + count - 1
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no free port range")
 
 
 def _database_url(name: str) -> str:
@@ -123,7 +99,7 @@ class Stack:
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "condition",
-             stack: Stack | None = None) -> Any:
+             stack: Stack | None = None, detail: Callable[[], object] | None = None) -> Any:
     """Poll ``check`` until it returns something truthy (the processes under test move on their own)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -131,7 +107,8 @@ def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "conditi
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}" + (f"\n{stack.logs()}" if stack else ""))
+            state = f"\nstate: {detail()}" if detail else ""
+            raise AssertionError(f"timed out waiting for {what}{state}" + (f"\n{stack.logs()}" if stack else ""))
         time.sleep(0.1)
 
 
@@ -153,8 +130,9 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
                                 "--without-mingle"], env, root / "worker.log")
     suffix = uuid.uuid4().hex[:6]
     stack = Stack(env, root, queue, worker)
-    for host, rack in ((f"h1-{suffix}", "r1"), (f"h2-{suffix}", "r2")):
-        stack.pools[host] = free_port_range(8)
+    first, _ = free_port_range(16)
+    for i, (host, rack) in enumerate(((f"h1-{suffix}", "r1"), (f"h2-{suffix}", "r2"))):
+        stack.pools[host] = (first + 8 * i, first + 8 * i + 7)
         stack.agents[host] = Process(f"agent {host}", stack.agent_argv(host, rack), env, root / f"{host}.log")
     previous = app.conf.task_default_queue
     app.conf.task_default_queue = queue

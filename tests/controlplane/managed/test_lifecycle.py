@@ -53,7 +53,8 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
     cluster_id = created.json()["id"]
     kafka_id = created.json()["kafka_cluster_id"]
     try:
-        body = wait_for(lambda: _ready(world, cluster_id), 90, "the cluster to be Ready", stack)
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "the cluster to be Ready", stack,
+                lambda: _status(world, cluster_id)["status"])
         bootstrap = body["status"]["bootstrap_servers"]
         assert len(bootstrap.split(",")) == 3
         hosts = {b["host"] for b in body["status"]["brokers"]}
@@ -121,7 +122,8 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
                      "Degraded after the kill", stack)
             try:
                 wait_for(lambda: _ready(world, cluster_id) and _condition(_status(world, cluster_id), "Degraded")
-                         .get("status") == "False", 60, "Ready and no longer Degraded", stack)
+                         .get("status") == "False", 60, "Ready and no longer Degraded", stack,
+                        lambda: _status(world, cluster_id)["status"])
             except AssertionError as exc:
                 raise AssertionError(f"{_status(world, cluster_id)}") from exc
             restarted = BrokerNode.objects.get(pk=victim.pk).process

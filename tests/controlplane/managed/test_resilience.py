@@ -14,7 +14,13 @@ from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld, make_world
 from tests.controlplane.managed.conftest import Stack, wait_for
-from tests.controlplane.managed.test_lifecycle import _assert_all_present, _condition, _delete_and_wait, _ready
+from tests.controlplane.managed.test_lifecycle import (
+    _assert_all_present,
+    _condition,
+    _delete_and_wait,
+    _ready,
+    _status,
+)
 
 pytestmark = [pytest.mark.xdist_group("heavy"), pytest.mark.timeout(600)]
 
@@ -30,7 +36,8 @@ def test_a_restarted_agent_adopts_its_running_brokers(stack: Stack) -> None:
     world = make_world(f"a{uuid.uuid4().hex[:6]}")
     cluster_id = _create(world, "solo", plan="basic")
     try:
-        wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack)
+        wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
+                lambda: _status(world, cluster_id)["status"])
         node = BrokerNode.objects.get(cluster_id=cluster_id)
         pid = node.process["pid"]
         agent = stack.agents[node.agent_id]
@@ -49,7 +56,8 @@ def test_a_restarted_agent_adopts_its_running_brokers(stack: Stack) -> None:
         wait_for(lambda: BrokerNode.objects.get(pk=node.pk).process.get("pid") not in (None, pid), 30,
                  "the adopted broker restarted", stack)
         wait_for(lambda: _ready(world, cluster_id) and _condition(_ready(world, cluster_id) or {}, "Degraded")
-                 .get("status") == "False", 60, "Ready again", stack)
+                 .get("status") == "False", 60, "Ready again", stack,
+                lambda: _status(world, cluster_id)["status"])
     finally:
         _delete_and_wait(world, cluster_id, stack)
     assert not stack.broker_pids()
@@ -84,11 +92,13 @@ def test_scale_out_then_in_drains_the_removed_broker_while_producing(stack: Stac
     admin = world.client(Role.ADMIN)
     cluster_id = _create(world, "elastic", plan="dedicated", broker_count=3)
     try:
-        wait_for(lambda: _ready(world, cluster_id), 90, "Ready with 3", stack)
+        wait_for(lambda: _ready(world, cluster_id), 90, "Ready with 3", stack,
+                lambda: _status(world, cluster_id)["status"])
         assert admin.patch(f"{world.base}/clusters/{cluster_id}", {"broker_count": 4},
                            format="json").status_code == 200
         body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 4 and b, 90,
-                        "Ready with 4", stack)
+                        "Ready with 4", stack,
+                lambda: _status(world, cluster_id)["status"])
         bootstrap = body["status"]["bootstrap_servers"]
         # A topic spread over all four brokers, so the one removed holds replicas to move.
         made = admin.post(f"{world.base}/clusters/{cluster_id}/topics",
@@ -125,7 +135,8 @@ def test_scale_out_then_in_drains_the_removed_broker_while_producing(stack: Stac
             assert admin.patch(f"{world.base}/clusters/{cluster_id}", {"broker_count": 3},
                                format="json").status_code == 200
             body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 3 and b,
-                            180, "Ready with 3 again", stack)
+                            180, "Ready with 3 again", stack,
+                    lambda: _status(world, cluster_id)["status"])
             before = len(acked)
             wait_for(lambda: len(acked) > before + 100, 60, "records after the scale-in", stack)
         finally:
