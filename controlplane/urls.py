@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from controlplane.audit.views import AuditEventViewSet
-from controlplane.clusters.views import ClusterViewSet
+from controlplane.clusters.views import ClusterViewSet, RebalanceViewSet
 from controlplane.core.views import HealthView
 from controlplane.streams.views import AclViewSet, TopicViewSet
 from controlplane.tenancy.auth_views import LoginView, LogoutView
@@ -40,6 +40,7 @@ router.register(TENANT + r"/audit-events", AuditEventViewSet, basename="audit-ev
 router.register(TENANT + r"/clusters", ClusterViewSet, basename="cluster")
 router.register(CLUSTER + r"/topics", TopicViewSet, basename="topic")
 router.register(CLUSTER + r"/acls", AclViewSet, basename="acl")
+router.register(CLUSTER + r"/rebalances", RebalanceViewSet, basename="rebalance")
 
 api_v1 = [
     re_path(r"^me/?$", MeView.as_view(), name="me"),

@@ -108,3 +108,46 @@ class BrokerNode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id}/{self.node_id}@{self.agent_id}:{self.port}"
+
+
+class RebalanceState(models.TextChoices):
+    """Strimzi's KafkaRebalance states."""
+
+    NEW = "New"
+    PENDING_PROPOSAL = "PendingProposal"
+    PROPOSAL_READY = "ProposalReady"
+    REBALANCING = "Rebalancing"
+    READY = "Ready"
+    STOPPED = "Stopped"
+    NOT_READY = "NotReady"
+
+
+ACTIVE_REBALANCE_STATES = (RebalanceState.NEW, RebalanceState.PENDING_PROPOSAL, RebalanceState.PROPOSAL_READY,
+                           RebalanceState.REBALANCING)
+
+
+class Rebalance(models.Model):
+    """A proposal to even out a cluster's replicas and leaders, reviewed, approved and carried out.
+
+    The API writes the request fields (``approved_at``, ``stop_requested_at``, ``refresh_requested_at``);
+    reconcile moves ``state`` and writes ``proposal`` and ``progress``.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="rebalances")
+    reason = models.CharField(max_length=32, default="requested")  # "requested" | "scale-out"
+    state = models.CharField(max_length=16, choices=RebalanceState.choices, default=RebalanceState.NEW)
+    message = models.TextField(blank=True, default="")
+    proposal = models.JSONField(default=dict)  # {"moves": [...], "summary": {...}, "before": [...], "after": [...]}
+    progress = models.JSONField(default=dict)  # {"topic/partition": "pending" | "moving" | "done" | "cancelled"}
+    approved_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    refresh_requested_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} rebalance {self.id} ({self.state})"

@@ -225,9 +225,14 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
             from controlplane.streams.reconcile import reconcile_topics
 
             topics = reconcile_topics(cluster, bootstrap=_bootstrap(nodes), resync=resync)
+        rebalancing = False
+        if brokers_ready and not topics.get("pending"):
+            from controlplane.clusters.rebalancing import rebalance_pass
+
+            rebalancing = rebalance_pass(cluster, _bootstrap(nodes))
         # Under-replicated partitions keep the passes coming until they are back in sync (Degraded clears).
         done = (brokers_ready and not topics.get("pending") and not topics.get("under_replicated_partitions")
-                and not view.deleting)
+                and not rebalancing and not view.deleting)
         observed = generation if done else cluster.status.get("observed_generation", 0)
         status = _status(cluster, view, nodes, brokers_ready=brokers_ready, topics=topics, problem=problem,
                          observed=observed)

@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.clusters.models import Cluster, Plan
+from controlplane.clusters.models import Cluster, Plan, Rebalance
 
 
 class ClusterSerializer(serializers.ModelSerializer[Cluster]):
@@ -22,3 +22,13 @@ class ClusterWriteSerializer(serializers.Serializer[Any]):
     plan = serializers.ChoiceField(choices=Plan.choices, default=Plan.BASIC)
     broker_count = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
     max_partitions = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+
+
+class RebalanceSerializer(serializers.ModelSerializer[Rebalance]):
+    cluster = serializers.UUIDField(source="cluster_id", read_only=True)
+
+    class Meta:
+        model = Rebalance
+        fields = ["id", "cluster", "reason", "state", "message", "proposal", "progress", "approved_at",
+                  "stop_requested_at", "created_at", "updated_at"]
+        read_only_fields = fields

@@ -67,6 +67,15 @@ def request_reconcile(cluster: Cluster) -> None:
     transaction.on_commit(lambda: enqueue_reconcile(cluster_id))
 
 
+def _propose_after_scale_out(cluster: Cluster) -> None:
+    """New brokers start empty: propose moving load onto them (computed once they have registered)."""
+    from controlplane.clusters.models import ACTIVE_REBALANCE_STATES, Rebalance
+    from controlplane.clusters.rebalancing import rebalance_create
+
+    if not Rebalance.objects.filter(cluster=cluster, state__in=ACTIVE_REBALANCE_STATES).exists():
+        rebalance_create(cluster=cluster, actor=None, reason="scale-out")
+
+
 def _deleting(cluster: Cluster) -> None:
     if cluster.deletion_requested_at is not None:
         raise Conflict("The cluster is being deleted.", code="cluster_deleting")
@@ -111,6 +120,8 @@ def cluster_update(*, cluster: Cluster, actor: Actor, name: str | None = None, p
         cluster.save(update_fields=["name", "plan", "spec", "generation", "updated_at"])
         audit_record(tenant=cluster.tenant, actor=actor, action="cluster.update", target_type="cluster",
                      target_id=str(cluster.id), data=changes)
+        if "spec" in changes and changes["spec"][1]["broker_count"] > changes["spec"][0]["broker_count"]:
+            _propose_after_scale_out(cluster)
         request_reconcile(cluster)
     return cluster
 

@@ -1,16 +1,20 @@
-"""Cluster endpoints. Admins change clusters; everyone in the tenant reads them."""
+"""Cluster and rebalance endpoints. Admins change clusters; everyone in the tenant reads them."""
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status
+from rest_framework import exceptions, mixins, status
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.clusters import services
-from controlplane.clusters.models import Cluster
-from controlplane.clusters.serializers import ClusterSerializer, ClusterWriteSerializer
+from controlplane.clusters import rebalancing, services
+from controlplane.clusters.models import Cluster, Rebalance
+from controlplane.clusters.serializers import ClusterSerializer, ClusterWriteSerializer, RebalanceSerializer
 from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
 
@@ -54,3 +58,61 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             return Response(status=status.HTTP_204_NO_CONTENT)
         cluster.refresh_from_db()
         return Response(ClusterSerializer(cluster).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ClusterChildViewSet(TenantScopedViewSet):
+    """Resolves ``cluster_pk`` within the tenant: another tenant's cluster is a 404."""
+
+    cluster: Cluster
+
+    def resolve_parents(self, kwargs: dict[str, Any]) -> None:
+        try:
+            cluster_id = uuid.UUID(str(kwargs["cluster_pk"]))
+        except ValueError:
+            raise exceptions.NotFound("Not found.") from None
+        cluster = Cluster.objects.filter(tenant=self.tenant, pk=cluster_id).first()
+        if cluster is None:
+            raise exceptions.NotFound("Not found.")
+        self.cluster = cluster
+
+
+class RebalanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):
+    """Proposals to even out a cluster; approve one to carry it out, stop it, or refresh a stale one."""
+
+    model = Rebalance
+    queryset = Rebalance.objects.none()
+    serializer_class = RebalanceSerializer
+    write_role = Role.ADMIN
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    filterset_fields = ["state"]
+
+    def tenant_queryset(self, tenant: Tenant) -> QuerySet[Rebalance]:
+        return Rebalance.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
+
+    @extend_schema(request=None, responses={201: RebalanceSerializer})
+    def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
+        rebalance = rebalancing.rebalance_create(cluster=self.cluster, actor=self.actor)
+        return Response(RebalanceSerializer(rebalance).data, status=status.HTTP_201_CREATED)
+
+    def _act(self, change: Any) -> Response:
+        rebalance = change(rebalance=self.get_object(), actor=self.actor)
+        rebalance.refresh_from_db()
+        return Response(RebalanceSerializer(rebalance).data)
+
+    @extend_schema(request=None, responses={200: RebalanceSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        """Carry out a ready proposal (409 when it is not ready or was approved already)."""
+        return self._act(rebalancing.rebalance_approve)
+
+    @extend_schema(request=None, responses={200: RebalanceSerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        """Stop: partitions still moving go back to where they were."""
+        return self._act(rebalancing.rebalance_stop)
+
+    @extend_schema(request=None, responses={200: RebalanceSerializer})
+    @action(detail=True, methods=["post"])
+    def refresh(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        """Compute a fresh proposal for a ready, stopped or failed rebalance."""
+        return self._act(rebalancing.rebalance_refresh)

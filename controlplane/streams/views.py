@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, mixins, status
+from rest_framework import mixins, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.clusters.models import Cluster
-from controlplane.core.viewsets import TenantScopedViewSet
+from controlplane.clusters.views import ClusterChildViewSet
 from controlplane.streams import services
 from controlplane.streams.models import AclBinding, Topic
 from controlplane.streams.serializers import (
@@ -24,22 +20,6 @@ from controlplane.streams.serializers import (
     TopicUpdateSerializer,
 )
 from controlplane.tenancy.models import Role, Tenant
-
-
-class ClusterChildViewSet(TenantScopedViewSet):
-    """Resolves ``cluster_pk`` within the tenant: another tenant's cluster is a 404."""
-
-    cluster: Cluster
-
-    def resolve_parents(self, kwargs: dict[str, Any]) -> None:
-        try:
-            cluster_id = uuid.UUID(str(kwargs["cluster_pk"]))
-        except ValueError:
-            raise exceptions.NotFound("Not found.") from None
-        cluster = Cluster.objects.filter(tenant=self.tenant, pk=cluster_id).first()
-        if cluster is None:
-            raise exceptions.NotFound("Not found.")
-        self.cluster = cluster
 
 
 class TopicFilter(django_filters.FilterSet):

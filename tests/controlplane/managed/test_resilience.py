@@ -87,32 +87,27 @@ def test_a_worker_killed_mid_provisioning_resumes_to_ready(stack: Stack) -> None
 
 
 @pytest.mark.django_db(transaction=True)
-def test_scale_out_then_in_drains_the_removed_broker_while_producing(stack: Stack) -> None:
+def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Stack) -> None:
+    from confluent_kafka.admin import AdminClient
+
     world = make_world(f"s{uuid.uuid4().hex[:6]}")
     admin = world.client(Role.ADMIN)
     cluster_id = _create(world, "elastic", plan="dedicated", broker_count=3)
+    base = f"{world.base}/clusters/{cluster_id}"
     try:
-        wait_for(lambda: _ready(world, cluster_id), 90, "Ready with 3", stack,
-                lambda: _status(world, cluster_id)["status"])
-        assert admin.patch(f"{world.base}/clusters/{cluster_id}", {"broker_count": 4},
-                           format="json").status_code == 200
-        body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 4 and b, 90,
-                        "Ready with 4", stack,
-                lambda: _status(world, cluster_id)["status"])
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready with 3", stack,
+                        lambda: _status(world, cluster_id)["status"])
         bootstrap = body["status"]["bootstrap_servers"]
-        # A topic spread over all four brokers, so the one removed holds replicas to move.
-        made = admin.post(f"{world.base}/clusters/{cluster_id}/topics",
-                          {"name": "spread", "partitions": 8, "replication_factor": 3}, format="json")
+        made = admin.post(f"{base}/topics", {"name": "spread", "partitions": 8, "replication_factor": 3},
+                          format="json")
         assert made.status_code == 201, made.content
-        wait_for(lambda: _condition(admin.get(f"{world.base}/clusters/{cluster_id}/topics/spread").json(),
-                                    "Ready").get("status") == "True", 60, "the topic", stack)
-        from confluent_kafka.admin import AdminClient
+        wait_for(lambda: _condition(admin.get(f"{base}/topics/spread").json(), "Ready").get("status") == "True",
+                 60, "the topic", stack)
 
         def replicas_on_4() -> int:
             topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
             return sum(4 in p.replicas for t in topics.values() for p in t.partitions.values())
 
-        assert replicas_on_4() > 0, "the broker to remove must hold replicas, or nothing is drained"
         acked: list[bytes] = []
         failed: list[str] = []
         stop = threading.Event()
@@ -131,12 +126,34 @@ def test_scale_out_then_in_drains_the_removed_broker_while_producing(stack: Stac
         writer = threading.Thread(target=produce)
         writer.start()
         try:
-            wait_for(lambda: len(acked) > 100, 60, "records before the scale-in", stack)
-            assert admin.patch(f"{world.base}/clusters/{cluster_id}", {"broker_count": 3},
-                               format="json").status_code == 200
+            wait_for(lambda: len(acked) > 100, 60, "records before scaling", stack)
+            # Scale out: a fourth broker, and a proposal to move load onto it, waiting for approval.
+            assert admin.patch(base, {"broker_count": 4}, format="json").status_code == 200
+            wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 4, 90,
+                     "Ready with 4", stack, lambda: _status(world, cluster_id)["status"])
+
+            def proposal() -> dict[str, Any] | None:
+                found = admin.get(f"{base}/rebalances").json()["results"]
+                return next((r for r in found if r["state"] == "ProposalReady"), None)
+
+            ready = wait_for(proposal, 60, "the scale-out proposal", stack)
+            assert ready["reason"] == "scale-out" and ready["proposal"]["summary"]["replica_moves"] > 0
+            assert all(4 in m["target"] for m in ready["proposal"]["moves"] if m["current"] != m["target"]
+                       and set(m["target"]) != set(m["current"]))
+            assert replicas_on_4() == 0
+            approved = admin.post(f"{base}/rebalances/{ready['id']}/approve")
+            assert approved.status_code == 200, approved.content
+            twice = admin.post(f"{base}/rebalances/{ready['id']}/approve")
+            assert twice.status_code == 409 and twice.json()["code"] == "already_approved"
+            done = wait_for(lambda: (r := admin.get(f"{base}/rebalances/{ready['id']}").json())["state"] == "Ready"
+                            and r, 180, "the rebalance to finish", stack,
+                            lambda: admin.get(f"{base}/rebalances/{ready['id']}").json())
+            assert set(done["progress"].values()) == {"done"}
+            assert replicas_on_4() > 0
+            # Scale in: the fourth broker's replicas move off before it stops.
+            assert admin.patch(base, {"broker_count": 3}, format="json").status_code == 200
             body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 3 and b,
-                            180, "Ready with 3 again", stack,
-                    lambda: _status(world, cluster_id)["status"])
+                            180, "Ready with 3 again", stack, lambda: _status(world, cluster_id)["status"])
             before = len(acked)
             wait_for(lambda: len(acked) > before + 100, 60, "records after the scale-in", stack)
         finally:
