@@ -1,0 +1,40 @@
+"""Rebalance requests through the API: one active per cluster, approvals only of ready proposals."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.clusters.models import Rebalance, RebalanceState
+from controlplane.tenancy.models import Role
+from tests.controlplane.conftest import TenantWorld
+from tests.controlplane.factories import ClusterFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_rebalance_requests_are_checked(world_a: TenantWorld) -> None:
+    cluster = ClusterFactory(tenant=world_a.tenant)
+    base = f"{world_a.base}/clusters/{cluster.pk}/rebalances"
+    admin = world_a.client(Role.ADMIN)
+    assert world_a.client(Role.MEMBER).post(base).status_code == 403
+    first = admin.post(base)
+    assert first.status_code == 201 and first.json()["state"] == "New"
+    again = admin.post(base)
+    assert again.status_code == 409 and again.json()["code"] == "rebalance_active"
+    rid = first.json()["id"]
+    early = admin.post(f"{base}/{rid}/approve")
+    assert early.status_code == 409 and early.json()["code"] == "not_approvable"
+    Rebalance.objects.filter(pk=rid).update(state=RebalanceState.PROPOSAL_READY, proposal={"moves": []})
+    assert admin.post(f"{base}/{rid}/approve").status_code == 200
+    twice = admin.post(f"{base}/{rid}/approve")
+    assert twice.status_code == 409 and twice.json()["code"] == "already_approved"
+    assert admin.post(f"{base}/{rid}/stop").status_code == 200
+    Rebalance.objects.filter(pk=rid).update(state=RebalanceState.STOPPED)
+    stopped = admin.post(f"{base}/{rid}/stop")
+    assert stopped.status_code == 409 and stopped.json()["code"] == "not_active"
+    refreshed = admin.post(f"{base}/{rid}/refresh")
+    assert refreshed.status_code == 200 and refreshed.json()["approved_at"] is None
+    assert admin.get(f"{base}/00000000-0000-0000-0000-000000000000").status_code == 404
+    events = admin.get(f"{world_a.base}/audit-events", {"target_type": "rebalance"}).json()["results"]
+    assert [e["action"] for e in events] == ["rebalance.refresh", "rebalance.stop", "rebalance.approve",
+                                             "rebalance.create"]
