@@ -12,7 +12,8 @@ What a proposal guarantees, strongest first:
    missing rack): nothing says two unlabelled brokers share a failure domain, and lumping them together would make
    every unlabelled cluster look like one rack. With R distinct racks among the remaining brokers, a partition with
    RF <= R ends on RF distinct racks; with RF > R no rack ends with more of its replicas than
-   ``max(ceil(RF / R), the most one rack held before)``, so its spread never gets worse. No move crowds a rack.
+   ``max(ceil(RF / R), the most one rack held before)``, so its spread never gets worse. No move takes a rack past
+   that cap, except an evacuation with nowhere else to go (possible only with RF > 3).
 3. Replica counts on the remaining brokers are as even as the rack rule allows (least sum of squares, so within 1
    whenever that is possible), with the fewest replica relocations, then the fewest bytes copied.
 4. Preferred leaders (``replicas[0]``) as even as possible, by reordering replicas (a ``Move`` that copies
@@ -31,13 +32,14 @@ cannot even them out, trades of one or two replica moves between a pair of broke
 first after which reordering does better is kept.
 
 The plain lower bound on relocations (replicas on removed brokers, plus each remaining broker's excess over a
-target of floor or ceil of the mean, ceilings going to the fullest) is met exactly when nothing is removed, no
-rack rule binds and all partitions share one RF: a fullest broker always holds a partition an emptiest lacks, so
-every greedy move lowers the bound, and an even fractional leader split rounds to an even integral one. Otherwise
-the bound can be out of reach: a removed broker's partition may already be on every broker short of replicas;
-rack caps force detours and repairs; leaders that reordering cannot balance cost trades. The placement is still
-the optimal flow, except that the broker graph sees only cycles moving each partition once, and leader trades are
-a local search.
+target of floor or ceil of the mean, ceilings going to the fullest) is always met when nothing is removed and no
+rack rule binds, except for leader trades; and those never happen when all partitions share one RF. Why: a
+fullest broker always holds a partition an emptiest lacks, so every greedy move lowers the bound; and with one RF
+and even replica counts, the fractional split (each replica leads 1/RF of its partition) is even, and rounds to an
+even integral one. Otherwise the bound can be out of reach: a removed broker's partition may already be on every
+broker short of replicas; rack caps force repairs and detours; leaders that reordering cannot balance cost trades.
+The placement is still the optimal flow, except that the broker graph sees only cycles that move each partition
+once; leader trades are a local search.
 """
 
 from __future__ import annotations
@@ -660,6 +662,28 @@ class _Planner:
             elif not self._trade_for_leaders(free=False):
                 return
 
+    def _settle_leaders(self) -> None:
+        self._even_out(self.remaining, self.led, self.best_lead, self.pass_lead)
+        self._cancel_cycles(self._leader_graph, self.best_lead, self.pass_lead)
+
+    def _leader_graph(self) -> Graph:
+        nodes = self.remaining
+        sink = len(nodes)
+        edges: list[Edge] = []
+        for u, x in enumerate(nodes):
+            count = len(self.led[x])
+            if count:
+                edges.append((sink, u, (1 - 2 * count, 0)))
+            edges.append((u, sink, (2 * count + 1, 0)))
+            for v, y in enumerate(nodes):
+                hop = self.best_lead(x, y)
+                if hop is not None:
+                    edges.append((u, v, hop[0]))
+        return nodes, edges
+
+    def _leader_spread(self) -> int:
+        return sum(len(self.led[b]) ** 2 for b in self.remaining)
+
     def _leader_gap(self) -> int:
         leaders = [len(self.led[b]) for b in self.remaining]
         return max(leaders, default=0) - min(leaders, default=0)
@@ -699,35 +723,13 @@ class _Planner:
                     return True
         return False
 
-    def _settle_leaders(self) -> None:
-        self._even_out(self.remaining, self.led, self.best_lead, self.pass_lead)
-        self._cancel_cycles(self._leader_graph, self.best_lead, self.pass_lead)
-
-    def _leader_graph(self) -> Graph:
-        nodes = self.remaining
-        sink = len(nodes)
-        edges: list[Edge] = []
-        for u, x in enumerate(nodes):
-            count = len(self.led[x])
-            if count:
-                edges.append((sink, u, (1 - 2 * count, 0)))
-            edges.append((u, sink, (2 * count + 1, 0)))
-            for v, y in enumerate(nodes):
-                hop = self.best_lead(x, y)
-                if hop is not None:
-                    edges.append((u, v, hop[0]))
-        return nodes, edges
-
-    def _leader_spread(self) -> int:
-        return sum(len(self.led[b]) ** 2 for b in self.remaining)
-
     def _trade_for_leaders(self, *, free: bool) -> bool:
-        """Data moves for what reordering cannot reach: tries trades cheapest first, and keeps the first after
-        which reordering evens the leaders out further.
+        """Trades tried cheapest first; keeps the first after which reordering evens the leaders out further.
 
-        A trade moves one replica from x to y (a leader's, which carries its leadership, or the cheapest) and,
-        unless that leaves replica counts no less even, the cheapest replica back from y to x. Taking back a
-        replica the plan had moved undoes that move, so a trade can cost no relocation at all.
+        A trade moves one replica from x to y and, unless replica counts allow the one move, one back from y to x;
+        for each direction the cheapest replica of each kind (any, a leader's, a follower's) is a candidate.
+        Taking back a replica the plan had moved undoes that move, so a trade can cost no relocation at all
+        (``free`` tries only those). Each trial is rewound unless it helps.
         """
         trades: set[tuple[Cost, tuple[tuple[int, int, int], ...]]] = set()
         for x in self.remaining:
@@ -744,7 +746,7 @@ class _Planner:
         spread = self._leader_spread()
         for cost, hops in sorted(trades):
             if free and cost[_MOVES] > 0:
-                break
+                continue
             self.journal = []
             for i, x, y in hops:
                 self.hop(i, x, y)
