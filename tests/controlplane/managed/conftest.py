@@ -95,7 +95,11 @@ class Stack:
         return found
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in [self.worker, *self.agents.values()])
+        parts = [f"--- {p.name} ---\n{p.tail()}" for p in [self.worker, *self.agents.values()]]
+        for log in sorted((self.root / "clusters").glob("*/*/broker.log")):
+            lines = log.read_text(errors="replace").splitlines()[-30:]
+            parts.append(f"--- broker {log.parent.parent.name}/{log.parent.name} ---\n" + "\n".join(lines))
+        return "\n".join(parts)
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "condition",
