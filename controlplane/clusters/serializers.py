@@ -32,3 +32,59 @@ class RebalanceSerializer(serializers.ModelSerializer[Rebalance]):
         fields = ["id", "cluster", "reason", "state", "message", "proposal", "progress", "approved_at",
                   "stop_requested_at", "created_at", "updated_at"]
         read_only_fields = fields
+
+
+class BrokerViewSerializer(serializers.Serializer[Any]):
+    node_id = serializers.IntegerField()
+    host = serializers.CharField()
+    address = serializers.CharField()
+    port = serializers.IntegerField()
+    rack = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(choices=["up", "down"])
+    retiring = serializers.BooleanField()
+    controller = serializers.BooleanField()
+    partitions_led = serializers.IntegerField()
+    partitions_followed = serializers.IntegerField()
+    disk_bytes = serializers.IntegerField()
+    process = serializers.DictField()
+
+
+class GroupSummarySerializer(serializers.Serializer[Any]):
+    group_id = serializers.CharField()
+    state = serializers.CharField()
+    protocol_type = serializers.CharField()
+    members = serializers.IntegerField()
+    total_lag = serializers.IntegerField()
+
+
+class PartitionLagSerializer(serializers.Serializer[Any]):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    committed_offset = serializers.IntegerField(allow_null=True)
+    log_end_offset = serializers.IntegerField()
+    lag = serializers.IntegerField(allow_null=True)
+    member_id = serializers.CharField(allow_null=True)
+
+
+class GroupDetailSerializer(serializers.Serializer[Any]):
+    group_id = serializers.CharField()
+    state = serializers.CharField()
+    protocol = serializers.CharField()
+    members = serializers.ListField(child=serializers.DictField())
+    partitions = PartitionLagSerializer(many=True)
+    total_lag = serializers.IntegerField()
+
+
+class ResetOffsetsSerializer(serializers.Serializer[Any]):
+    to = serializers.ChoiceField(choices=["earliest", "latest", "timestamp", "offset", "shift-by"])
+    topic = serializers.CharField(required=False, allow_null=True, default=None,
+                                  help_text="Reset this topic's partitions (default: every partition committed to).")
+    value = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                     help_text="Timestamp in ms, offset, or shift (may be negative).")
+    dry_run = serializers.BooleanField(default=True)
+
+
+class ResetPlanSerializer(serializers.Serializer[Any]):
+    group_id = serializers.CharField()
+    dry_run = serializers.BooleanField()
+    partitions = serializers.ListField(child=serializers.DictField())

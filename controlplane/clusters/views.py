@@ -12,9 +12,18 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.clusters import rebalancing, services
+from controlplane.clusters import observability, rebalancing, services
 from controlplane.clusters.models import Cluster, Rebalance
-from controlplane.clusters.serializers import ClusterSerializer, ClusterWriteSerializer, RebalanceSerializer
+from controlplane.clusters.serializers import (
+    BrokerViewSerializer,
+    ClusterSerializer,
+    ClusterWriteSerializer,
+    GroupDetailSerializer,
+    GroupSummarySerializer,
+    RebalanceSerializer,
+    ResetOffsetsSerializer,
+    ResetPlanSerializer,
+)
 from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
 
@@ -45,6 +54,34 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
         cluster = services.cluster_update(cluster=self.get_object(), actor=self.actor, **given)
         return Response(ClusterSerializer(cluster).data)
+
+    @extend_schema(responses={200: BrokerViewSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def brokers(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """Each broker: host, port, rack, up or down, partitions led and followed, bytes on disk."""
+        return Response(observability.brokers(self.get_object()))
+
+    @extend_schema(responses={200: GroupSummarySerializer(many=True)})
+    @action(detail=True, methods=["get"], url_path="consumer-groups")
+    def consumer_groups(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """Every consumer group: state, members and total lag."""
+        return Response(observability.groups(self.get_object()))
+
+    @extend_schema(responses={200: GroupDetailSerializer})
+    @action(detail=True, methods=["get"], url_path=r"consumer-groups/(?P<group_id>[^/]+)")
+    def consumer_group(self, request: Request, tenant_slug: str, pk: str, group_id: str) -> Response:
+        """A group's members and assignments, and the lag of every partition it committed to or owns."""
+        return Response(observability.group(self.get_object(), group_id))
+
+    @extend_schema(request=ResetOffsetsSerializer, responses={200: ResetPlanSerializer})
+    @action(detail=True, methods=["post"], url_path=r"consumer-groups/(?P<group_id>[^/]+)/reset-offsets")
+    def reset_offsets(self, request: Request, tenant_slug: str, pk: str, group_id: str) -> Response:
+        """Reset a group's offsets (earliest, latest, timestamp, offset, shift-by); ``dry_run`` (the default)
+        only shows the plan. Only an empty group can be reset (409 otherwise)."""
+        cluster = self.get_object()  # first: another tenant's cluster is a 404, whatever the body
+        data = ResetOffsetsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(observability.reset_offsets(cluster, group_id, actor=self.actor, **data.validated_data))
 
     @extend_schema(request=ClusterWriteSerializer, responses={200: ClusterSerializer})
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:

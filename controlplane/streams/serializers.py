@@ -54,3 +54,33 @@ class AclWriteSerializer(serializers.Serializer[Any]):
     operation = serializers.ChoiceField(choices=_names(AclOperation))
     permission = serializers.ChoiceField(choices=_names(AclPermission), default="ALLOW")
     host = serializers.CharField(max_length=64, default="*")
+
+
+class PartitionViewSerializer(serializers.Serializer[Any]):
+    partition = serializers.IntegerField()
+    leader = serializers.IntegerField()
+    replicas = serializers.ListField(child=serializers.IntegerField())
+    isr = serializers.ListField(child=serializers.IntegerField())
+    offline = serializers.BooleanField()
+    under_replicated = serializers.BooleanField()
+    size_bytes = serializers.IntegerField()
+    start_offset = serializers.IntegerField()
+    end_offset = serializers.IntegerField()
+
+
+class DeleteRecordsSerializer(serializers.Serializer[Any]):
+    partitions = serializers.DictField(child=serializers.IntegerField(min_value=-1),
+                                       help_text='Partition -> offset to delete below, e.g. {"0": 100}; -1: all.')
+
+    def validate_partitions(self, value: dict[str, int]) -> dict[str, int]:
+        if not value:
+            raise serializers.ValidationError("Name at least one partition.")
+        for key in value:
+            if not str(key).isdigit():
+                raise serializers.ValidationError(f"'{key}' is not a partition number.")
+        return value
+
+
+class LowWatermarkSerializer(serializers.Serializer[Any]):
+    partition = serializers.IntegerField()
+    low_watermark = serializers.IntegerField()

@@ -6,15 +6,20 @@ import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from controlplane.clusters import observability
 from controlplane.clusters.views import ClusterChildViewSet
 from controlplane.streams import services
 from controlplane.streams.models import AclBinding, Topic
 from controlplane.streams.serializers import (
     AclSerializer,
     AclWriteSerializer,
+    DeleteRecordsSerializer,
+    LowWatermarkSerializer,
+    PartitionViewSerializer,
     TopicCreateSerializer,
     TopicSerializer,
     TopicUpdateSerializer,
@@ -62,6 +67,25 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChil
     @extend_schema(request=TopicUpdateSerializer, responses={200: TopicSerializer})
     def partial_update(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
         return self.update(request, tenant_slug, cluster_pk, name)
+
+    def required_write_role(self) -> str:
+        return Role.ADMIN if self.action == "delete_records" else self.write_role
+
+    @extend_schema(responses={200: PartitionViewSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def partitions(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
+        """Leader, replicas, ISR, size and start/end offsets of each partition, as the cluster reports them."""
+        return Response(observability.partitions(self.cluster, self.get_object().name))
+
+    @extend_schema(request=DeleteRecordsSerializer, responses={200: LowWatermarkSerializer(many=True)})
+    @action(detail=True, methods=["post"], url_path="delete-records")
+    def delete_records(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
+        """Delete each named partition's records below an offset (-1: all of them). Admins only."""
+        topic = self.get_object()  # first: another tenant's topic is a 404, whatever the body
+        data = DeleteRecordsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        before = {int(k): v for k, v in data.validated_data["partitions"].items()}
+        return Response(observability.delete_records(self.cluster, topic.name, before, actor=self.actor))
 
     @extend_schema(responses={202: TopicSerializer, 204: None})
     def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:

@@ -46,7 +46,7 @@ def _fill(route: str, kwargs: dict[str, str]) -> str:
     import re
 
     path = route.replace("^", "").replace("$", "").replace("/?", "/")
-    path = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: kwargs[m.group(1)], path)
+    path = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: kwargs.get(m.group(1), "x"), path)
     return "/" + path
 
 

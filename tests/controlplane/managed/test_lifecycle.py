@@ -194,3 +194,72 @@ def test_bad_plans_are_refused_with_the_field_named(stack: Stack) -> None:
                             format="json")
     assert impossible.status_code == 400 and "broker_count" in impossible.json()["extra"]["fields"]
     assert not Cluster.objects.filter(tenant=world.tenant).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) -> None:
+    from confluent_kafka import Consumer
+
+    world = make_world(f"o{uuid.uuid4().hex[:6]}")
+    admin = world.client(Role.ADMIN)
+    created = admin.post(f"{world.base}/clusters", {"name": "watch", "plan": "basic"}, format="json")
+    cluster_id = created.json()["id"]
+    base = f"{world.base}/clusters/{cluster_id}"
+    try:
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
+                        lambda: _status(world, cluster_id)["status"])
+        bootstrap = body["status"]["bootstrap_servers"]
+        assert admin.post(f"{base}/topics", {"name": "events", "partitions": 2}, format="json").status_code == 201
+        wait_for(lambda: _condition(admin.get(f"{base}/topics/events").json(), "Ready").get("status") == "True",
+                 60, "the topic", stack)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(10):
+            producer.produce("events", value=b"x" * 100, partition=i % 2)
+        assert producer.flush(30) == 0
+
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "readers", "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        consumer.subscribe(["events"])
+        seen = 0
+        while seen < 6:
+            seen += sum(1 for m in consumer.consume(10, timeout=1) if m.error() is None)
+        consumer.commit(asynchronous=False)
+
+        brokers = admin.get(f"{base}/brokers").json()
+        assert [(b["node_id"], b["status"], b["controller"]) for b in brokers] == [(1, "up", True)]
+        assert brokers[0]["partitions_led"] >= 2 and brokers[0]["disk_bytes"] > 0
+        parts = admin.get(f"{base}/topics/events/partitions").json()
+        assert [(p["partition"], p["leader"], p["start_offset"], p["end_offset"]) for p in parts] == [
+            (0, 1, 0, 5), (1, 1, 0, 5)]
+        groups = admin.get(f"{base}/consumer-groups").json()
+        assert [(g["group_id"], g["members"]) for g in groups] == [("readers", 1)]
+        detail = admin.get(f"{base}/consumer-groups/readers").json()
+        assert detail["state"] == "Stable" and len(detail["members"]) == 1
+        assert detail["total_lag"] == 10 - sum(r["committed_offset"] or 0 for r in detail["partitions"])
+        # A reset while members are connected is refused; a dry run only shows the plan.
+        busy = admin.post(f"{base}/consumer-groups/readers/reset-offsets", {"to": "earliest", "dry_run": False},
+                          format="json")
+        assert busy.status_code == 409 and busy.json()["code"] == "group_not_empty"
+        plan = admin.post(f"{base}/consumer-groups/readers/reset-offsets", {"to": "earliest"}, format="json").json()
+        assert plan["dry_run"] and {p["new_offset"] for p in plan["partitions"]} == {0}
+        consumer.close()
+        wait_for(lambda: admin.get(f"{base}/consumer-groups/readers").json()["state"] == "Empty", 60,
+                 "the group to empty", stack)
+        done = admin.post(f"{base}/consumer-groups/readers/reset-offsets",
+                          {"to": "earliest", "topic": "events", "dry_run": False}, format="json")
+        assert done.status_code == 200, done.content
+        assert admin.get(f"{base}/consumer-groups/readers").json()["total_lag"] == 10
+        # Delete records: admins only; the partition's start moves.
+        member = world.client(Role.MEMBER)
+        assert member.post(f"{base}/topics/events/delete-records", {"partitions": {"0": 3}},
+                           format="json").status_code == 403
+        deleted = admin.post(f"{base}/topics/events/delete-records", {"partitions": {"0": 3}}, format="json")
+        assert deleted.status_code == 200 and deleted.json() == [{"partition": 0, "low_watermark": 3}]
+        assert admin.get(f"{base}/topics/events/partitions").json()[0]["start_offset"] == 3
+        # Bad input: named errors, nothing changed.
+        bad = admin.post(f"{base}/consumer-groups/readers/reset-offsets", {"to": "offset"}, format="json")
+        assert bad.status_code == 400 and "value" in bad.json()["extra"]["fields"]
+        bad = admin.post(f"{base}/topics/events/delete-records", {"partitions": {"zero": 1}}, format="json")
+        assert bad.status_code == 400
+    finally:
+        _delete_and_wait(world, cluster_id, stack)
