@@ -97,8 +97,20 @@ def latest_and_epoch(node: Node, topic: str) -> tuple[int, int]:
 
 
 def leader_and_epoch(cluster: Cluster, topic: str) -> tuple[Node, int]:
-    node = cluster.nodes[cluster.metadata().topics[topic].partitions[0].leader]
-    return node, latest_and_epoch(node, topic)[1]
+    """The partition's leader as the metadata names it, once that is a running broker.
+
+    Right after a failover one broker's metadata cache may still name the dead leader for a moment (each
+    broker refreshes on its own NOTIFY); asking that dead node would be a test race, not a finding.
+    """
+    found: list[Node] = []
+
+    def live_leader() -> bool:
+        node = cluster.nodes.get(cluster.metadata().topics[topic].partitions[0].leader)
+        found[:] = [node] if node is not None and node.running else []
+        return bool(found)
+
+    cluster.wait_until(live_leader, f"a running leader of {topic} in the metadata")
+    return found[0], latest_and_epoch(found[0], topic)[1]
 
 
 def offsets_for_epoch(node: Node, topic: str, current: int, epoch: int) -> tuple[int, int, int]:
