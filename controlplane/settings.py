@@ -148,6 +148,7 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
     "clusters-resync": {"task": "clusters.resync_all",
                         "schedule": float(os.environ.get("SLUICE_RESYNC_SECONDS", "15"))},
+    "clusters-throughput": {"task": "clusters.sample_throughput", "schedule": 60.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

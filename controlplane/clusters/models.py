@@ -151,3 +151,40 @@ class Rebalance(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id} rebalance {self.id} ({self.state})"
+
+
+class ThroughputSample(models.Model):
+    """One minute of traffic for a topic or a broker, derived from the cluster's offsets and log sizes.
+
+    Written by the ``clusters.sample_throughput`` beat task only; kept for 48 hours.
+    ``records_in``: records appended (log end offsets); ``bytes_in``: log growth; ``records_out``: records
+    consumed by consumer groups (committed offsets). Per broker, what its led partitions took in.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="throughput")
+    scope = models.CharField(max_length=8, choices=[("topic", "topic"), ("broker", "broker")])
+    name = models.CharField(max_length=249)
+    at = models.DateTimeField()  # the end of the interval
+    seconds = models.FloatField()  # the interval's length
+    records_in = models.BigIntegerField(default=0)
+    bytes_in = models.BigIntegerField(default=0)
+    records_out = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["at"]
+        indexes = [models.Index(fields=["cluster", "scope", "name", "at"])]
+
+
+class ThroughputCounter(models.Model):
+    """The absolute counters of the last sample, so the next one can take differences."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="throughput_counters")
+    scope = models.CharField(max_length=8)
+    name = models.CharField(max_length=249)
+    at = models.DateTimeField()
+    records = models.BigIntegerField(default=0)
+    bytes = models.BigIntegerField(default=0)
+    consumed = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "scope", "name"], name="uniq_throughput_counter")]

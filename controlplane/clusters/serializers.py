@@ -88,3 +88,24 @@ class ResetPlanSerializer(serializers.Serializer[Any]):
     group_id = serializers.CharField()
     dry_run = serializers.BooleanField()
     partitions = serializers.ListField(child=serializers.DictField())
+
+
+class ThroughputQuerySerializer(serializers.Serializer[Any]):
+    scope = serializers.ChoiceField(choices=["topic", "broker"], default="topic")
+    topic = serializers.CharField(required=False, allow_null=True, default=None,
+                                  help_text="Only this topic (scope topic).")
+    broker = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                      help_text="Only this broker id (scope broker).")
+    minutes = serializers.IntegerField(min_value=1, max_value=48 * 60, default=60)
+
+
+class ThroughputPointSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    at = serializers.DateTimeField()
+    seconds = serializers.FloatField()
+    records_in = serializers.IntegerField()
+    bytes_in = serializers.IntegerField()
+    records_out = serializers.IntegerField()
+    records_in_per_sec = serializers.FloatField()
+    bytes_in_per_sec = serializers.FloatField()
+    records_out_per_sec = serializers.FloatField()

@@ -71,3 +71,20 @@ def resync_all() -> int:
     for pk in Cluster.objects.values_list("pk", flat=True):
         count += enqueue_reconcile(pk, resync=True)
     return count
+
+
+@shared_task(name="clusters.sample_throughput", ignore_result=True)
+def sample_throughput() -> int:
+    """Once a minute (beat): a throughput sample of every Ready cluster."""
+    from controlplane.clusters.throughput import sample
+
+    written = 0
+    for cluster in Cluster.objects.filter(deletion_requested_at__isnull=True):
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in cluster.status.get("conditions", []))
+        if not ready:
+            continue
+        try:
+            written += sample(cluster)
+        except Exception:  # one unreachable cluster must not stop the others' samples
+            log.exception("throughput sample of cluster %s failed", cluster.pk)
+    return written

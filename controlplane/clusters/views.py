@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.clusters import observability, rebalancing, services
+from controlplane.clusters import observability, rebalancing, services, throughput
 from controlplane.clusters.models import Cluster, Rebalance
 from controlplane.clusters.serializers import (
     BrokerViewSerializer,
@@ -23,6 +23,8 @@ from controlplane.clusters.serializers import (
     RebalanceSerializer,
     ResetOffsetsSerializer,
     ResetPlanSerializer,
+    ThroughputPointSerializer,
+    ThroughputQuerySerializer,
 )
 from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
@@ -82,6 +84,18 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         data = ResetOffsetsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(observability.reset_offsets(cluster, group_id, actor=self.actor, **data.validated_data))
+
+    @extend_schema(parameters=[ThroughputQuerySerializer], responses={200: ThroughputPointSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def throughput(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """Per-minute records and bytes in and records consumed, per topic or per broker, for charts (48 h)."""
+        cluster = self.get_object()  # (query parameters named like the cluster filters would filter it away)
+        query = ThroughputQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        given = query.validated_data
+        name = given["topic"] if given["scope"] == "topic" else (
+            None if given["broker"] is None else str(given["broker"]))
+        return Response(throughput.history(cluster, scope=given["scope"], name=name, minutes=given["minutes"]))
 
     @extend_schema(request=ClusterWriteSerializer, responses={200: ClusterSerializer})
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:

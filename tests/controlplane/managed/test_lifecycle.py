@@ -212,6 +212,10 @@ def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) ->
         assert admin.post(f"{base}/topics", {"name": "events", "partitions": 2}, format="json").status_code == 201
         wait_for(lambda: _condition(admin.get(f"{base}/topics/events").json(), "Ready").get("status") == "True",
                  60, "the topic", stack)
+        from controlplane.clusters.throughput import sample
+
+        cluster = Cluster.objects.get(pk=cluster_id)
+        assert sample(cluster) == 0  # the first sample only sets the counters
         producer = Producer({"bootstrap.servers": bootstrap})
         for i in range(10):
             producer.produce("events", value=b"x" * 100, partition=i % 2)
@@ -224,6 +228,14 @@ def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) ->
         while seen < 6:
             seen += sum(1 for m in consumer.consume(10, timeout=1) if m.error() is None)
         consumer.commit(asynchronous=False)
+        committed = sum(tp.offset for tp in consumer.committed(consumer.assignment(), timeout=10) if tp.offset > 0)
+        assert sample(cluster) > 0
+        points = admin.get(f"{base}/throughput", {"scope": "topic", "topic": "events"}).json()
+        assert isinstance(points, list), points
+        assert [(p["records_in"], p["records_out"]) for p in points] == [(10, committed)]
+        assert points[0]["bytes_in"] > 1000
+        per_broker = admin.get(f"{base}/throughput", {"scope": "broker"}).json()
+        assert [(p["name"], p["records_in"]) for p in per_broker] == [("1", 10)]
 
         brokers = admin.get(f"{base}/brokers").json()
         assert [(b["node_id"], b["status"], b["controller"]) for b in brokers] == [(1, "up", True)]

@@ -1,0 +1,97 @@
+"""Throughput history for charts: sampled once a minute from what the cluster reports.
+
+Kafka's protocol carries no traffic counters, so the samples are differences of absolute figures the admin
+API does give: log end offsets (records in), log sizes (bytes in; retention deleting old segments can only
+hide growth, so a shrink counts as zero) and consumer groups' committed offsets (records out). Per broker,
+the figures of the partitions it leads. Bytes sent to consumers are not derivable this way (see the docs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.clusters.models import Cluster, ThroughputCounter, ThroughputSample
+from dataplane.client.admin import ClusterAdmin
+
+KEEP = timedelta(hours=48)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    records: int = 0
+    bytes: int = 0
+    consumed: int = 0
+
+
+def measure(admin: ClusterAdmin) -> dict[tuple[str, str], Totals]:
+    """Absolute figures now: ("topic", name) and ("broker", node id) -> totals."""
+    topics = admin.topics()
+    keys = [(name, p.partition) for name, info in topics.items() for p in info.partitions]
+    ends = admin.offsets(keys, "latest") if keys else {}
+    leaders = {(name, p.partition): p.leader for name, info in topics.items() for p in info.partitions}
+    sizes: dict[tuple[str, int], int] = {}
+    for size in admin.partition_sizes():
+        if size.broker == leaders.get((size.topic, size.partition)):
+            sizes[(size.topic, size.partition)] = size.size_bytes
+    consumed = Counter[str]()
+    for group in admin.groups():
+        for (topic, _), offset in admin.committed_offsets(group.group_id).items():
+            if topic in topics:
+                consumed[topic] += offset
+    records, data = Counter[tuple[str, str]](), Counter[tuple[str, str]]()
+    for key, end in ends.items():
+        for scope in (("topic", key[0]), ("broker", str(leaders[key]))):
+            records[scope] += end
+            data[scope] += sizes.get(key, 0)
+    scopes = {*records, *(("topic", t) for t in topics)}
+    return {s: Totals(records[s], data[s], consumed[s[1]] if s[0] == "topic" else 0) for s in scopes}
+
+
+def record(cluster: Cluster, now: datetime, totals: dict[tuple[str, str], Totals]) -> int:
+    """Store the differences from the last counters as samples; returns how many samples were written."""
+    with transaction.atomic():
+        previous = {(c.scope, c.name): c for c in ThroughputCounter.objects.select_for_update().filter(
+            cluster=cluster)}
+        samples = []
+        for (scope, name), now_totals in totals.items():
+            last = previous.get((scope, name))
+            if last is not None and now > last.at:
+                samples.append(ThroughputSample(
+                    cluster=cluster, scope=scope, name=name, at=now, seconds=(now - last.at).total_seconds(),
+                    records_in=max(0, now_totals.records - last.records),
+                    bytes_in=max(0, now_totals.bytes - last.bytes),
+                    records_out=max(0, now_totals.consumed - last.consumed)))
+        ThroughputSample.objects.bulk_create(samples)
+        gone = [c.pk for key, c in previous.items() if key not in totals]  # deleted topics, removed brokers
+        ThroughputCounter.objects.filter(pk__in=gone).delete()
+        for (scope, name), t in totals.items():
+            ThroughputCounter.objects.update_or_create(cluster=cluster, scope=scope, name=name, defaults={
+                "at": now, "records": t.records, "bytes": t.bytes, "consumed": t.consumed})
+        ThroughputSample.objects.filter(cluster=cluster, at__lt=now - KEEP).delete()
+    return len(samples)
+
+
+def sample(cluster: Cluster) -> int:
+    from controlplane.clusters.observability import admin_for
+
+    with admin_for(cluster) as admin:
+        totals = measure(admin)
+    return record(cluster, timezone.now(), totals)
+
+
+def history(cluster: Cluster, *, scope: str, name: str | None, minutes: int) -> list[dict[str, object]]:
+    since = timezone.now() - timedelta(minutes=minutes)
+    rows = ThroughputSample.objects.filter(cluster=cluster, scope=scope, at__gte=since)
+    if name is not None:
+        rows = rows.filter(name=name)
+    return [{"name": r.name, "at": r.at.isoformat(), "seconds": r.seconds, "records_in": r.records_in,
+             "bytes_in": r.bytes_in, "records_out": r.records_out,
+             "records_in_per_sec": r.records_in / r.seconds if r.seconds else 0.0,
+             "bytes_in_per_sec": r.bytes_in / r.seconds if r.seconds else 0.0,
+             "records_out_per_sec": r.records_out / r.seconds if r.seconds else 0.0}
+            for r in rows.order_by("name", "at")]
