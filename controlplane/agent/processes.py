@@ -179,6 +179,8 @@ class BrokerProcesses:
                 node = _Node(spec, directory)
                 self._nodes[(spec.cluster, spec.node_id)] = node
             restart = changed and node.pid is not None and node.spec != spec
+            if changed:  # a new config deserves a prompt start, whatever the old one's back-off
+                node.failures, node.next_start = 0, 0.0
             node.spec = spec
         if restart:  # a new config (port, rack) needs a new process
             self._terminate(node)
@@ -253,6 +255,9 @@ class BrokerProcesses:
         node.next_start = now + delay
         node.state, node.since = ("BackingOff" if delay else "Starting"), time.time()
         node.message = f"exited with status {code} after {ran:.1f}s"
+        if self._port_taken(node.directory):
+            # Another process holds the port: restarting cannot help; the control plane moves the node.
+            node.state, node.message = "PortInUse", f"port {node.spec.port} is taken by another process"
 
     def _start(self, node: _Node, now: float) -> None:
         config = self._config_path(node.directory)
@@ -302,6 +307,18 @@ class BrokerProcesses:
             (node.directory / "broker.pid").unlink()
 
     # -- files -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _port_taken(directory: Path) -> bool:
+        """Whether the broker's last words were that it could not listen (its port is someone else's)."""
+        try:
+            with (directory / "broker.log").open("rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - 2048))
+                lines = fh.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return False
+        return bool(lines) and "cannot listen" in lines[-1] and "in use" in lines[-1].lower()
+
     @staticmethod
     def _write_spec(directory: Path, spec: NodeSpec) -> None:
         tmp = directory / "node.json.tmp"

@@ -59,6 +59,14 @@ class Ensure:
 
 
 @dataclass(frozen=True, slots=True)
+class Repoint:
+    """Give a node another port of its host's pool (its port is held by some other process)."""
+
+    node_id: int
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
 class Retire:
     node_ids: tuple[int, ...]
 
@@ -96,7 +104,7 @@ class NoCapacity:
     message: str
 
 
-Action = Place | Ensure | Retire | Drain | Stop | Forget | DropMetadata | Finalize | NoCapacity
+Action = Place | Ensure | Repoint | Retire | Drain | Stop | Forget | DropMetadata | Finalize | NoCapacity
 
 
 def place(count: int, existing: Sequence[NodeView], agents: Sequence[AgentView]) -> list[Place | NoCapacity]:
@@ -160,7 +168,16 @@ def plan_nodes(view: ClusterView) -> list[Action]:
     elif len(active) < view.broker_count:
         actions += place(view.broker_count - len(active), view.nodes, view.agents)
 
+    agents = {a.host: a for a in view.agents}
+    taken = {a.host: set(a.used_ports) for a in view.agents}
     for node in active:
+        agent = agents.get(node.host)
+        if node.process_state == "PortInUse" and agent is not None:
+            port = _free_port(agent, taken[node.host] | {node.port})
+            if port is not None:
+                taken[node.host].add(port)
+                actions += [Repoint(node.node_id, port), Ensure(node.node_id)]
+                continue
         if view.resync or not node.registered:
             actions.append(Ensure(node.node_id))
     draining = tuple(n.node_id for n in retiring if n.replicas > 0)

@@ -34,6 +34,7 @@ from controlplane.clusters.provisioning import (
     NoCapacity,
     NodeView,
     Place,
+    Repoint,
     Retire,
     Stop,
 )
@@ -119,6 +120,13 @@ def _act(cluster: Cluster, actions: list[provisioning.Action], nodes: list[Broke
                 continue
             node = BrokerNode.objects.select_related("agent").get(pk=node.pk)
             _send_ensure(cluster, node)
+        elif isinstance(action, Repoint):
+            try:
+                with transaction.atomic():
+                    BrokerNode.objects.filter(pk=by_id[action.node_id].pk).update(port=action.port)
+            except IntegrityError:  # the port went to another node meanwhile: the next pass picks again
+                continue
+            by_id[action.node_id].port = action.port
         elif isinstance(action, Ensure):
             _send_ensure(cluster, by_id[action.node_id])
         elif isinstance(action, Retire):

@@ -13,6 +13,7 @@ from controlplane.clusters.provisioning import (
     NoCapacity,
     NodeView,
     Place,
+    Repoint,
     Retire,
     Stop,
     converged,
@@ -133,3 +134,9 @@ def test_drift_is_corrected_or_only_reported_by_policy() -> None:
     # A managed topic a client deleted is recreated (or reported).
     assert isinstance(plan_topics([desired("a", applied=True)], {}, correct_drift=True)[1], CreateTopic)
     assert pending(plan_topics([desired("a", applied=True)], {}, correct_drift=False)) == 0
+
+
+def test_a_broker_whose_port_is_taken_is_moved_to_a_free_port_of_its_host() -> None:
+    view = ClusterView(2, False, (node(1), node(2, registered=False, state="PortInUse")),
+                       (agent("h1", used=frozenset({9001, 9002})),))
+    assert plan_nodes(view) == [Repoint(2, 9000), Ensure(2)]

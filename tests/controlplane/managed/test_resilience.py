@@ -64,6 +64,30 @@ def test_a_restarted_agent_adopts_its_running_brokers(stack: Stack) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_broker_whose_port_is_taken_moves_to_another_port(stack: Stack) -> None:
+    import socket
+
+    squatters = []
+    for first, _ in stack.pools.values():  # the port placement picks first, on either host
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", first))
+        sock.listen()
+        squatters.append(sock)
+    world = make_world(f"p{uuid.uuid4().hex[:6]}")
+    cluster_id = _create(world, "squatted", plan="basic")
+    try:
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready on another port", stack,
+                        lambda: _status(world, cluster_id)["status"])
+        port = body["status"]["brokers"][0]["port"]
+        assert port not in {first for first, _ in stack.pools.values()}
+        assert body["status"]["bootstrap_servers"].endswith(f":{port}")
+    finally:
+        for sock in squatters:
+            sock.close()
+        _delete_and_wait(world, cluster_id, stack)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_provisioning_resumes_to_ready(stack: Stack) -> None:
     from controlplane.clusters.tasks import resync_all
 
