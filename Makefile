@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata clean-var
+.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed clean-var
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,12 @@ bench-cluster: $(STAMP)
 # One-topic Metadata requests/s at 1,000 topics against ApiVersions on the same broker, ~1 minute.
 bench-metadata: $(STAMP)
 	$(BIN)/python bench/metadata.py
+
+# Managed clusters (embedded Postgres/Redis, a Celery worker, two agents): create-to-Ready, broker SIGKILL to
+# Ready, reconcile of 1,000 topics and a no-op resync, each against brokers started directly; ~6-7 minutes
+# (BENCH_ARGS=--quick: 200 topics, ~1-2 minutes).
+bench-managed: $(STAMP)
+	$(BIN)/python bench/managed.py $(BENCH_ARGS)
 
 clean-var:
 	rm -rf var
