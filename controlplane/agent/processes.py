@@ -75,6 +75,7 @@ class NodeState:
     last_exit_code: int | None = None
     since: float = field(default_factory=time.time)
     message: str = ""
+    started: float | None = None  # wall-clock start of the current process (a registration must be newer)
 
 
 @dataclass(slots=True)
@@ -91,9 +92,11 @@ class _Node:
     state: str = "Starting"
     since: float = field(default_factory=time.time)
     message: str = ""
+    started_wall: float | None = None
 
     def report(self) -> NodeState:
-        return NodeState(self.state, self.pid, self.restarts, self.last_exit_code, self.since, self.message)
+        return NodeState(self.state, self.pid, self.restarts, self.last_exit_code, self.since, self.message,
+                         self.started_wall)
 
 
 def _alive(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
@@ -266,7 +269,8 @@ class BrokerProcesses:
         try:
             node.proc = subprocess.Popen(
                 [self.python, "-m", "sluice", "broker", "--config", str(config)],
-                cwd=node.directory, stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT,
+                # One shared working directory: caches libraries keep under the cwd are built once, not per node.
+                cwd=self.root, stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT,
                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         except OSError as exc:
             node.failures += 1
@@ -279,6 +283,7 @@ class BrokerProcesses:
             node.restarts += 1
         node.pid, node.started_at = node.proc.pid, now
         node.state, node.since = "Starting", time.time()
+        node.started_wall = node.since
         (node.directory / "broker.pid").write_text(f"{node.pid}\n")
         log.info("started broker %s/%d (pid %d, port %d)", node.spec.cluster, node.spec.node_id, node.pid,
                  node.spec.port)

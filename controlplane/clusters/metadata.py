@@ -24,6 +24,12 @@ _migrated = False
 class Registration:
     live: frozenset[int] = frozenset()
     replicas: dict[int, int] = field(default_factory=dict)
+    since: dict[int, float] = field(default_factory=dict)  # node -> when its live lease was taken
+
+    def registered(self, node_id: int, started: float | None) -> bool:
+        """Live, and registered by the current process (an old incarnation's lease outlives its process)."""
+        # 5 s of slack for clocks of different hosts (the old lease is from long before, or a crash ago).
+        return node_id in self.live and (started is None or self.since.get(node_id, 0.0) >= started - 5.0)
 
 
 def _conninfo() -> str:
@@ -48,8 +54,8 @@ def _store(kafka_cluster_id: str) -> Iterator[MetadataStore]:
 
 def registration(kafka_cluster_id: str) -> Registration:
     with _store(kafka_cluster_id) as store:
-        live = frozenset(b.node_id for b in store.live_brokers())
-        return Registration(live, store.replica_counts())
+        since = store.live_since()
+        return Registration(frozenset(since), store.replica_counts(), since)
 
 
 def drop(kafka_cluster_id: str) -> None:

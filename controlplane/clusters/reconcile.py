@@ -80,7 +80,7 @@ def cluster_view(cluster: Cluster, *, resync: bool = False) -> tuple[ClusterView
     nodes = list(BrokerNode.objects.filter(cluster=cluster).select_related("agent"))
     registration = metadata.registration(cluster.kafka_cluster_id) if nodes else metadata.Registration()
     views = tuple(NodeView(n.node_id, n.agent_id, n.port, n.rack, n.removal_requested_at is not None,
-                           n.process.get("state"), n.node_id in registration.live,
+                           n.process.get("state"), registration.registered(n.node_id, n.process.get("started")),
                            registration.replicas.get(n.node_id, 0)) for n in nodes)
     return ClusterView(cluster.broker_count, cluster.deletion_requested_at is not None, views,
                        tuple(_agent_views().values()), resync), nodes

@@ -59,9 +59,11 @@ def reconcile(cluster_id: str, resync: bool = False, attempt: int = 0) -> None:
         log.exception("reconcile of cluster %s failed; retrying", cluster_id)
         enqueue_reconcile(cluster_id, countdown=SLOW_RETRY_SECONDS, attempt=attempt + 1)
         return
-    if not outcome.done:
+    if outcome.busy:  # another worker's pass is running: come back soon, and it is not an attempt of ours
+        enqueue_reconcile(cluster_id, countdown=0.2, attempt=attempt)
+    elif not outcome.done:
         wait = RETRY_SECONDS if attempt < FAST_ATTEMPTS else SLOW_RETRY_SECONDS
-        enqueue_reconcile(cluster_id, countdown=0.2 if outcome.busy else wait, attempt=attempt + 1)
+        enqueue_reconcile(cluster_id, countdown=wait, attempt=attempt + 1)
 
 
 @shared_task(name="clusters.resync_all", ignore_result=True)

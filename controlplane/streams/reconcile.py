@@ -95,7 +95,9 @@ def _adopt(cluster: Cluster, rows: dict[str, Topic], observed: ObservedTopic) ->
 def reconcile_topics(cluster: Cluster, *, bootstrap: str, resync: bool = False) -> dict[str, Any]:
     """One pass; returns a summary for the cluster's status: ``pending`` changes, ``drift``, ``errors``."""
     try:
-        with ClusterAdmin(bootstrap, timeout=10) as admin:
+        # Describing every topic's configs grows with the topic count: so does the deadline.
+        timeout = 10 + 0.02 * Topic.objects.filter(cluster=cluster).count()
+        with ClusterAdmin(bootstrap, timeout=timeout) as admin:
             observed, under_replicated = observe_topics(admin)
             rows = {t.name: t for t in Topic.objects.filter(cluster=cluster)}
             actions = plan_topics([desired_topic(r) for r in rows.values()], observed,

@@ -272,6 +272,12 @@ class MetadataStore:
                 self._changed()
         return applied
 
+    def live_since(self) -> dict[int, float]:
+        """Each live broker's latest registration time (epoch seconds): a restarted process re-registers."""
+        rows = self.conn.execute("SELECT node_id, extract(epoch FROM registered_at) FROM brokers"
+                                 " WHERE cluster_id = %s AND lease_expires_at > now()", (self.cluster_id,)).fetchall()
+        return {int(str(node)): float(str(at)) for node, at in rows}
+
     def replica_counts(self) -> dict[int, int]:
         """Partition replicas assigned to each broker (a scale-in may stop a broker only at zero)."""
         rows = self.conn.execute(

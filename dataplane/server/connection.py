@@ -254,17 +254,19 @@ class Connection:
 
     async def _send_buffers(self, buffers: list[bytes | memoryview]) -> None:
         views = [memoryview(b) for b in buffers]
-        while views:
+        first = 0  # views before this index are sent; an index, not pop(0), so large answers stay linear
+        while first < len(views):
             try:
-                sent = self.sock.sendmsg(views[:1024])  # IOV_MAX
+                sent = self.sock.sendmsg(views[first:first + 1024])  # IOV_MAX
             except _RETRY:
                 await self._writable()
                 continue
             while sent:
-                if sent >= len(views[0]):
-                    sent -= len(views.pop(0))
+                if sent >= len(views[first]):
+                    sent -= len(views[first])
+                    first += 1
                 else:
-                    views[0] = views[0][sent:]
+                    views[first] = views[first][sent:]
                     sent = 0
 
     async def _send_region(self, region: FileRegion) -> None:
