@@ -616,7 +616,7 @@ def noop_resync(cluster: Any, runs: int = 3) -> Resync:
         return Resync(seconds, busy, {k: len(v) for k, v in calls.items()}, parts, changed, ["(no observation)"],
                       conditions(status), f"observation failed even with a 120 s deadline: {exc}", not_done)
     rows = list(Topic.objects.filter(cluster=cluster))
-    actions = plan_topics([topic_reconcile._desired(r) for r in rows], observed,
+    actions = plan_topics([topic_reconcile.desired_topic(r) for r in rows], observed,
                           correct_drift=cluster.drift_policy == "correct")
     pending = [repr(a) for a in actions if not isinstance(a, Drift)]
     return Resync(seconds, busy, {k: len(v) for k, v in calls.items()}, parts, changed, pending,
