@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
+from datetime import UTC
 
 from django.db import transaction
 from django.utils import timezone
@@ -24,6 +25,13 @@ def agent_register(*, host: str, rack: str, advertised_host: str, port_min: int,
         "rack": rack, "advertised_host": advertised_host, "port_min": port_min, "port_max": port_max,
         "last_seen": now, "started_at": now})
     return agent
+
+
+def agent_gone(host: str) -> None:
+    """A stopping agent says so: placement must not pick it while its last heartbeat still looks fresh."""
+    from datetime import datetime
+
+    Agent.objects.filter(host=host).update(last_seen=datetime(1970, 1, 1, tzinfo=UTC))
 
 
 def agent_heartbeat(host: str, *, rack: str, advertised_host: str, port_min: int, port_max: int) -> None:

@@ -137,6 +137,15 @@ def run(options: AgentOptions) -> int:
     finally:
         stop.set()
         thread.join(5)
+        from django.db import close_old_connections
+
+        from controlplane.agent.reporting import agent_gone
+
+        try:
+            close_old_connections()
+            agent_gone(options.host)
+        except Exception:  # the database may be going away with us; the heartbeat then simply lapses
+            log.warning("agent %s: could not record its stop", options.host)
         if options.stop_brokers_on_exit:
             processes.stop_all()  # already done at shutdown's start; this covers a worker that failed to start
     return 0

@@ -170,6 +170,12 @@ def plan_nodes(view: ClusterView) -> list[Action]:
 
     agents = {a.host: a for a in view.agents}
     taken = {a.host: set(a.used_ports) for a in view.agents}
+    for node in list(active):
+        agent = agents.get(node.host)
+        if node.process_state is None and (agent is None or not agent.live):
+            # Placed on a host that went away before it ever ran the broker: nothing to keep, place again.
+            actions.append(Forget(node.node_id))
+            active.remove(node)
     for node in active:
         agent = agents.get(node.host)
         if node.process_state == "PortInUse" and agent is not None:

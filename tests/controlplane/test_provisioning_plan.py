@@ -140,3 +140,12 @@ def test_a_broker_whose_port_is_taken_is_moved_to_a_free_port_of_its_host() -> N
     view = ClusterView(2, False, (node(1), node(2, registered=False, state="PortInUse")),
                        (agent("h1", used=frozenset({9001, 9002})),))
     assert plan_nodes(view) == [Repoint(2, 9000), Ensure(2)]
+
+
+def test_a_node_placed_on_a_host_that_died_before_starting_it_is_placed_again() -> None:
+    view = ClusterView(1, False, (node(1, "gone", registered=False, state=None),),
+                       (agent("gone", live=False), agent("h2")))
+    assert plan_nodes(view) == [Forget(1)]
+    # A node that did run keeps its place (its data is there): the agent restarts it when it is back.
+    ran = ClusterView(1, False, (node(1, "gone", registered=False, state="Running"),), view.agents)
+    assert plan_nodes(ran) == [Ensure(1)]
