@@ -47,7 +47,7 @@ JSON_HEADERS = [(b"content-type", b"application/json")]
 class RestProxyHttp:
     """HTTP entry point: the streaming records path here, everything else to ``django_app``."""
 
-    def __init__(self, django_app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+    def __init__(self, django_app: Callable[..., Awaitable[None]]) -> None:
         self.django_app = django_app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 
@@ -13,7 +15,7 @@ class ErrorSerializer(serializers.Serializer[dict[str, object]]):
 class ProduceDataSerializer(serializers.Serializer[dict[str, object]]):
     type = serializers.ChoiceField(["BINARY", "JSON", "STRING"], required=False,
                                    help_text="BINARY: base64 data; JSON: any JSON value; STRING: text. Default JSON.")
-    data = serializers.JSONField(required=False, allow_null=True)
+    data = serializers.JSONField(required=False, allow_null=True)  # type: ignore[assignment]
 
 
 class ProduceHeaderSerializer(serializers.Serializer[dict[str, object]]):
@@ -87,7 +89,7 @@ class RelatedSerializer(serializers.Serializer[dict[str, object]]):
     related = serializers.CharField()
 
 
-def _resource(component: str, /, **fields: serializers.Field) -> type[serializers.Serializer[dict[str, object]]]:
+def _resource(component: str, /, **fields: Any) -> type[serializers.Serializer[dict[str, object]]]:
     attrs: dict[str, object] = {"kind": _S.CharField(), "metadata": MetadataSerializer(),
                                 "cluster_id": _S.CharField(), **fields}
     return type(component, (serializers.Serializer,), attrs)
@@ -183,7 +185,7 @@ class AlterConfigEntrySerializer(ConfigEntrySerializer):
 
 
 class AlterConfigBatchSerializer(serializers.Serializer[dict[str, object]]):
-    data = AlterConfigEntrySerializer(many=True)
+    data = AlterConfigEntrySerializer(many=True)  # type: ignore[assignment]
 
 
 class CreateAclSerializer(serializers.Serializer[dict[str, object]]):
@@ -197,4 +199,4 @@ class CreateAclSerializer(serializers.Serializer[dict[str, object]]):
 
 
 class CreateAclBatchSerializer(serializers.Serializer[dict[str, object]]):
-    data = CreateAclSerializer(many=True)
+    data = CreateAclSerializer(many=True)  # type: ignore[assignment]
