@@ -9,7 +9,7 @@ sends no ``Origin`` is not a browser and is allowed. Refusals are plain HTTP ans
 ``{"error_code", "message"}``: 401 (credentials), 403 (origin), 404 (unknown cluster, another tenant's
 cluster, unknown topic), 503 (cluster unavailable).
 
-**Client → server** (JSON text frames). First, within 30 s, one ``subscribe``::
+**Client → server** (JSON text frames). First one ``subscribe`` (a connection silent for 30 s before it is closed)::
 
     {"type": "subscribe",
      "from": "latest" | "earliest" | {"offsets": {"0": 12, "1": 40}} | {"timestamp": 1700000000000}

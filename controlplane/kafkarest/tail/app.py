@@ -40,7 +40,7 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-SUBSCRIBE_SECONDS = 30.0  # time a client has to send its subscribe message
+SUBSCRIBE_SECONDS = 30.0  # before subscribing, a client silent this long is closed (a ping or stats resets it)
 CLOSE_SECONDS = 30.0  # time a final error frame and close may wait for a slow client to read
 
 
@@ -113,10 +113,14 @@ class Connection:
         except OSError as exc:  # uvicorn's ClientDisconnected
             raise Disconnected from exc
 
-    async def _next_message(self) -> dict[str, Any]:
+    async def _next_message(self, idle_seconds: float | None = None) -> dict[str, Any]:
         """The next client message, answering pings and stats requests on the way."""
         while True:
-            event = await self._receive()
+            try:
+                event = await asyncio.wait_for(self._receive(), idle_seconds)
+            except TimeoutError:
+                raise ProtocolError("subscribe_timeout", f"Subscribe (or ping) within {SUBSCRIBE_SECONDS:.0f} s.",
+                                    Close.SUBSCRIBE_TIMEOUT) from None
             if event["type"] == "websocket.disconnect":
                 raise Disconnected
             message = parse_message(event.get("text"))
@@ -140,11 +144,7 @@ class Connection:
             raise
 
     async def _serve(self) -> None:
-        try:
-            message = await asyncio.wait_for(self._next_message(), SUBSCRIBE_SECONDS)
-        except TimeoutError:
-            raise ProtocolError("subscribe_timeout", f"Send a subscribe message within {SUBSCRIBE_SECONDS:.0f} s.",
-                                Close.SUBSCRIBE_TIMEOUT) from None
+        message = await self._next_message(SUBSCRIBE_SECONDS)
         if message["type"] != "subscribe":
             raise ProtocolError("invalid_message", f"Expected a subscribe message, got {message['type']!r}.")
         subscription = parse_subscribe(message)
