@@ -30,7 +30,8 @@ def tail_url(stack: RestStack, topic: str, cluster_id: str | None = None) -> str
 
 
 async def open_tail(stack: RestStack, topic: str, *, key: str | None = "owner", cluster_id: str | None = None,
-                    headers: dict[str, str] | None = None, origin: str | None = None, **kwargs: Any) -> ClientConnection:
+                    headers: dict[str, str] | None = None, origin: str | None = None,
+                    **kwargs: Any) -> ClientConnection:
     sent: dict[str, str] = {}
     if key is not None:
         sent["Authorization"] = stack.basic(stack.key if key == "owner" else key)
@@ -59,7 +60,7 @@ class Tail:
     frames: list[dict[str, Any]] = field(default_factory=list)
     cursor: dict[str, int] = field(default_factory=dict)
 
-    def keys(self) -> list[tuple[int, int]]:
+    def offsets(self) -> list[tuple[int, int]]:
         return [(r["partition"], r["offset"]) for r in self.records]
 
 

@@ -10,13 +10,24 @@ every consumer the tail runs for the topic in the web process, live and backlog 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection
 
 from tests.kafkarest.conftest import RestStack
-from tests.kafkarest.tailing import Tail, aproduce, fresh_stats, open_tail, read_until, stats, subscribe, topic_name
+from tests.kafkarest.tailing import (
+    Tail,
+    aproduce,
+    fresh_stats,
+    open_tail,
+    read_until,
+    stats,
+    subscribe,
+    topic_name,
+    wait_for,
+)
 
 pytestmark = pytest.mark.xdist_group("kafkarest")
 
@@ -28,8 +39,12 @@ async def _one_by_one(stack: RestStack, topic: str, viewers: list[ClientConnecti
     """Produce RECORDS records, each only once every viewer has received the one before."""
     for i in range(RECORDS):
         await aproduce(stack, topic, [{"value": f"r{i}"}])
-        await asyncio.gather(*(read_until(ws, lambda t, n=len(tail.records) + 1: len(t.records) >= n, tail)
+        await asyncio.gather(*(read_until(ws, _has(len(tail.records) + 1), tail)
                                for ws, tail in zip(viewers, tails, strict=True)))
+
+
+def _has(count: int) -> Callable[[Tail], bool]:
+    return lambda tail: len(tail.records) >= count
 
 
 def _fetches(before: dict[str, Any], after: dict[str, Any], kind: str) -> int:
@@ -73,7 +88,6 @@ def test_fifty_viewers_share_one_fetcher(rest_stack: RestStack) -> None:
             async def fetcher_stopped() -> bool:
                 counters = await stats(watcher)
                 return bool(counters["viewers"] == 0 and counters["live_fetchers"] == 0)
-            from tests.kafkarest.tailing import wait_for
             await wait_for(fetcher_stopped, "the shared fetcher to stop with its last viewer")
             print(f"Fetch requests for {RECORDS} records: 1 viewer {one}, {VIEWERS} viewers {fifty}")
 
