@@ -232,6 +232,12 @@ class ConsumerInstance:
                 raise RestError(ILLEGAL_STATE, f"Illegal state: No current assignment for partition "
                                                f"{topic}-{partition}")
         for topic, partition, offset in targets:
+            if offset in (OFFSET_BEGINNING, OFFSET_END):
+                # Resolved now, not at the next fetch as librdkafka (and Java's seekToEnd) would: "the end"
+                # is the end when the client asked, so a record written after the seek is read.
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                                 timeout=KAFKA_CALL_SECONDS)
+                offset = low if offset == OFFSET_BEGINNING else high
             self._consumer.seek(TopicPartition(topic, partition, offset))
         self._drop_buffered((t, p) for t, p, _ in targets)
 
