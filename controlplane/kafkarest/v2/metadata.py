@@ -1,7 +1,8 @@
 """v2 reads of cluster metadata (topics, partitions, offsets, brokers) in Confluent's v2 bodies.
 
 One :class:`~dataplane.client.admin.ClusterAdmin` per cluster, created on first use and kept for the life
-of the process (the module-level pool; a ClusterAdmin may be shared between threads).
+of the process (the module-level pool; a ClusterAdmin may be shared between threads), so a v2 client that
+polls metadata costs no new connections per request.
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ import threading
 from typing import Any
 
 from controlplane.kafkarest.access import ClusterAccess
+from controlplane.kafkarest.admin import rest_error_for_admin
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
-    KAFKA_ERROR,
-    KAFKA_RETRIABLE,
     PARTITION_NOT_FOUND,
     TOPIC_NOT_FOUND,
     RestError,
@@ -39,9 +39,7 @@ def _admin(access: ClusterAccess) -> ClusterAdmin:
 def _rest_error(exc: AdminError) -> RestError:
     if exc.code == "UNKNOWN_TOPIC_OR_PART":
         return RestError(TOPIC_NOT_FOUND, "Topic not found.")
-    if exc.retriable:
-        return RestError(KAFKA_RETRIABLE, f"Retriable Kafka error: {exc}")
-    return RestError(KAFKA_ERROR, f"Kafka error: {exc}")
+    return rest_error_for_admin(exc)
 
 
 def _topics(access: ClusterAccess) -> dict[str, TopicInfo]:

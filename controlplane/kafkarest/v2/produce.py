@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import concurrent.futures
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +23,9 @@ from controlplane.kafkarest.errors import (
     UNSUPPORTED_SCHEMA,
     RestError,
 )
-from controlplane.kafkarest.produce import DELIVERY_WAIT_SECONDS
+from controlplane.kafkarest.produce import BlockingOutcomes
 from controlplane.kafkarest.producer import Delivered, pool
+from controlplane.kafkarest.records import ProduceRecord
 
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
@@ -94,9 +94,11 @@ def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
     return records
 
 
-def _offset(outcome: Delivered | RestError) -> dict[str, Any]:
+def _offset(outcome: Any) -> dict[str, Any]:
     if isinstance(outcome, Delivered):
         return {"partition": outcome.partition, "offset": outcome.offset, "error_code": None, "error": None}
+    if not isinstance(outcome, RestError):  # still pending when the wait ran out
+        outcome = RestError(KAFKA_RETRIABLE, "The cluster did not acknowledge the record in time.")
     return {"partition": None, "offset": None, "error_code": outcome.error_code, "error": outcome.message}
 
 
@@ -107,25 +109,11 @@ def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
     count = producer.partition_count(topic)
     if partition is not None and not 0 <= partition < count:
         raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
-    records = parse_records(fmt, raw)
-    pending: list[concurrent.futures.Future[Delivered] | RestError] = []
-    for record in records:
-        try:
-            pending.append(producer.send(topic, value=record.value, key=record.key,
-                                         partition=record.partition if record.partition is not None else partition))
-        except RestError as exc:
-            pending.append(exc)
-    offsets = []
-    for item in pending:
-        outcome: Delivered | RestError
-        if isinstance(item, RestError):
-            outcome = item
-        else:
-            try:
-                outcome = item.result(DELIVERY_WAIT_SECONDS)
-            except concurrent.futures.TimeoutError:
-                outcome = RestError(KAFKA_RETRIABLE, "The cluster did not acknowledge the record in time.")
-            except RestError as exc:
-                outcome = exc
-        offsets.append(_offset(outcome))
-    return {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
+    outcomes = BlockingOutcomes()
+    for record in parse_records(fmt, raw):
+        outcomes.add(producer, topic, ProduceRecord(
+            partition=record.partition if record.partition is not None else partition, key=record.key,
+            value=record.value, key_type=None, value_type=None, headers=[], timestamp_ms=None))
+    outcomes.wait()
+    return {"offsets": [_offset(outcome) for outcome in outcomes.results], "key_schema_id": None,
+            "value_schema_id": None}

@@ -7,12 +7,7 @@ from rest_framework import serializers
 S = serializers.Serializer[dict[str, object]]
 
 
-class ErrorSerializer(S):
-    error_code = serializers.IntegerField(help_text="HTTP status, or status plus two digits (40401, 40403...).")
-    message = serializers.CharField()
-
-
-class ProduceRecordSerializer(S):
+class V2ProduceRecordSerializer(S):
     key = serializers.JSONField(required=False, allow_null=True,
                                 help_text="binary format: base64; json format: any JSON value.")
     value = serializers.JSONField(required=False, allow_null=True,
@@ -21,51 +16,51 @@ class ProduceRecordSerializer(S):
                                          help_text="Omit to partition by key (murmur2, as the Java client).")
 
 
-class ProduceRequestSerializer(S):
-    records = ProduceRecordSerializer(many=True)
+class V2ProduceRequestSerializer(S):
+    records = V2ProduceRecordSerializer(many=True)
 
 
-class PartitionOffsetSerializer(S):
+class V2PartitionOffsetSerializer(S):
     partition = serializers.IntegerField(allow_null=True)
     offset = serializers.IntegerField(allow_null=True)
     error_code = serializers.IntegerField(allow_null=True)
     error = serializers.CharField(allow_null=True)
 
 
-class ProduceResponseSerializer(S):
-    offsets = PartitionOffsetSerializer(many=True)
+class V2ProduceResponseSerializer(S):
+    offsets = V2PartitionOffsetSerializer(many=True)
     key_schema_id = serializers.IntegerField(allow_null=True)
     value_schema_id = serializers.IntegerField(allow_null=True)
 
 
-class ReplicaSerializer(S):
+class V2ReplicaSerializer(S):
     broker = serializers.IntegerField()
     leader = serializers.BooleanField()
     in_sync = serializers.BooleanField()
 
 
-class PartitionSerializer(S):
+class V2PartitionSerializer(S):
     partition = serializers.IntegerField()
     leader = serializers.IntegerField()
-    replicas = ReplicaSerializer(many=True)
+    replicas = V2ReplicaSerializer(many=True)
 
 
-class TopicSerializer(S):
+class V2TopicSerializer(S):
     name = serializers.CharField()
     configs = serializers.DictField(child=serializers.CharField(allow_null=True))
-    partitions = PartitionSerializer(many=True)
+    partitions = V2PartitionSerializer(many=True)
 
 
-class PartitionOffsetsSerializer(S):
+class V2PartitionOffsetsSerializer(S):
     beginning_offset = serializers.IntegerField()
     end_offset = serializers.IntegerField()
 
 
-class BrokerListSerializer(S):
+class V2BrokerListSerializer(S):
     brokers = serializers.ListField(child=serializers.IntegerField())
 
 
-class CreateConsumerSerializer(S):
+class V2CreateConsumerSerializer(S):
     name = serializers.CharField(required=False, help_text="Instance name; a random one when omitted.")
     format = serializers.ChoiceField(["binary", "json"], required=False, help_text="Default binary.")
     auto_offset_reset = serializers.ChoiceField(["earliest", "latest", "none"], required=False)
@@ -85,48 +80,48 @@ _WIRE_NAMES = {"auto_offset_reset": "auto.offset.reset", "auto_commit_enable": "
                "fetch_min_bytes": "fetch.min.bytes", "consumer_request_timeout_ms": "consumer.request.timeout.ms",
                "consumer_instance_timeout_ms": "consumer.instance.timeout.ms"}
 for _attr, _wire in _WIRE_NAMES.items():
-    CreateConsumerSerializer._declared_fields[_wire] = CreateConsumerSerializer._declared_fields.pop(_attr)
+    V2CreateConsumerSerializer._declared_fields[_wire] = V2CreateConsumerSerializer._declared_fields.pop(_attr)
 
 
-class CreateConsumerResponseSerializer(S):
+class V2CreateConsumerResponseSerializer(S):
     instance_id = serializers.CharField()
     base_uri = serializers.CharField(help_text="The instance's URL, for every later request about it.")
 
 
-class SubscriptionSerializer(S):
+class V2SubscriptionSerializer(S):
     topics = serializers.ListField(child=serializers.CharField(), required=False)
     topic_pattern = serializers.CharField(required=False, help_text="A regular expression matching whole names.")
 
 
-class TopicsListSerializer(S):
+class V2TopicsListSerializer(S):
     topics = serializers.ListField(child=serializers.CharField())
 
 
-class TopicPartitionSerializer(S):
+class V2TopicPartitionSerializer(S):
     topic = serializers.CharField()
     partition = serializers.IntegerField(min_value=0)
 
 
-class PartitionsRequestSerializer(S):
-    partitions = TopicPartitionSerializer(many=True)
+class V2PartitionsRequestSerializer(S):
+    partitions = V2TopicPartitionSerializer(many=True)
 
 
-class SeekOffsetSerializer(TopicPartitionSerializer):
+class V2SeekOffsetSerializer(V2TopicPartitionSerializer):
     offset = serializers.IntegerField(min_value=0)
     metadata = serializers.CharField(required=False, allow_null=True)
 
 
-class SeekTimestampSerializer(TopicPartitionSerializer):
+class V2SeekTimestampSerializer(V2TopicPartitionSerializer):
     timestamp = serializers.DateTimeField()
     metadata = serializers.CharField(required=False, allow_null=True)
 
 
-class SeekSerializer(S):
-    offsets = SeekOffsetSerializer(many=True, required=False)
-    timestamps = SeekTimestampSerializer(many=True, required=False)
+class V2SeekSerializer(S):
+    offsets = V2SeekOffsetSerializer(many=True, required=False)
+    timestamps = V2SeekTimestampSerializer(many=True, required=False)
 
 
-class ConsumerRecordSerializer(S):
+class V2ConsumerRecordSerializer(S):
     topic = serializers.CharField()
     key = serializers.JSONField(allow_null=True, help_text="binary: base64; json: the JSON value.")
     value = serializers.JSONField(allow_null=True, help_text="binary: base64; json: the JSON value.")
@@ -134,16 +129,16 @@ class ConsumerRecordSerializer(S):
     offset = serializers.IntegerField()
 
 
-class CommitOffsetSerializer(TopicPartitionSerializer):
+class V2CommitOffsetSerializer(V2TopicPartitionSerializer):
     offset = serializers.IntegerField(min_value=0, help_text="The last record consumed; the next read starts "
                                                              "after it.")
     metadata = serializers.CharField(required=False, allow_null=True)
 
 
-class CommitRequestSerializer(S):
-    offsets = CommitOffsetSerializer(many=True, required=False,
+class V2CommitRequestSerializer(S):
+    offsets = V2CommitOffsetSerializer(many=True, required=False,
                                      help_text="Omit (or send no body) to commit every record returned so far.")
 
 
-class CommittedSerializer(S):
-    offsets = CommitOffsetSerializer(many=True)
+class V2CommittedSerializer(S):
+    offsets = V2CommitOffsetSerializer(many=True)

@@ -7,7 +7,7 @@ from django.urls import URLPattern, re_path
 from controlplane.kafkarest.v2 import views
 
 TOPIC = r"topics/(?P<topic>[^/]+)"
-PARTITION = TOPIC + r"/partitions/(?P<partition>[0-9]{1,9})"
+PARTITION = TOPIC + r"/partitions/(?P<partition>[^/]+)"
 INSTANCE = r"consumers/(?P<group>[^/]+)/instances/(?P<instance>[^/]+)"
 
 ROUTES = [
