@@ -112,6 +112,22 @@ def test_json_format_and_accept(rest_stack: RestStack) -> None:
     assert v2(rest_stack, "DELETE", instance).status == 204
 
 
+def test_a_record_that_is_not_json_loses_nothing_and_can_be_skipped(rest_stack: RestStack) -> None:
+    """A json instance hands over the records before a non-JSON one, then names it; a seek past it goes on."""
+    topic = new_topic(rest_stack, partitions=1)
+    _produce(rest_stack, topic, [b'{"n": 0}', b"not json", b'{"n": 2}'])
+    instance = _create(rest_stack, f"g-{uuid.uuid4().hex[:8]}", format="json", **{"fetch.min.bytes": 100000})
+    partition = {"topic": topic, "partition": 0}
+    assert v2(rest_stack, "POST", f"{instance}/assignments", {"partitions": [partition]}).status == 204
+    first = _records(rest_stack, instance, 1, accept=JSON)
+    assert [(r["offset"], r["value"]) for r in first] == [(0, {"n": 0})]
+    stuck = v2(rest_stack, "GET", f"{instance}/records?timeout=500", accept=JSON)
+    assert (stuck.status, _error(stuck)) == (500, 50002) and "@1 is not JSON" in stuck.json()["message"]
+    assert v2(rest_stack, "POST", f"{instance}/positions", {"offsets": [{**partition, "offset": 2}]}).status == 204
+    assert [(r["offset"], r["value"]) for r in _records(rest_stack, instance, 1, accept=JSON)] == [(2, {"n": 2})]
+    assert v2(rest_stack, "DELETE", instance).status == 204
+
+
 def test_assign_and_seek(rest_stack: RestStack) -> None:
     topic = new_topic(rest_stack, partitions=1)
     before = datetime.now(UTC)

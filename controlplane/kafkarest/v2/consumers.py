@@ -273,7 +273,13 @@ class ConsumerInstance:
                 length = len(message.key() or b"") + len(message.value() or b"")
                 if size + length >= limit:
                     return records
-                records.append(self._render(message))
+                try:
+                    rendered = self._render(message)
+                except RestError:
+                    if records:  # hand over what came before; the bad record stays first for the next read
+                        return records
+                    raise
+                records.append(rendered)
                 self._buffer.popleft()
                 self._consumer.store_offsets(message)
                 size += length
@@ -299,7 +305,7 @@ class ConsumerInstance:
             except ValueError as exc:
                 raise RestError(KAFKA_ERROR, f"Kafka error: the record at {message.topic()}-{message.partition()}"
                                              f"@{message.offset()} is not JSON; read it with a binary "
-                                             "consumer instance.") from exc
+                                             "consumer instance, or seek past it.") from exc
         return {"topic": message.topic(), "key": None if key is None else base64.b64encode(key).decode(),
                 "value": None if value is None else base64.b64encode(value).decode(),
                 "partition": message.partition(), "offset": message.offset()}
