@@ -229,3 +229,25 @@ def test_batch_rules(rest_stack: RestStack, topic: str) -> None:
                 {"nope": 1}, {"entries": [{"id": str(i)} for i in range(1001)]}):
         answer = rest_stack.request("POST", path, bad)
         assert (answer.status, answer.json()["error_code"]) == (422, 42208), (bad, answer.body[:200])
+
+
+def test_oversized_payloads(rest_stack: RestStack) -> None:
+    """A record over the topic's max.message.bytes is refused by the cluster (413, nothing written); a body
+    announced over the request limit is refused before it is read."""
+    name = f"small-{uuid.uuid4().hex[:6]}"
+    rest_stack.create_topic(name, partitions=1, configs={"max.message.bytes": "2048"})
+    path = _records_path(rest_stack, name)
+    big = rest_stack.request("POST", path, {"value": {"type": "BINARY", "data": _b64(b"z" * 10_000)}})
+    assert (big.status, big.json()["error_code"]) == (413, 413), big.body
+    fits = rest_stack.request("POST", path, {"value": {"type": "BINARY", "data": _b64(b"z" * 100)}})
+    assert fits.status == 200 and fits.json()["offset"] == 0
+    for batch in (False, True):
+        sock = socket.create_connection(("127.0.0.1", rest_stack.port), timeout=30)
+        try:
+            sock.sendall((f"POST {path}{':batch' if batch else ''} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          f"Authorization: {RestStack.basic(rest_stack.key)}\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {200 * 1024 * 1024}\r\n\r\n").encode())
+            status = sock.makefile("rb").readline()
+            assert status.split()[1] == b"413", status
+        finally:
+            sock.close()
