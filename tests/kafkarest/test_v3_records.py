@@ -84,8 +84,18 @@ def test_rest_and_java_partitioner_agree_for_10000_keys(rest_stack: RestStack, t
         assert body["failures"] == []
         for success in body["successes"]:
             landed[keys[int(success["id"])]] = success["partition_id"]
-    # The Java client's rule: toPositive(murmur2(key)) % partitions.
+    # The Java client's rule, toPositive(murmur2(key)) % partitions...
     assert all(landed[k] == (murmur2(k) & 0x7FFFFFFF) % 3 for k in keys)
+    # ...and where a Kafka producer using it (kafka-python's default partitioner) really puts the same keys.
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=rest_stack.bootstrap, linger_ms=5)
+    try:
+        futures = [(k, producer.send(topic, key=k, value=b"v")) for k in keys]
+        producer.flush(60)
+        assert all(future.get(30).partition == landed[k] for k, future in futures)
+    finally:
+        producer.close(10)
 
 
 def test_concatenated_records_get_one_report_each_in_order(rest_stack: RestStack, topic: str) -> None:
