@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "controlplane.clusters",
     "controlplane.streams",
     "controlplane.agent",
+    "controlplane.kafkarest",
 ]
 
 MIDDLEWARE = [

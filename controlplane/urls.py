@@ -51,6 +51,7 @@ api_v1 = [
 
 urlpatterns = [
     path("api/v1/", include(api_v1)),
+    path("kafka/", include("controlplane.kafkarest.urls")),
     path("api/schema/", SpectacularAPIView.as_view(api_version="v1"), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz", HealthView.as_view(), name="healthz"),

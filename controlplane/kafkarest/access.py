@@ -1,0 +1,173 @@
+"""Who is calling and which cluster they may reach, for every REST Proxy and WebSocket path.
+
+A caller reaches only clusters of tenants it belongs to; any other cluster id is a 404, exactly like
+an id that does not exist. Reading (listing, consuming, tailing) needs the viewer role; producing and
+changing topics needs member; ACLs need admin, as in the management API.
+
+The DRF views authenticate through the project's authenticators; the raw ASGI produce path and the
+WebSocket consumer, which run outside DRF, use :func:`caller_for_authorization`. Both resolutions are
+cached per process for ``CACHE_SECONDS`` so a request costs no database round trip on the hot path;
+a revoked key therefore stops working within that time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rest_framework import exceptions
+from rest_framework.request import Request
+
+from controlplane.clusters.models import Cluster
+from controlplane.clusters.observability import bootstrap
+from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
+from controlplane.tenancy import keys
+from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key
+from controlplane.tenancy.models import ApiKey, Membership, Role, user_principal
+from controlplane.tenancy.services import role_at_least
+
+CACHE_SECONDS = 2.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated identity: the tenants it reaches with the role in each, and its Kafka principal."""
+
+    roles: tuple[tuple[int, str], ...]  # (tenant id, role)
+    principal: str
+    api_key_id: str | None = None
+    cluster_scope: str | None = None  # a key bound to one cluster (kafka cluster id) reaches only that one
+
+    def role_in(self, tenant_id: int) -> str | None:
+        return next((role for tid, role in self.roles if tid == tenant_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterAccess:
+    """A cluster the caller may use, with what it needs to talk Kafka to it."""
+
+    cluster_pk: Any
+    kafka_cluster_id: str
+    tenant_id: int
+    bootstrap: str
+    role: str
+
+    def require(self, role: str) -> None:
+        if not role_at_least(self.role, role):
+            raise RestError(FORBIDDEN, f"This needs the '{role}' role in the cluster's tenant; you have '{self.role}'.")
+
+
+class _TtlCache:
+    """A tiny per-process cache; owned by its module, safe across the request threads."""
+
+    def __init__(self, seconds: float, size: int = 4096) -> None:
+        self._seconds = seconds
+        self._size = size
+        self._items: dict[Any, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, make: Callable[[], T]) -> T:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._items.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]  # type: ignore[no-any-return]
+        value = make()
+        with self._lock:
+            if len(self._items) >= self._size:
+                self._items.clear()
+            self._items[key] = (now + self._seconds, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_callers = _TtlCache(CACHE_SECONDS)
+_clusters = _TtlCache(CACHE_SECONDS)
+
+
+def _caller(user: Any, api_key: ApiKey | None) -> Caller:
+    if isinstance(user, ServiceAccountIdentity):
+        account = user.service_account
+        return Caller(((account.tenant_id, str(account.role)),), account.principal,
+                      api_key.key_id if api_key else None, _scope(api_key))
+    if user is None or not getattr(user, "is_authenticated", False):
+        raise RestError(UNAUTHORIZED, "Authentication required: send an API key (HTTP Basic key:secret).")
+    memberships = Membership.objects.filter(user=user)
+    if api_key is not None:
+        memberships = memberships.filter(tenant_id=api_key.tenant_id)
+    roles = tuple((int(tid), str(role)) for tid, role in memberships.values_list("tenant_id", "role"))
+    return Caller(roles, user_principal(int(user.pk)), api_key.key_id if api_key else None, _scope(api_key))
+
+
+def _scope(api_key: ApiKey | None) -> str | None:
+    cluster = getattr(api_key, "cluster", None) if api_key is not None else None
+    return cluster.kafka_cluster_id if cluster is not None else None
+
+
+def caller_for_request(request: Request) -> Caller:
+    """The caller of a DRF request (already authenticated by the project's authenticators)."""
+    api_key = request.auth if isinstance(request.auth, ApiKey) else None
+    if api_key is not None:
+        return _callers.get(("key", api_key.pk), lambda: _caller(request.user, api_key))
+    return _caller(request.user, None)
+
+
+def caller_for_authorization(header: str) -> Caller:
+    """The caller for an ``Authorization`` header (Basic or Bearer key:secret), outside DRF."""
+    if not header:
+        raise RestError(UNAUTHORIZED, "Authentication required: send an API key (HTTP Basic key:secret).")
+    digest = hashlib.sha256(header.encode()).digest()
+    return _callers.get(("header", digest), lambda: _caller_for_header(header))
+
+
+def _caller_for_header(header: str) -> Caller:
+    try:
+        parsed = keys.parse_authorization(header)
+    except keys.MalformedCredentials as exc:
+        raise RestError(UNAUTHORIZED, f"Malformed Authorization header: {exc}") from exc
+    if parsed is None:
+        raise RestError(UNAUTHORIZED, "Unsupported Authorization scheme: use HTTP Basic or 'Bearer <key id>:<secret>'.")
+    try:
+        api_key = authenticate_key(*parsed)
+    except exceptions.AuthenticationFailed as exc:
+        raise RestError(UNAUTHORIZED, str(exc.detail)) from exc
+    user: Any = (ServiceAccountIdentity(api_key.owner_service_account) if api_key.owner_service_account
+                 else api_key.owner_user)
+    return _caller(user, api_key)
+
+
+def cluster_access(caller: Caller, cluster_id: str, *, role: str = Role.VIEWER) -> ClusterAccess:
+    """The cluster ``cluster_id`` (its Kafka cluster id) if the caller reaches it with ``role``, else 404/403."""
+    access = _clusters.get(("cluster", caller, cluster_id), lambda: _cluster_access(caller, cluster_id))
+    if access is None:
+        raise RestError(NOT_FOUND, f"Cluster {cluster_id} not found.")
+    access.require(role)
+    return access
+
+
+def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:
+    if caller.cluster_scope is not None and caller.cluster_scope != cluster_id:
+        return None
+    tenant_ids = [tid for tid, _ in caller.roles]
+    cluster = (Cluster.objects.filter(kafka_cluster_id=cluster_id, tenant_id__in=tenant_ids,
+                                      deletion_requested_at__isnull=True).first())
+    if cluster is None:
+        return None
+    role = caller.role_in(cluster.tenant_id)
+    assert role is not None
+    return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, bootstrap(cluster), role)
+
+
+def clear_caches() -> None:
+    """Forget cached callers and clusters (tests that revoke a key and expect the next call to see it)."""
+    _callers.clear()
+    _clusters.clear()

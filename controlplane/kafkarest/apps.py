@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class KafkaRestConfig(AppConfig):
+    name = "controlplane.kafkarest"
+    label = "kafkarest"

@@ -1,0 +1,101 @@
+"""Errors as Confluent's REST Proxy reports them: ``{"error_code": int, "message": str}``.
+
+``error_code`` is the HTTP status, or the status followed by two digits that say which failure it was
+(40401 topic not found, 42206 bad payload...). Clients branch on it, so the numbers are Confluent's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+from controlplane.core.errors import ApplicationError
+
+BAD_REQUEST = 400
+UNAUTHORIZED = 401
+FORBIDDEN = 403
+NOT_FOUND = 404
+PAYLOAD_TOO_LARGE = 413
+UNSUPPORTED_MEDIA_TYPE = 415
+TOPIC_NOT_FOUND = 40401
+PARTITION_NOT_FOUND = 40402
+CONSUMER_INSTANCE_NOT_FOUND = 40403
+LEADER_NOT_AVAILABLE = 40404
+CONSUMER_GROUP_NOT_FOUND = 40405
+CONSUMER_FORMAT_MISMATCH = 40601
+CONSUMER_ALREADY_SUBSCRIBED = 40901
+CONSUMER_ALREADY_EXISTS = 40902
+ILLEGAL_STATE = 40903
+INVALID_CONSUMER_CONFIG = 42204
+UNSUPPORTED_SCHEMA = 42205
+INVALID_PAYLOAD = 42206
+PRODUCE_BATCH_INVALID = 42208
+RATE_LIMITED = 42901
+KAFKA_ERROR = 50002
+KAFKA_RETRIABLE = 50003
+BROKER_NOT_AVAILABLE = 50302
+KAFKA_AUTHENTICATION = 40101
+KAFKA_AUTHORIZATION = 40301
+
+
+def http_status(error_code: int) -> int:
+    return error_code // 100 if error_code >= 1000 else error_code
+
+
+class RestError(Exception):
+    """A failure to report to a REST Proxy client; raised by the kafkarest services."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+    @property
+    def status(self) -> int:
+        return http_status(self.error_code)
+
+    def body(self) -> dict[str, Any]:
+        return {"error_code": self.error_code, "message": self.message}
+
+
+def as_rest_error(exc: Exception) -> RestError | None:
+    """Map a framework or service exception to its REST Proxy error (None: a server bug, let it 500)."""
+    if isinstance(exc, RestError):
+        return exc
+    if isinstance(exc, ApplicationError):
+        return RestError(exc.http_status, exc.message)
+    if isinstance(exc, Http404):
+        return RestError(NOT_FOUND, "Not found.")
+    if isinstance(exc, DjangoPermissionDenied):
+        return RestError(FORBIDDEN, "Permission denied.")
+    if isinstance(exc, exceptions.ValidationError):
+        return RestError(INVALID_PAYLOAD, f"Payload error. {_flatten(exc.detail)}")
+    if isinstance(exc, exceptions.APIException):
+        return RestError(exc.status_code, _flatten(exc.detail))
+    return None
+
+
+def _flatten(detail: Any) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{key}: {_flatten(value)}" for key, value in detail.items())
+    if isinstance(detail, list):
+        return " ".join(_flatten(item) for item in detail)
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF hook for the REST Proxy views (the management API keeps its own error body)."""
+    error = as_rest_error(exc)
+    if error is None:
+        return None
+    response = Response(error.body(), status=error.status)
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        response["WWW-Authenticate"] = 'Basic realm="sluice"'
+    wait = getattr(exc, "wait", None)
+    if wait is not None:
+        response["Retry-After"] = str(int(wait) + 1)
+    return response

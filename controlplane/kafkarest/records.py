@@ -1,0 +1,253 @@
+"""Produce requests and delivery reports of the v3 records API, as pure functions over JSON values.
+
+A request names each key and value with a ``type`` -- BINARY (base64 ``data``), JSON (any JSON value,
+written compactly) or STRING (UTF-8) -- and may set the partition, headers (base64 values) and a
+timestamp. Schema-registry types (AVRO, JSONSCHEMA, PROTOBUF) are refused with 42205: this service runs
+no schema registry. ``type`` omitted means JSON, as the REST Proxy does when no schema is given.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controlplane.kafkarest.errors import INVALID_PAYLOAD, PRODUCE_BATCH_INVALID, UNSUPPORTED_SCHEMA, RestError
+
+PLAIN_TYPES = ("BINARY", "JSON", "STRING")
+SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
+MAX_BATCH_ENTRIES = 1000  # the REST Proxy allows 10; a larger batch is what makes REST produce fast
+MAX_BATCH_ID_LENGTH = 80
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRecord:
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    key_type: str | None
+    value_type: str | None
+    headers: list[tuple[str, bytes | None]]
+    timestamp_ms: int | None
+
+
+def _payload_error(message: str) -> RestError:
+    return RestError(INVALID_PAYLOAD, f"Payload error. {message}")
+
+
+def _data(spec: Any, what: str) -> tuple[str | None, bytes | None]:
+    if spec is None:
+        return None, None
+    if not isinstance(spec, dict):
+        raise _payload_error(f"{what} must be an object with 'type' and 'data'.")
+    kind = spec.get("type", "JSON")
+    if not isinstance(kind, str):
+        raise _payload_error(f"{what}.type must be a string.")
+    kind = kind.upper()
+    if kind in SCHEMA_TYPES or any(spec.get(k) is not None for k in ("schema_id", "schema_version", "schema",
+                                                                         "subject", "subject_name_strategy")):
+        raise RestError(UNSUPPORTED_SCHEMA, f"{what}: schema-based formats need a schema registry, which this "
+                                            "service does not run; use BINARY, JSON or STRING.")
+    if kind not in PLAIN_TYPES:
+        raise _payload_error(f"{what}.type must be one of BINARY, JSON, STRING, not {kind!r}.")
+    if "data" not in spec:
+        raise _payload_error(f"{what}.data is required.")
+    data = spec["data"]
+    if kind == "JSON":
+        return kind, json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    if data is None:
+        return kind, None
+    if not isinstance(data, str):
+        raise _payload_error(f"{what}.data must be a string for type {kind}.")
+    if kind == "STRING":
+        return kind, data.encode()
+    try:
+        return kind, base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _payload_error(f"{what}.data is not valid base64.") from exc
+
+
+def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    if headers is None:
+        return []
+    if not isinstance(headers, list):
+        raise _payload_error("headers must be a list of {name, value}.")
+    out: list[tuple[str, bytes | None]] = []
+    for header in headers:
+        if not isinstance(header, dict) or not isinstance(header.get("name"), str):
+            raise _payload_error("each header needs a string 'name'.")
+        value = header.get("value")
+        if value is None:
+            out.append((header["name"], None))
+            continue
+        if not isinstance(value, str):
+            raise _payload_error(f"header {header['name']!r}: value must be base64 or null.")
+        try:
+            out.append((header["name"], base64.b64decode(value, validate=True)))
+        except (binascii.Error, ValueError) as exc:
+            raise _payload_error(f"header {header['name']!r}: value is not valid base64.") from exc
+    return out
+
+
+def parse_timestamp(value: Any) -> int | None:
+    """An ISO 8601 date-time as epoch milliseconds (naive means UTC)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _payload_error("timestamp must be an ISO 8601 date-time string.")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise _payload_error(f"timestamp {value!r} is not an ISO 8601 date-time.") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def format_timestamp(ms: int | None) -> str | None:
+    if ms is None or ms < 0:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_produce_request(body: Any) -> ProduceRecord:
+    """One ProduceRequest object; RestError 42206 (or 42205 for schema formats) when it is not valid."""
+    if not isinstance(body, dict):
+        raise _payload_error("each record must be a JSON object.")
+    partition = body.get("partition_id")
+    if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool) or partition < 0):
+        raise _payload_error("partition_id must be a non-negative integer.")
+    key_type, key = _data(body.get("key"), "key")
+    value_type, value = _data(body.get("value"), "value")
+    return ProduceRecord(partition, key, value, key_type, value_type, _headers(body.get("headers")),
+                         parse_timestamp(body.get("timestamp")))
+
+
+def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | RestError]]:
+    """A ProduceBatchRequest: each entry's id with its record, or the error that entry has.
+
+    The batch as a whole is refused (42208) when it is empty, too long, or its ids are missing or repeated.
+    """
+    if not isinstance(body, dict) or not isinstance(body.get("entries"), list):
+        raise RestError(PRODUCE_BATCH_INVALID, "Batch must be an object with an 'entries' list.")
+    entries = body["entries"]
+    if not entries:
+        raise RestError(PRODUCE_BATCH_INVALID, "Empty batch.")
+    if len(entries) > MAX_BATCH_ENTRIES:
+        raise RestError(PRODUCE_BATCH_INVALID, f"Too many entries: at most {MAX_BATCH_ENTRIES} in one batch.")
+    ids: list[str] = []
+    for entry in entries:
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(entry_id, str) or not 1 <= len(entry_id) <= MAX_BATCH_ID_LENGTH:
+            raise RestError(PRODUCE_BATCH_INVALID,
+                            f"Batch entry identifier is not valid: each 'id' is a string of 1-{MAX_BATCH_ID_LENGTH}.")
+        ids.append(entry_id)
+    if len(set(ids)) != len(ids):
+        raise RestError(PRODUCE_BATCH_INVALID, "Batch entry IDs are not distinct.")
+    out: list[tuple[str, ProduceRecord | RestError]] = []
+    for entry_id, entry in zip(ids, entries, strict=True):
+        try:
+            out.append((entry_id, parse_produce_request({k: v for k, v in entry.items() if k != "id"})))
+        except RestError as exc:
+            out.append((entry_id, exc))
+    return out
+
+
+def _size(kind: str | None, data: bytes | None) -> dict[str, Any] | None:
+    if kind is None:
+        return None
+    return {"type": kind, "size": 0 if data is None else len(data)}
+
+
+def delivery_report(cluster_id: str, topic: str, record: ProduceRecord, partition: int, offset: int,
+                    timestamp_ms: int | None) -> dict[str, Any]:
+    return {"error_code": 200, "cluster_id": cluster_id, "topic_name": topic, "partition_id": partition,
+            "offset": offset, "timestamp": format_timestamp(timestamp_ms),
+            "key": _size(record.key_type, record.key), "value": _size(record.value_type, record.value)}
+
+
+# Inside a value only brackets and strings matter; a lone quote is a string not yet complete.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]|"')
+
+
+class ConcatenatedJson:
+    """Splits a byte stream of concatenated JSON objects (whitespace between them optional) into values.
+
+    Feed it chunks as they arrive: each complete top-level object is yielded as soon as its closing brace
+    is in, so a streaming client gets its report before it sends the next record. A malformed object
+    yields a RestError in its place and the stream goes on with the next one. At most one incomplete
+    object is buffered, up to ``max_value_bytes``. Owned by one request.
+    """
+
+    def __init__(self, max_value_bytes: int) -> None:
+        self._buffer = ""
+        self._pending = b""
+        self._start = -1  # where the object being scanned begins, -1 between objects
+        self._scan = 0
+        self._depth = 0
+        self._max = max_value_bytes
+
+    def feed(self, chunk: bytes) -> Iterator[Any]:
+        data = self._pending + chunk
+        try:
+            text = data.decode()
+            self._pending = b""
+        except UnicodeDecodeError as exc:
+            if exc.start < len(data) - 3 or exc.reason != "unexpected end of data":
+                raise _payload_error("the body is not UTF-8.") from exc
+            text, self._pending = data[:exc.start].decode(), data[exc.start:]
+        self._buffer += text
+        yield from self._values()
+
+    def finish(self) -> Iterator[Any]:
+        """Values left at the end of the body; a truncated last object is an error."""
+        if self._pending or self._start >= 0 or self._buffer.strip():
+            raise _payload_error("the body ends inside a JSON object.")
+        return iter(())
+
+    def _values(self) -> Iterator[Any]:
+        buffer = self._buffer
+        position = self._scan
+        while True:
+            if self._start < 0:
+                while position < len(buffer) and buffer[position] in " \t\r\n":
+                    position += 1
+                if position == len(buffer):
+                    self._buffer, self._scan = "", 0
+                    return
+                if buffer[position] != "{":
+                    raise _payload_error("each record must be a JSON object.")
+                self._start = position
+            for match in _TOKENS.finditer(buffer, position):
+                token = match.group()
+                if token == '"':  # a string that has not ended yet
+                    position = match.start()
+                    break
+                if token in "{[":
+                    self._depth += 1
+                elif token in "}]":
+                    self._depth -= 1
+                    if self._depth == 0:
+                        position = match.end()
+                        text = buffer[self._start:position]
+                        self._start = -1
+                        try:
+                            yield json.loads(text)
+                        except json.JSONDecodeError as exc:
+                            yield _payload_error(f"a record is not valid JSON: {exc.msg}.")
+                        break
+            else:
+                position = len(buffer)
+            if self._start >= 0:
+                # Incomplete: keep only the object being read.
+                if len(buffer) - self._start > self._max:
+                    raise RestError(INVALID_PAYLOAD, "Payload error. A record exceeds the size limit.")
+                self._buffer = buffer[self._start:]
+                self._scan = position - self._start
+                self._start = 0
+                return

@@ -1,0 +1,35 @@
+"""The base of every REST Proxy view: Confluent's error body, API key or session authentication."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from controlplane.kafkarest import errors
+from controlplane.kafkarest.access import Caller, ClusterAccess, caller_for_request, cluster_access
+from controlplane.tenancy.models import Role
+
+
+class KafkaRestView(APIView):
+    """Thin: parse, call a kafkarest service, render. Errors become ``{"error_code", "message"}``."""
+
+    pagination_class = None
+    filter_backends: list[Any] = []
+
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Any]:
+        return errors.exception_handler
+
+    @property
+    def caller(self) -> Caller:
+        return caller_for_request(self.request)
+
+    def cluster(self, cluster_id: str, role: str = Role.VIEWER) -> ClusterAccess:
+        return cluster_access(self.caller, cluster_id, role=role)
+
+
+def base_url(request: Request) -> str:
+    """This server's URL as the client reached it, for the ``related``/``self`` links in v3 bodies."""
+    return request.build_absolute_uri("/").rstrip("/")

@@ -1,0 +1,193 @@
+"""One real Sluice service for the REST Proxy and WebSocket tests: ``sluice up`` on its own database.
+
+Started once per xdist worker that runs these tests (mark modules ``xdist_group("kafkarest")`` so one
+worker does), on free ports, with its own Postgres database (on the session's server), Celery queue and
+agent host name, and stopped by its process group at the end. Tests talk to it only as clients do --
+HTTP, WebSocket and Kafka -- so pytest-django's per-test flushes of the test database cannot touch it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psutil
+import psycopg
+import pytest
+
+from sluice.embedded import free_port
+from tests.ports import free_port_range
+
+ROOT = Path(__file__).resolve().parents[2]
+UP_TIMEOUT = 180.0
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class RestStack:
+    """The running service and the demo tenant's owner credentials."""
+
+    base: str
+    port: int
+    var: Path
+    env: dict[str, str]
+    tenant: str
+    username: str
+    password: str
+    key: str
+    cluster_id: str = ""  # the demo cluster's Kafka cluster id (skc-...)
+    cluster_pk: str = ""
+    bootstrap: str = ""
+    proc: subprocess.Popen[str] | None = None
+    extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @staticmethod
+    def basic(key: str) -> str:
+        return "Basic " + base64.b64encode(key.encode()).decode()
+
+    def request(self, method: str, path: str, body: Any = None, *, key: str | None = "owner",
+                headers: dict[str, str] | None = None, raw: bytes | None = None, base: str | None = None,
+                timeout: float = 60) -> Answer:
+        """One HTTP request; ``body`` is sent as JSON, ``raw`` as is; ``key=None`` sends no credentials."""
+        sent = {"Content-Type": "application/json"} if body is not None or raw is not None else {}
+        if key is not None:
+            sent["Authorization"] = self.basic(self.key if key == "owner" else key)
+        sent.update(headers or {})
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        request = urllib.request.Request((base or self.base) + path, data=data, method=method, headers=sent)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return Answer(response.status, dict(response.headers), response.read())
+        except urllib.error.HTTPError as exc:
+            return Answer(exc.code, dict(exc.headers), exc.read())
+
+    def api(self, method: str, path: str, body: Any = None, *, key: str | None = "owner") -> Any:
+        """A management-API call under the demo tenant that must succeed; returns its JSON."""
+        answer = self.request(method, f"/api/v1/tenants/{self.tenant}{path}", body, key=key)
+        assert answer.status < 300, (answer.status, answer.body[:500])
+        return answer.json() if answer.body else None
+
+    def new_key(self, role: str = "member") -> str:
+        """A service account with ``role`` in the demo tenant, and a key for it."""
+        account = self.api("POST", "/service-accounts", {"name": f"sa-{uuid.uuid4().hex[:8]}", "role": role})
+        made = self.api("POST", "/api-keys", {"service_account": account["id"]})
+        return f"{made['key_id']}:{made['secret']}"
+
+    def create_topic(self, name: str, partitions: int = 3, configs: dict[str, str] | None = None) -> None:
+        """A topic made through the v3 API, ready for clients when this returns."""
+        answer = self.request("POST", f"/kafka/v3/clusters/{self.cluster_id}/topics",
+                              {"topic_name": name, "partitions_count": partitions,
+                               "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]})
+        assert answer.status == 201, (answer.status, answer.body[:500])
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            described = admin.list_topics(name, timeout=5).topics.get(name)
+            if described is not None and described.error is None and len(described.partitions) == partitions \
+                    and all(p.leader >= 0 for p in described.partitions.values()):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"topic {name} never got leaders")
+
+
+def _database_url(name: str) -> str:
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + UP_TIMEOUT
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=deadline - time.monotonic()):
+                break
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if marker in line:
+                return "".join(seen)
+    raise AssertionError("sluice up never got ready:\n" + "".join(seen[-80:]))
+
+
+def _kill_tree(pid: int) -> None:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(procs, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def rest_stack() -> Iterator[RestStack]:
+    name = f"sluice_rest_{uuid.uuid4().hex[:10]}"
+    admin_url = _database_url("postgres")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    root = Path(tempfile.mkdtemp(prefix="sluice-rest-"))
+    var = root / "var"
+    port, (first, last) = free_port(), free_port_range(10)
+    suffix = uuid.uuid4().hex[:8]
+    env = {**os.environ, "DATABASE_URL": _database_url(name), "SLUICE_VAR_DIR": str(var),
+           "CELERY_DEFAULT_QUEUE": f"rest-{suffix}", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
+    proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet", "--workers", "2",
+                             "--broker-ports", f"{first}-{last}", "--agent-host", f"rest-{suffix}"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    stack: RestStack | None = None
+    try:
+        _read_until(proc, "Press Ctrl-C to stop.")
+        creds = json.loads((var / "demo-credentials.json").read_text())
+        stack = RestStack(f"http://127.0.0.1:{port}", port, var, env, creds["tenant_slug"], creds["username"],
+                          creds["password"], f"{creds['key_id']}:{creds['secret']}", proc=proc)
+        demo = next(c for c in stack.api("GET", "/clusters")["results"] if c["name"] == "demo")
+        stack.cluster_id, stack.cluster_pk = demo["kafka_cluster_id"], demo["id"]
+        stack.bootstrap = demo["status"]["bootstrap_servers"]
+        yield stack
+    finally:
+        for extra in stack.extra if stack else []:
+            _kill_tree(extra.pid)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                _kill_tree(proc.pid)
+        for candidate in psutil.process_iter(["pid", "cmdline"]):
+            if any(str(var) in part for part in candidate.info.get("cmdline") or []):
+                _kill_tree(candidate.info["pid"])
+        shutil.rmtree(root, ignore_errors=True)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
