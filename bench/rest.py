@@ -72,6 +72,8 @@ BATCH = 100
 FIXED_RATE = 1000.0  # req/s (and rec/s for the WebSocket latency)
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.v2+json"
+# What a target's failure can raise: reported on its line, the other targets still run.
+FAILURES = (HttpError, OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, KeyError, TypeError)
 DEFAULT_KARAPACE_GIT = Path("/work/.mirror/Aiven-Open+karapace/repo")
 
 
@@ -201,6 +203,7 @@ class Stack:
         env = {**os.environ, "KARAPACE_BOOTSTRAP_URI": self.bootstrap, "KARAPACE_KARAPACE_REST": "true",
                "KARAPACE_KARAPACE_REGISTRY": "false", "KARAPACE_HOST": "127.0.0.1",
                "KARAPACE_PORT": str(self.karapace_port), "KARAPACE_ADVERTISED_HOSTNAME": "127.0.0.1",
+               "KARAPACE_ADVERTISED_PORT": str(self.karapace_port),
                "KARAPACE_LOG_LEVEL": "WARNING", "KARAPACE_PRODUCER_LINGER_MS": "5", "KARAPACE_PRODUCER_ACKS": "1"}
         env.pop("PYTHONPATH", None)
         log_path = self.tmp / "karapace.log"
@@ -346,7 +349,10 @@ async def v3_stream(target: Target, topic: str, value: bytes, streams: int, seco
         reader = asyncio.ensure_future(read())
         try:
             while time.monotonic() < stop_at and not reader.done():
-                await credit.acquire()
+                try:
+                    await asyncio.wait_for(credit.acquire(), max(0.01, stop_at - time.monotonic()))
+                except TimeoutError:
+                    break
                 n = 1
                 while n < BATCH and not credit.locked():
                     await credit.acquire()
@@ -389,7 +395,7 @@ async def v2_consume(target: Target, topic: str, expect: int, timeout: float) ->
             "POST", f"{target.v2_prefix}/consumers/{group}", headers,
             json.dumps({"name": "c1", "format": "binary", "auto.offset.reset": "earliest",
                         "auto.commit.enable": "false"}).encode()), (200,))
-        base = urlsplit(created["base_uri"]).path
+        base = "/" + urlsplit(created["base_uri"]).path.lstrip("/")
         check(await conn.request("POST", f"{base}/subscription", headers,
                                  json.dumps({"topics": [topic]}).encode()), (200, 204))
         get_headers = {**target.headers, "Accept": V2_BINARY}
@@ -743,8 +749,12 @@ class Bench:
                     self.line(label, self.missing[key])
                     continue
             call = make(topic)
-            result, server = await measured(target, lambda c=call, t=target: closed_loop(t.connect, c, s.workers,
-                                                                                         s.seconds))
+            try:
+                result, server = await measured(target, lambda c=call, t=target: closed_loop(t.connect, c, s.workers,
+                                                                                             s.seconds))
+            except FAILURES as exc:
+                self.line(label, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
             p50, p99, _ = percentiles(result.latencies_ns)
             single[label] = result
             base = single.get("karapace v2")
@@ -760,8 +770,12 @@ class Bench:
                 continue
             topic = self.topic(f"fixed-{size}")
             call = make(topic)
-            result, server = await measured(target, lambda c=call, t=target: open_loop(t.connect, c, FIXED_RATE,
-                                                                                       s.seconds))
+            try:
+                result, server = await measured(target, lambda c=call, t=target: open_loop(t.connect, c, FIXED_RATE,
+                                                                                           s.seconds))
+            except FAILURES as exc:
+                self.line(label, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
             p50, p99, mx = percentiles(result.latencies_ns)
             self.line(label, f"p50 {p50:6.2f} ms  p99 {p99:7.2f} ms  max {mx:7.1f} ms  (achieved "
                              f"{fmt(result.rate)} req/s; {cpu_note(result, server)}){errors_note(result)}")
@@ -791,7 +805,11 @@ class Bench:
             if key in self.missing:
                 self.line(label, self.missing[key])
                 continue
-            result, server = await measured(target, lambda r=run, t=topic: r(t))
+            try:
+                result, server = await measured(target, lambda r=run, t=topic: r(t))
+            except FAILURES as exc:
+                self.line(label, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
             batch[label] = result.item_rate
             vs = [f"x{ratio(result.item_rate, direct_rate):.2f} direct"]
             if "karapace v2 x100" in batch and label != "karapace v2 x100":
@@ -822,7 +840,11 @@ class Bench:
                 continue
             before = cpu_seconds(target.pid) if target.pid else 0.0
             cpu0 = self_cpu()
-            got, span, wait, error = await v2_consume(target, topic, s.fill, timeout=120)
+            try:
+                got, span, wait, error = await v2_consume(target, topic, s.fill, timeout=120)
+            except FAILURES as exc:
+                self.line(label, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
             rate = got / span if span else float("nan")
             server = (cpu_seconds(target.pid) - before) if target.pid else 0.0
             vs = f"x{ratio(rate, direct):.2f} direct" + (f", x{ratio(rate, base):.2f} karapace" if base else "")
@@ -906,7 +928,10 @@ async def run_all(args: argparse.Namespace, stack: Stack, settings: Settings) ->
         await bench.produce(size, direct)
         await bench.consume(size)
         if size == min(SIZES if not args.sizes else args.sizes) or not args.quick:
-            await bench.websocket(size)
+            try:
+                await bench.websocket(size)
+            except FAILURES as exc:
+                print(f"  websocket failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
     print("\nSummary")
     for line in bench.summary:
         print("  " + line)
