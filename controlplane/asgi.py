@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django; WebSocket routes join with live tailing."""
+"""ASGI entry point: HTTP through Django, except streaming REST produce (see kafkarest.streaming)."""
 
 from __future__ import annotations
 
@@ -11,4 +11,6 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from controlplane.kafkarest.streaming import RestProxyHttp  # noqa: E402
+
+application = ProtocolTypeRouter({"http": RestProxyHttp(django_asgi_app)})

@@ -84,6 +84,12 @@ class ClusterProducer:
         while not self._closed.is_set():
             self._producer.poll(0.05)
 
+    def knows(self, topic: str) -> bool:
+        """Whether the topic's partition count is cached (so :meth:`send` will not block to read it)."""
+        with self._lock:
+            cached = self._partitions.get(topic)
+        return cached is not None and cached[0] > time.monotonic()
+
     def partition_count(self, topic: str) -> int:
         """The topic's partition count (cached briefly); TOPIC_NOT_FOUND when it does not exist."""
         now = time.monotonic()

@@ -1,0 +1,205 @@
+"""The v3 records endpoint as a raw ASGI app, so records are produced as they arrive.
+
+Django reads a whole request body before it calls a view; a streaming producer (one chunked request,
+records sent over minutes, each delivery report expected back as soon as its record is acknowledged)
+needs the body read as it comes. So ``POST /kafka/v3/clusters/{id}/topics/{t}/records`` with an API key
+is served here, in front of Django; everything else (and a browser session's produce, which needs
+Django's CSRF check) goes on to Django, where ``v3.views.RecordsView`` serves the same contract.
+
+One body of N concatenated JSON records gets N reports, in order. A body holding one record (with a
+Content-Length) is answered as a plain response whose HTTP status is the report's; anything else is a
+200 whose chunked body streams the reports, each with its own ``error_code``. At most
+``MAX_IN_FLIGHT`` records wait for acknowledgement per request: past that the request body is not read,
+so a fast client is slowed by TCP instead of growing the server's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import unquote
+
+from django.db import close_old_connections
+
+from controlplane.kafkarest import errors
+from controlplane.kafkarest.access import caller_for_authorization, cluster_access
+from controlplane.kafkarest.errors import RestError
+from controlplane.kafkarest.produce import report, submit
+from controlplane.kafkarest.producer import ClusterProducer, pool
+from controlplane.kafkarest.records import ConcatenatedJson, ProduceRecord, parse_produce_request
+from controlplane.tenancy.models import Role
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+RECORDS_PATH = re.compile(r"^/kafka/v3/clusters/(?P<cluster_id>[^/]+)/topics/(?P<topic>[^/]+)/records/?$")
+MAX_BODY_BYTES = 64 * 1024 * 1024  # a non-streaming body; a chunked stream has no total limit
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+MAX_IN_FLIGHT = 10_000
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class RestProxyHttp:
+    """HTTP entry point: the streaming records path here, everything else to ``django_app``."""
+
+    def __init__(self, django_app: Callable[..., Awaitable[None]]) -> None:
+        self.django_app = django_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            match = RECORDS_PATH.match(scope["path"])
+            authorization = _header(scope, b"authorization")
+            if match and authorization:
+                await produce_records(scope, receive, send, authorization, match["cluster_id"],
+                                      unquote(match["topic"]))
+                return
+        await self.django_app(scope, receive, send)
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return ""
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def _respond(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = _encode(body)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*JSON_HEADERS, (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterProducer, str]:
+    """Caller, cluster and topic checks (a thread: they may read the database or the cluster's metadata)."""
+    close_old_connections()
+    try:
+        access = cluster_access(caller_for_authorization(authorization), cluster_id, role=Role.MEMBER)
+        producer = pool.get(access.bootstrap)
+        producer.partition_count(topic)
+        return producer, access.kafka_cluster_id
+    finally:
+        close_old_connections()
+
+
+async def _queue(producer: ClusterProducer, topic: str, value: Any) -> Any:
+    """Parse and queue one record without blocking the loop (metadata reads go to a thread)."""
+    if isinstance(value, RestError):
+        return value
+    try:
+        record = parse_produce_request(value)
+    except RestError as exc:
+        return exc
+    if record.partition is not None and not producer.knows(topic):
+        await asyncio.to_thread(_partition_count, producer, topic)
+    return submit(producer, topic, record)
+
+
+def _partition_count(producer: ClusterProducer, topic: str) -> None:
+    with contextlib.suppress(RestError):  # submit reports it for this record
+        producer.partition_count(topic)
+
+
+async def _outcome(cluster_id: str, topic: str, pending: Any) -> dict[str, Any]:
+    if isinstance(pending, RestError):
+        return pending.body()
+    record, future = pending
+    assert isinstance(record, ProduceRecord)
+    try:
+        outcome: Any = await asyncio.wrap_future(future)
+    except Exception as exc:  # the delivery's RestError
+        outcome = exc
+    return report(cluster_id, topic, record, outcome)
+
+
+async def produce_records(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str,
+                          topic: str) -> None:
+    try:
+        if not _header(scope, b"content-type").startswith("application/json"):
+            raise RestError(errors.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json.")
+        length = _header(scope, b"content-length")
+        if length and int(length) > MAX_BODY_BYTES:
+            raise RestError(errors.PAYLOAD_TOO_LARGE,
+                            f"Request body larger than {MAX_BODY_BYTES} bytes: stream it (chunked) instead.")
+        producer, kafka_cluster_id = await asyncio.to_thread(_resolve, authorization, cluster_id, topic)
+    except (RestError, ValueError) as exc:
+        error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
+        await _respond(send, error.status, error.body())
+        return
+    decoder = ConcatenatedJson(MAX_RECORD_BYTES)
+    if length:
+        await _whole_body(receive, send, decoder, producer, kafka_cluster_id, topic)
+    else:
+        await _stream(receive, send, decoder, producer, kafka_cluster_id, topic)
+
+
+async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: ClusterProducer,
+                      cluster_id: str, topic: str) -> None:
+    values: list[Any] = []
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            values.extend(decoder.feed(message.get("body", b"")))
+            if not message.get("more_body"):
+                break
+        values.extend(decoder.finish())
+    except RestError as exc:
+        values.append(exc)
+    if not values:
+        error = RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
+        await _respond(send, error.status, error.body())
+        return
+    if len(values) == 1:
+        body = await _outcome(cluster_id, topic, await _queue(producer, topic, values[0]))
+        await _respond(send, errors.http_status(body["error_code"]), body)
+        return
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    for value in values:
+        queue.put_nowait(await _queue(producer, topic, value))
+    queue.put_nowait(None)
+    await _write_reports(send, queue, cluster_id, topic)
+
+
+async def _write_reports(send: Send, queue: asyncio.Queue[Any], cluster_id: str, topic: str) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
+    while (pending := await queue.get()) is not None:
+        body = await _outcome(cluster_id, topic, pending)
+        await send({"type": "http.response.body", "body": _encode(body) + b"\n", "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: ClusterProducer,
+                  cluster_id: str, topic: str) -> None:
+    queue: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
+    writer = asyncio.create_task(_write_reports(send, queue, cluster_id, topic))
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                writer.cancel()
+                return
+            try:
+                for value in decoder.feed(message.get("body", b"")):
+                    await queue.put(await _queue(producer, topic, value))
+                if not message.get("more_body"):
+                    decoder.finish()
+                    break
+            except RestError as exc:  # the stream cannot be split any further: report it and end
+                await queue.put(exc)
+                break
+        await queue.put(None)
+        await writer
+    except BaseException:
+        writer.cancel()
+        raise
