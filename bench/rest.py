@@ -69,7 +69,9 @@ from sluice.embedded import free_port
 
 SIZES = (100, 1024)
 BATCH = 100
+TOPICS_AHEAD = 40  # topics made in one go (one size of the run uses 15)
 FIXED_RATE = 1000.0  # req/s (and rec/s for the WebSocket latency)
+MAX_BYTES = 1 << 20  # of a v2 consumer's GET records, so a run takes many (and the first can be left out)
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.v2+json"
 # What a target's failure can raise: reported on its line, the other targets still run.
@@ -169,22 +171,23 @@ class Stack:
         self.cluster_pk, self.cluster_id = demo["id"], demo["kafka_cluster_id"]
         self.tenant = creds["tenant_slug"]
 
-    def create_topic(self, name: str) -> None:
-        """A one-partition topic through the management API, then wait until the broker has it."""
-        status, body = self.api("POST", f"/api/v1/tenants/{self.tenant}/clusters/{self.cluster_pk}/topics",
-                                {"name": name, "partitions": 1})
-        if status not in (200, 201, 202):
-            raise SystemExit(f"creating topic {name}: {status} {body}")
+    def create_topics(self, names: list[str]) -> None:
+        """One-partition topics through the management API, then wait until the broker has them all."""
+        for name in names:
+            status, body = self.api("POST", f"/api/v1/tenants/{self.tenant}/clusters/{self.cluster_pk}/topics",
+                                    {"name": name, "partitions": 1})
+            if status not in (200, 201, 202):
+                raise SystemExit(f"creating topic {name}: {status} {body}")
         from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            topic = admin.list_topics(name, timeout=5).topics.get(name)
-            if topic is not None and topic.error is None and topic.partitions:
+            topics = admin.list_topics(timeout=5).topics
+            if all(n in topics and topics[n].error is None and topics[n].partitions for n in names):
                 return
             time.sleep(0.2)
-        raise SystemExit(f"topic {name} never appeared on the broker")
+        raise SystemExit(f"topics never all appeared on the broker: {names}")
 
     def start_karapace(self, git_dir: Path | None) -> str | None:
         """Karapace's REST proxy on the demo broker; None when up, else why not."""
@@ -403,7 +406,7 @@ async def v2_consume(target: Target, topic: str, expect: int, timeout: float) ->
         t0 = time.monotonic()
         deadline = t0 + timeout
         while got < expect and time.monotonic() < deadline:
-            records = check(await conn.request("GET", f"{base}/records?timeout=1000&max_bytes=67108864",
+            records = check(await conn.request("GET", f"{base}/records?timeout=1000&max_bytes={MAX_BYTES}",
                                                get_headers), (200,))
             if records:
                 got += len(records)
@@ -465,7 +468,7 @@ def direct_produce(bootstrap: str, topic: str, value: bytes, count: int) -> floa
 def direct_consume(bootstrap: str, topic: str, expect: int) -> tuple[int, float]:
     """(records after the first batch, seconds from the first batch to the last record) of a direct loop."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "fetch.max.bytes": 64 << 20})
+                         "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     got, first_at, first_n, last_at = 0, 0.0, 0, 0.0
     deadline = time.monotonic() + 120
@@ -697,7 +700,7 @@ class Bench:
     def __init__(self, stack: Stack, settings: Settings, sizes: tuple[int, ...]) -> None:
         self.stack, self.s, self.sizes = stack, settings, sizes
         self.summary: list[str] = []
-        self.topics = 0
+        self.pool: list[str] = []
         self.karapace: Target | None = None
         if stack.karapace is not None:
             self.karapace = Target("karapace", stack.karapace_port, pid=stack.karapace.pid)
@@ -708,10 +711,11 @@ class Bench:
         self.missing: dict[str, str] = {}
 
     def topic(self, label: str) -> str:
-        self.topics += 1
-        name = f"bench-{label}-{self.topics}"
-        self.stack.create_topic(name)
-        return name
+        """A fresh one-partition topic, from those made ahead (making one is a reconcile pass, seconds)."""
+        if not self.pool:
+            self.pool = [f"bench-{uuid.uuid4().hex[:10]}" for _ in range(TOPICS_AHEAD)]
+            self.stack.create_topics(self.pool)
+        return self.pool.pop()
 
     def line(self, label: str, text: str) -> None:
         print(f"  {label:<34} {text}", flush=True)
@@ -865,7 +869,7 @@ class Bench:
         await probe.ready.wait()
         if probe.error:
             await probe.stop()
-            reason = ("not served yet (" + probe.error + ")") if "404" in probe.error else probe.error
+            reason = f"not served: the handshake was refused ({probe.error})"
             self.line("websocket", reason)
             self.missing["websocket"] = reason
             return
