@@ -7,14 +7,14 @@ kafka-python producer would pick. Records are written with ``acks=all`` and idem
 success means the record is replicated to the in-sync replicas.
 
 Ownership: the module-level :data:`pool` belongs to the process. :meth:`ClusterProducer.send` is safe from
-any thread; a daemon thread per producer serves delivery callbacks, which complete the returned futures.
+any thread; a daemon thread per producer serves delivery callbacks, which run each record's ``on_done``.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,9 @@ class Delivered:
     partition: int
     offset: int
     timestamp_ms: int
+
+
+Outcome = Delivered | RestError
 
 
 def rest_error_for(error: KafkaError) -> RestError:
@@ -114,24 +117,21 @@ class ClusterProducer:
             self._partitions[topic] = (now + METADATA_SECONDS, count)
         return count
 
-    def send(self, topic: str, *, value: bytes | None, key: bytes | None = None, partition: int | None = None,
-             headers: list[tuple[str, bytes | None]] | None = None,
-             timestamp_ms: int | None = None) -> concurrent.futures.Future[Delivered]:
-        """Queue one record; the future completes with where it landed, or a RestError."""
-        future: concurrent.futures.Future[Delivered] = concurrent.futures.Future()
+    def send(self, topic: str, on_done: Callable[[Outcome], None], *, value: bytes | None,
+             key: bytes | None = None, partition: int | None = None,
+             headers: list[tuple[str, bytes | None]] | None = None, timestamp_ms: int | None = None) -> None:
+        """Queue one record; ``on_done`` is called once, on the poll thread, with where it landed or a RestError.
+
+        A record refused before it is queued (a partition the topic does not have) raises the RestError.
+        """
         if partition is not None:
-            count = self.partition_count(topic)
-            if not 0 <= partition < count:
-                with self._lock:
-                    self._partitions.pop(topic, None)
-                if not 0 <= partition < self.partition_count(topic):
-                    raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
+            self._check_partition(topic, partition)
 
         def delivered(error: KafkaError | None, message: Any) -> None:
             if error is not None:
-                future.set_exception(rest_error_for(error))
+                on_done(rest_error_for(error))
             else:
-                future.set_result(Delivered(message.partition(), message.offset(), message.timestamp()[1]))
+                on_done(Delivered(message.partition(), message.offset(), message.timestamp()[1]))
 
         kwargs: dict[str, Any] = {"value": value, "key": key, "headers": headers, "on_delivery": delivered}
         if partition is not None:
@@ -141,11 +141,23 @@ class ClusterProducer:
         while True:
             try:
                 self._producer.produce(topic, **kwargs)
-                return future
+                return
             except BufferError:
                 self._producer.poll(0.01)  # the local queue is full: let deliveries drain it
             except KafkaException as exc:
                 raise rest_error_for(exc.args[0]) from exc
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        if 0 <= partition < self.partition_count(topic):
+            return
+        with self._lock:
+            cached = self._partitions.get(topic)
+            # Re-read once the count is a second old (the topic may have grown); not for every bad record.
+            stale = cached is not None and cached[0] - METADATA_SECONDS < time.monotonic() - 1
+            if stale:
+                self._partitions.pop(topic, None)
+        if not stale or not 0 <= partition < self.partition_count(topic):
+            raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
 
     def close(self) -> None:
         self._closed.set()

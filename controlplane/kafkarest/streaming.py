@@ -3,14 +3,15 @@
 Django reads a whole request body before it calls a view; a streaming producer (one chunked request,
 records sent over minutes, each delivery report expected back as soon as its record is acknowledged)
 needs the body read as it comes. So ``POST /kafka/v3/clusters/{id}/topics/{t}/records`` with an API key
-is served here, in front of Django; everything else (and a browser session's produce, which needs
+is served here, in front of Django, and so is ``records:batch`` (no DRF work per request: the
+hot path of REST produce); everything else (and a browser session's produce, which needs
 Django's CSRF check) goes on to Django, where ``v3.views.RecordsView`` serves the same contract.
 
 One body of N concatenated JSON records gets N reports, in order. A body holding one record (with a
 Content-Length) is answered as a plain response whose HTTP status is the report's; anything else is a
 200 whose chunked body streams the reports, each with its own ``error_code``. At most
-``MAX_IN_FLIGHT`` records wait for acknowledgement per request: past that the request body is not read,
-so a fast client is slowed by TCP instead of growing the server's memory.
+``MAX_PIECES_IN_FLIGHT`` pieces of a streamed body wait for acknowledgement: past that the body is not
+read, so a fast client is slowed by TCP instead of growing the server's memory.
 """
 
 from __future__ import annotations
@@ -28,19 +29,20 @@ from django.db import close_old_connections
 from controlplane.kafkarest import errors
 from controlplane.kafkarest.access import caller_for_authorization, cluster_access
 from controlplane.kafkarest.errors import RestError
-from controlplane.kafkarest.produce import report, submit
+from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
 from controlplane.kafkarest.producer import ClusterProducer, pool
-from controlplane.kafkarest.records import ConcatenatedJson, ProduceRecord, parse_produce_request
+from controlplane.kafkarest.records import ConcatenatedJson, ProduceRecord, parse_batch, parse_produce_request
 from controlplane.tenancy.models import Role
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-RECORDS_PATH = re.compile(r"^/kafka/v3/clusters/(?P<cluster_id>[^/]+)/topics/(?P<topic>[^/]+)/records/?$")
+RECORDS_PATH = re.compile(
+    r"^/kafka/v3/clusters/(?P<cluster_id>[^/]+)/topics/(?P<topic>[^/]+)/records(?P<batch>:batch)?/?$")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a non-streaming body; a chunked stream has no total limit
 MAX_RECORD_BYTES = 8 * 1024 * 1024
-MAX_IN_FLIGHT = 10_000
+MAX_PIECES_IN_FLIGHT = 256  # pieces of a streamed body (each up to uvicorn's 64 KiB read) awaiting reports
 JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
@@ -55,8 +57,8 @@ class RestProxyHttp:
             match = RECORDS_PATH.match(scope["path"])
             authorization = _header(scope, b"authorization")
             if match and authorization:
-                await produce_records(scope, receive, send, authorization, match["cluster_id"],
-                                      unquote(match["topic"]))
+                serve = produce_batch if match["batch"] else produce_records
+                await serve(scope, receive, send, authorization, match["cluster_id"], unquote(match["topic"]))
                 return
         await self.django_app(scope, receive, send)
 
@@ -91,38 +93,25 @@ def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterPr
         close_old_connections()
 
 
-async def _queue(producer: ClusterProducer, topic: str, value: Any) -> Any:
-    """Parse and queue one record without blocking the loop (metadata reads go to a thread)."""
-    if isinstance(value, RestError):
-        return value
+async def _add(outcomes: AsyncOutcomes, producer: ClusterProducer, topic: str, value: Any) -> None:
+    """Parse and queue one record without blocking the loop (a metadata read goes to a thread)."""
     try:
-        record = parse_produce_request(value)
+        record = value if isinstance(value, ProduceRecord | RestError) else parse_produce_request(value)
     except RestError as exc:
-        return exc
-    if record.partition is not None and not producer.knows(topic):
+        record = exc
+    if isinstance(record, ProduceRecord) and record.partition is not None and not producer.knows(topic):
         await asyncio.to_thread(_partition_count, producer, topic)
-    return submit(producer, topic, record)
+    outcomes.add(producer, topic, record)
 
 
 def _partition_count(producer: ClusterProducer, topic: str) -> None:
-    with contextlib.suppress(RestError):  # submit reports it for this record
+    with contextlib.suppress(RestError):  # the record's own slot reports it
         producer.partition_count(topic)
 
 
-async def _outcome(cluster_id: str, topic: str, pending: Any) -> dict[str, Any]:
-    if isinstance(pending, RestError):
-        return pending.body()
-    record, future = pending
-    assert isinstance(record, ProduceRecord)
-    try:
-        outcome: Any = await asyncio.wrap_future(future)
-    except Exception as exc:  # the delivery's RestError
-        outcome = exc
-    return report(cluster_id, topic, record, outcome)
-
-
-async def produce_records(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str,
-                          topic: str) -> None:
+async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str,
+                   topic: str) -> tuple[ClusterProducer, str, str] | None:
+    """Request checks shared by both paths; None once an error response has been sent."""
     try:
         if not _header(scope, b"content-type").startswith("application/json"):
             raise RestError(errors.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json.")
@@ -134,7 +123,55 @@ async def produce_records(scope: Scope, receive: Receive, send: Send, authorizat
     except (RestError, ValueError) as exc:
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _respond(send, error.status, error.body())
+        return None
+    return producer, kafka_cluster_id, length
+
+
+async def produce_batch(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str,
+                        topic: str) -> None:
+    """``records:batch``: every entry produced at once, then a 207 with successes and failures by id."""
+    prepared = await _prepare(scope, send, authorization, cluster_id, topic)
+    if prepared is None:
         return
+    producer, kafka_cluster_id, _ = prepared
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_BODY_BYTES:
+            error = RestError(errors.PAYLOAD_TOO_LARGE, f"Request body larger than {MAX_BODY_BYTES} bytes.")
+            await _respond(send, error.status, error.body())
+            return
+        if not message.get("more_body"):
+            break
+    try:
+        try:
+            body = json.loads(b"".join(chunks))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RestError(errors.BAD_REQUEST, f"Malformed JSON: {exc}") from exc
+        entries = parse_batch(body)
+    except RestError as exc:
+        await _respond(send, exc.status, exc.body())
+        return
+    outcomes = AsyncOutcomes(asyncio.get_running_loop())
+    for _, record in entries:
+        await _add(outcomes, producer, topic, record)
+    for index in range(len(outcomes)):
+        await outcomes.ready(index)
+    await _respond(send, 207, batch_response(outcomes, [entry_id for entry_id, _ in entries], kafka_cluster_id,
+                                             topic))
+
+
+async def produce_records(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str,
+                          topic: str) -> None:
+    prepared = await _prepare(scope, send, authorization, cluster_id, topic)
+    if prepared is None:
+        return
+    producer, kafka_cluster_id, length = prepared
     decoder = ConcatenatedJson(MAX_RECORD_BYTES)
     if length:
         await _whole_body(receive, send, decoder, producer, kafka_cluster_id, topic)
@@ -160,43 +197,62 @@ async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, p
         error = RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
         await _respond(send, error.status, error.body())
         return
+    outcomes = AsyncOutcomes(asyncio.get_running_loop())
+    for value in values:
+        await _add(outcomes, producer, topic, value)
     if len(values) == 1:
-        body = await _outcome(cluster_id, topic, await _queue(producer, topic, values[0]))
+        await outcomes.ready(0)
+        body = outcomes.report(0, cluster_id, topic)
         await _respond(send, errors.http_status(body["error_code"]), body)
         return
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    for value in values:
-        queue.put_nowait(await _queue(producer, topic, value))
+    queue: asyncio.Queue[AsyncOutcomes | None] = asyncio.Queue()
+    queue.put_nowait(outcomes)
     queue.put_nowait(None)
     await _write_reports(send, queue, cluster_id, topic)
 
 
-async def _write_reports(send: Send, queue: asyncio.Queue[Any], cluster_id: str, topic: str) -> None:
+async def _write_reports(send: Send, queue: asyncio.Queue[AsyncOutcomes | None], cluster_id: str,
+                         topic: str) -> None:
+    """Reports in request order, each sent as soon as its record (and every one before it) is acknowledged."""
     await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
-    while (pending := await queue.get()) is not None:
-        body = await _outcome(cluster_id, topic, pending)
-        await send({"type": "http.response.body", "body": _encode(body) + b"\n", "more_body": True})
+    while (outcomes := await queue.get()) is not None:
+        lines: list[bytes] = []
+        for index in range(len(outcomes)):
+            if not lines or outcomes.results[index] is PENDING:
+                if lines:
+                    await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
+                    lines = []
+                await outcomes.ready(index)
+            lines.append(_encode(outcomes.report(index, cluster_id, topic)) + b"\n")
+        if lines:
+            await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
     await send({"type": "http.response.body", "body": b""})
 
 
 async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: ClusterProducer,
                   cluster_id: str, topic: str) -> None:
-    queue: asyncio.Queue[Any] = asyncio.Queue(MAX_IN_FLIGHT)
+    """A chunked request: each piece of body that arrives becomes a group of records queued at once."""
+    queue: asyncio.Queue[AsyncOutcomes | None] = asyncio.Queue(MAX_PIECES_IN_FLIGHT)
     writer = asyncio.create_task(_write_reports(send, queue, cluster_id, topic))
+    loop = asyncio.get_running_loop()
     try:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 writer.cancel()
                 return
+            outcomes = AsyncOutcomes(loop)
             try:
                 for value in decoder.feed(message.get("body", b"")):
-                    await queue.put(await _queue(producer, topic, value))
+                    await _add(outcomes, producer, topic, value)
                 if not message.get("more_body"):
                     decoder.finish()
-                    break
             except RestError as exc:  # the stream cannot be split any further: report it and end
-                await queue.put(exc)
+                await _add(outcomes, producer, topic, exc)
+                message = {"more_body": False}
+            if len(outcomes):
+                await queue.put(outcomes)
+            if not message.get("more_body"):
                 break
         await queue.put(None)
         await writer

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from controlplane.core.actors import Actor
 from controlplane.kafkarest import errors
 from controlplane.kafkarest.errors import RestError
-from controlplane.kafkarest.produce import produce_batch, submit, wait_report
+from controlplane.kafkarest.produce import produce_all, produce_batch
 from controlplane.kafkarest.producer import pool
 from controlplane.kafkarest.records import MAX_BATCH_ENTRIES, ConcatenatedJson
 from controlplane.kafkarest.v3 import resources as r
@@ -54,8 +54,7 @@ class RecordsView(KafkaRestView):
             bodies = [exc]
         if not bodies:
             raise RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
-        pending = [submit(producer, topic_name, body) for body in bodies]
-        reports = [wait_report(access.kafka_cluster_id, topic_name, item) for item in pending]
+        reports = produce_all(producer, access.kafka_cluster_id, topic_name, bodies)
         if len(reports) == 1:
             return Response(reports[0], status=errors.http_status(reports[0]["error_code"]))
         return HttpResponse(b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in reports),
