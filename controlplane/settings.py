@@ -166,6 +166,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# WebSocket live tail (controlplane/kafkarest/tail): browser origins allowed besides this site's own
+# (scheme://host[:port], comma-separated; "*" for any), and each viewer's send rate and buffer.
+SLUICE_WS_ALLOWED_ORIGINS = _env_list("SLUICE_WS_ALLOWED_ORIGINS", "")
+SLUICE_TAIL_BYTES_PER_SECOND = int(os.environ.get("SLUICE_TAIL_BYTES_PER_SECOND", str(1024 * 1024)))
+SLUICE_TAIL_BUFFER_BYTES = int(os.environ.get("SLUICE_TAIL_BUFFER_BYTES", str(2 * 1024 * 1024)))
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 
