@@ -70,6 +70,7 @@ from sluice.embedded import free_port
 SIZES = (100, 1024)
 BATCH = 100
 TOPICS_AHEAD = 40  # topics made in one go (one size of the run uses 15)
+TAIL_LIMIT = 64 << 20  # SLUICE_TAIL_BYTES_PER_SECOND for the run, unless the environment sets one
 FIXED_RATE = 1000.0  # req/s (and rec/s for the WebSocket latency)
 MAX_BYTES = 1 << 20  # of a v2 consumer's GET records, so a run takes many (and the first can be left out)
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
@@ -112,6 +113,7 @@ class Stack:
     cluster_pk: str = ""
     cluster_id: str = ""  # kafka_cluster_id, skc-...
     tenant: str = ""
+    tail_limit: int = 0
     up: subprocess.Popen[bytes] | None = None
     karapace: subprocess.Popen[bytes] | None = None
     karapace_port: int = 0
@@ -148,6 +150,10 @@ class Stack:
         broker_port = free_port()
         env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_DEFAULT_QUEUE"}}
         env.update(SLUICE_VAR_DIR=str(var), PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING")
+        # The tail's per-viewer send limit (1 MiB/s by default) would cap what is measured at 1 KiB x 1,000/s:
+        # raised here unless set in the environment (printed with the figures).
+        env.setdefault("SLUICE_TAIL_BYTES_PER_SECOND", str(TAIL_LIMIT))
+        self.tail_limit = int(env["SLUICE_TAIL_BYTES_PER_SECOND"])
         log_path = self.tmp / "sluice-up.log"
         with open(log_path, "wb") as out:
             self.up = self.procs.start([sys.executable, "-m", "sluice", "up", "--port", str(self.port), "--quiet",
@@ -508,41 +514,31 @@ def paced_producer(bootstrap: str, topic: str, size: int, rate: float, seconds: 
 # ---------------------------------------------------------------------------- WebSocket tail
 
 
-def ws_records(message: str | bytes) -> list[Any]:
-    """The records one WebSocket message carries (a record, a list of them, or ``{"records": [...]}``)."""
-    data = json.loads(message)
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict) and isinstance(data.get("records"), list):
-        return list(data["records"])
-    return [data]
-
-
 def ws_value(record: Any) -> bytes | None:
-    """A record's value bytes, whichever way the tail renders them (base64, ``{"data": ...}`` or text)."""
+    """A record's value bytes: the tail sends UTF-8 text when the bytes decode (ours do), else base64."""
     value = record.get("value") if isinstance(record, dict) else None
-    if isinstance(value, dict):
-        value = value.get("data")
     if not isinstance(value, str):
         return None
-    if value[:20].isdigit():
-        return value.encode()
-    with contextlib.suppress(ValueError):
-        return base64.b64decode(value, validate=True)
+    if record.get("value_encoding") == "base64":
+        with contextlib.suppress(ValueError):
+            return base64.b64decode(value)
     return value.encode()
 
 
 class Viewer:
-    """One WebSocket tail: counts records and, where values carry a send time, latencies."""
+    """One WebSocket tail (the protocol of controlplane.kafkarest.tail): subscribes, counts records and,
+    where values carry a send time, latencies. ``done`` is set by a bounded read's ``done`` frame."""
 
-    def __init__(self, url: str, auth: str) -> None:
+    def __init__(self, url: str, auth: str, subscribe: dict[str, Any] | None = None) -> None:
         self.url, self.auth = url, auth
+        self.subscribe = {"type": "subscribe", "from": "latest", **(subscribe or {})}
         self.count = 0
         self.latencies_ns: list[int] = []
         self.last_at = 0.0
         self.task: asyncio.Task[None] | None = None
         self.error = ""
-        self.ready = asyncio.Event()
+        self.ready = asyncio.Event()  # subscribed (or failed)
+        self.done = asyncio.Event()
 
     async def run(self) -> None:
         from websockets.asyncio.client import connect
@@ -550,20 +546,29 @@ class Viewer:
         try:
             async with connect(self.url, additional_headers={"Authorization": self.auth}, max_size=None,
                                compression=None, open_timeout=30) as ws:
-                self.ready.set()
+                await ws.send(json.dumps(self.subscribe))
                 async for message in ws:
                     now = time.monotonic_ns()
-                    for record in ws_records(message):
-                        self.count += 1
-                        value = ws_value(record)
-                        if value is not None and value[:20].isdigit():
-                            sent = int(value[:20])
-                            if sent:
-                                self.latencies_ns.append(now - sent)
-                    self.last_at = time.monotonic()
+                    frame = json.loads(message)
+                    kind = frame.get("type")
+                    if kind == "records":
+                        for record in frame["records"]:
+                            self.count += 1
+                            value = ws_value(record)
+                            if value is not None and value[:20].isdigit() and int(value[:20]):
+                                self.latencies_ns.append(now - int(value[:20]))
+                        self.last_at = time.monotonic()
+                    elif kind == "subscribed":
+                        self.ready.set()
+                    elif kind == "done":
+                        self.done.set()
+                    elif kind == "error":
+                        self.error = f"error frame: {frame.get('code')}: {frame.get('message')}"[:300]
         except Exception as exc:  # a closed or refused socket: reported, never raised into the run
-            self.error = f"{type(exc).__name__}: {exc}"[:300]
+            self.error = self.error or f"{type(exc).__name__}: {exc}"[:300]
+        finally:
             self.ready.set()
+            self.done.set()
 
     def start(self) -> None:
         self.task = asyncio.ensure_future(self.run())
@@ -701,6 +706,7 @@ class Bench:
         self.stack, self.s = stack, settings
         self.summary: list[str] = []
         self.pool: list[str] = []
+        self.direct_consume: dict[int, float] = {}
         self.karapace: Target | None = None
         if stack.karapace is not None:
             self.karapace = Target("karapace", stack.karapace_port, pid=stack.karapace.pid)
@@ -829,6 +835,7 @@ class Bench:
         print(f"{size} B records: consume {s.fill:,} records", flush=True)
         n, span = direct_consume(self.stack.bootstrap, topic, s.fill)
         direct = n / span if span else float("nan")
+        self.direct_consume[size] = direct
         self.line("direct consume loop", f"{fmt(direct):>8} rec/s")
         self.keep(f"{size} B  direct consume loop: {fmt(direct)} rec/s")
         base = None
@@ -859,33 +866,36 @@ class Bench:
             if label.startswith("karapace"):
                 base = rate
 
-    async def websocket(self, size: int) -> None:
+    async def websocket(self, size: int, direct_consume_rate: float) -> None:
         s, st = self.s, self.stack
-        print(f"{size} B records: WebSocket tail", flush=True)
+        print(f"{size} B records: WebSocket tail (per-viewer limit SLUICE_TAIL_BYTES_PER_SECOND="
+              f"{st.tail_limit:,})", flush=True)
         topic = self.topic(f"ws-{size}")
         url = f"ws://127.0.0.1:{st.port}/ws/clusters/{st.cluster_id}/topics/{topic}/tail"
-        probe = Viewer(url, st.auth)
-        probe.start()
-        await probe.ready.wait()
-        if probe.error:
-            await probe.stop()
-            reason = f"not served: the handshake was refused ({probe.error})"
+        await asyncio.to_thread(direct_produce, st.bootstrap, topic, value_of(size), s.ws_records)
+        # Delivery rate: a bounded read of records already there, from the subscribe to the "done" frame.
+        viewer = Viewer(url, st.auth, {"from": "earliest", "until": "end"})
+        t0 = time.monotonic()
+        viewer.start()
+        await viewer.ready.wait()
+        if viewer.error and not viewer.count:
+            await viewer.stop()
+            reason = f"not served: {viewer.error}"
             self.line("websocket", reason)
             self.missing["websocket"] = reason
             return
-        await asyncio.sleep(1.0)  # the tail subscribes at the end of the log
-        t0 = time.monotonic()
-        await asyncio.to_thread(direct_produce, st.bootstrap, topic, value_of(size), s.ws_records)
-        deadline = time.monotonic() + 60
-        while probe.count < s.ws_records and time.monotonic() < deadline and not probe.error:
-            await asyncio.sleep(0.05)
-        rate = probe.count / (probe.last_at - t0) if probe.last_at > t0 else float("nan")
-        await probe.stop()
-        note = "" if probe.count >= s.ws_records else f"  (only {probe.count:,} of {s.ws_records:,} arrived)"
-        self.line("1 viewer, records delivered", f"{fmt(rate):>8} rec/s (from the first produce){note}"
-                                                 f"{'  ' + probe.error if probe.error else ''}")
-        self.keep(f"{size} B  websocket 1 viewer: {fmt(rate)} rec/s delivered{note}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(viewer.done.wait(), 120)
+        rate = viewer.count / (viewer.last_at - t0) if viewer.last_at > t0 else float("nan")
+        await viewer.stop()
+        note = "" if viewer.count >= s.ws_records else f"  (only {viewer.count:,} of {s.ws_records:,} arrived)"
+        vs = f"x{ratio(rate, direct_consume_rate):.2f} direct consume loop"
+        tail = f"  {viewer.error}" if viewer.error else ""
+        self.line("1 viewer, records delivered", f"{fmt(rate):>8} rec/s  {vs}  (bounded read of "
+                                                 f"{s.ws_records:,}){note}{tail}")
+        self.keep(f"{size} B  websocket 1 viewer: {fmt(rate)} rec/s delivered ({vs}){note}")
 
+        fetch_rate: dict[int, float] = {}
         for viewers in (1, s.viewers):
             topic = self.topic(f"wsl-{size}")
             url = f"ws://127.0.0.1:{st.port}/ws/clusters/{st.cluster_id}/topics/{topic}/tail"
@@ -907,8 +917,11 @@ class Bench:
             elapsed = time.monotonic() - t0
             if counter is not None:
                 counter.close()
-                count_note = (f"broker Fetch requests {counter.fetches():,} ({counter.fetches() / elapsed:,.0f}/s"
-                              f"{f', {counter.lost} connections lost sync' if counter.lost else ''})")
+                fetch_rate[viewers] = counter.fetches() / elapsed
+                vs_one = f", x{ratio(fetch_rate[viewers], fetch_rate[1]):.2f} 1 viewer's" if viewers > 1 else ""
+                lost = f", {counter.lost} connections lost sync" if counter.lost else ""
+                count_note = (f"broker Fetch requests {counter.fetches():,} ({fetch_rate[viewers]:,.1f}/s"
+                              f"{vs_one}{lost})")
             lat = [x for v in tails for x in v.latencies_ns]
             p50, p99, _ = percentiles(lat)
             counts = [v.count for v in tails]
@@ -933,7 +946,7 @@ async def run_all(args: argparse.Namespace, stack: Stack, settings: Settings) ->
         await bench.produce(size, direct)
         await bench.consume(size)
         try:
-            await bench.websocket(size)
+            await bench.websocket(size, bench.direct_consume.get(size, float("nan")))
         except FAILURES as exc:
             print(f"  websocket failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
     print("\nSummary")
