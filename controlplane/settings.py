@@ -220,4 +220,8 @@ LOGGING = {
 
 # Throttle last-used writes on API keys: at most one UPDATE per key per interval.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = int(os.environ.get("API_KEY_LAST_USED_RESOLUTION_SECONDS", "60"))
+# REST Proxy v2 consumer instances: the longest a records read waits, and the idle time after which an
+# instance is closed (Confluent's consumer.request.timeout.ms and consumer.instance.timeout.ms).
+KAFKAREST_CONSUMER_REQUEST_TIMEOUT_MS = int(os.environ.get("KAFKAREST_CONSUMER_REQUEST_TIMEOUT_MS", "1000"))
+KAFKAREST_CONSUMER_INSTANCE_TIMEOUT_MS = int(os.environ.get("KAFKAREST_CONSUMER_INSTANCE_TIMEOUT_MS", "300000"))
 HEALTH_CELERY_TIMEOUT_SECONDS = float(os.environ.get("HEALTH_CELERY_TIMEOUT_SECONDS", "5"))
