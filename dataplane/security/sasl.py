@@ -43,7 +43,8 @@ class Credentials:
 
 
 class Mechanism(Protocol):
-    username: str | None
+    @property
+    def username(self) -> str | None: ...
 
     @property
     def complete(self) -> bool: ...
@@ -116,3 +117,12 @@ def server_for(mechanism: str, credentials: Credentials) -> Mechanism:
     if mechanism in SCRAM_MECHANISMS:
         return _Scram(mechanism, credentials)
     raise ValueError(f"unknown SASL mechanism {mechanism}")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCredentials:
+    """What a client (a broker's replica fetcher) authenticates with."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)

@@ -29,7 +29,8 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
         "node_id": 3, "data_dir": Path("/data"), "auto_create_topics": False, "host": "0.0.0.0", "port": 9093,
         "advertised_host": "broker-1", "advertised_port": 19093, "metrics_listen": ("127.0.0.1", 9644),
         "max_request_bytes": 1024, "fetch_transfer": "copy", "rack": "r1", "num_partitions": 6,
-        "default_replication_factor": 1, "metadata_url": "postgresql://x/y", "cluster_id": "c1"}
+        "default_replication_factor": 1, "metadata_url": "postgresql://x/y", "cluster_id": "c1",
+        "security_protocol": "PLAINTEXT"}
     groups = settings_from_table({"offsets": {"topic": {"num": {"partitions": 3}}, "retention": {"minutes": 1.5}},
                                   "group.initial.rebalance.delay.ms": 0})
     assert {field: value for field, (_, value) in groups.items()} == {
