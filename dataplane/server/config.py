@@ -164,6 +164,8 @@ def _port(name: str, value: int, *, allow_zero: bool) -> None:
 
 def parse_listener(text: str) -> tuple[str, str, int]:
     """(security protocol, host, port) of Kafka's single-listener ``PROTOCOL://HOST:PORT`` (or ``HOST:PORT``)."""
+    if "," in text:
+        raise ValueError(f"only one listener is supported, got {text!r}")
     scheme, sep, rest = text.partition("://")
     if not sep:
         return ("PLAINTEXT", *parse_host_port(text))

@@ -54,6 +54,7 @@ MAX_PIPELINED = 16  # responses waiting on one connection before it stops readin
 COPY_BUFFER_BYTES = 1024 * 1024
 _RETRY = (BlockingIOError, InterruptedError)
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+FAILED_AUTHENTICATION_LINGER_SECONDS = 0.1  # Kafka's connection.failed.authentication.delay.ms default
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
 
 
@@ -211,9 +212,20 @@ class Connection:
             if session.failed:  # the failure's answer is out; the connection is over (Kafka's rule)
                 self.broker.metrics.observe_request(parsed.api_key, error, time.perf_counter() - started,
                                                     SIZE.size + len(payload), sum(map(len, chunks)))
+                await self._linger()
                 raise ConnectionAbortedError("SASL authentication failed")
         self.broker.metrics.observe_request(parsed.api_key, error, time.perf_counter() - started,
                                             SIZE.size + len(payload), sum(map(len, chunks)))
+
+    async def _linger(self) -> None:
+        """Wait (briefly) for the client to close first, as Kafka delays closing after a failed authentication
+        (``connection.failed.authentication.delay.ms``): a client that sees the close before it has read the
+        failure's answer (kafka-python) reports a lost connection instead of the reason."""
+        async def drain() -> None:
+            while await self.loop.sock_recv(self.sock, RECV_BYTES):
+                pass
+        with contextlib.suppress(OSError, TimeoutError):
+            await asyncio.wait_for(drain(), FAILED_AUTHENTICATION_LINGER_SECONDS)
 
     async def _queue(self, response: Any, correlation_id: int, api_key: int, started: float, size: int) -> None:
         """Send ``response`` after those before it; wait here while too many are outstanding."""

@@ -43,7 +43,7 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
     ({"node.id": "three"}, "node.id: expected an integer, got 'three'"),
     ({"node.id": True}, "node.id: expected an integer, got True"),
     ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable: expected true or false, got 'yes'"),
-    ({"listeners": "SSL://h:1"}, "only PLAINTEXT listeners are supported"),
+    ({"listeners": "SSL://h:1"}, "protocol must be one of PLAINTEXT, SASL_PLAINTEXT"),
     ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "only one listener is supported"),
     ({"log.dirs": "/a,/b"}, "only one log directory is supported"),
     ({"listen": "a:1", "listeners": "PLAINTEXT://a:1"}, "both set the same thing"),
