@@ -228,7 +228,7 @@ def main() -> int:
             for mechanism in ("PLAIN", "SCRAM-SHA-256"):
                 rate = connections_per_second(secure.port, mechanism, seconds)
                 print(f"  SASL {mechanism:<16}{rate:>8,.0f}/s  ({ratio(rate, base):.2f} of PLAINTEXT)")
-            print(f"\nauthorizer decisions per second (one thread, no decision cache):")
+            print("\nauthorizer decisions per second (one thread, no decision cache):")
             small = decisions_per_second(10, seconds)
             large = decisions_per_second(args.acls, seconds)
             print(f"  10 ACLs       {small:>12,.0f}/s")
