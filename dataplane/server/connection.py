@@ -70,8 +70,10 @@ class Listener:
     Owned by ``server.app``; runs on the broker's event loop.
     """
 
-    def __init__(self, broker: Broker, host: str, port: int, backlog: int = 1024) -> None:
+    def __init__(self, broker: Broker, host: str, port: int, backlog: int = 1024, *,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.broker = broker
+        self.security_protocol = security_protocol  # SASL_*: connections authenticate first
         self.sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                                          backlog=backlog)
         self.sock.setblocking(False)
@@ -95,7 +97,7 @@ class Listener:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            connection = Connection(self.broker, sock, self.broker.config.security_protocol)
+            connection = Connection(self.broker, sock, self.security_protocol)
             task = loop.create_task(connection.serve())
             self.connections[task] = connection
             task.add_done_callback(self._forget)
