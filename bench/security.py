@@ -64,7 +64,7 @@ def acls(count: int) -> list[AclBinding]:
                         AclOperation.READ, AclPermission.ALLOW) for i in range(count - count // 10)]
     found += [AclBinding(ResourceType.TOPIC, f"pre{i % 97}-{i}-", PatternType.PREFIXED, f"User:u{i}", "*",
                          AclOperation.WRITE, AclPermission.ALLOW) for i in range(count // 10)]
-    for op in (AclOperation.WRITE, AclOperation.READ):
+    for op in (AclOperation.WRITE, AclOperation.READ, AclOperation.CREATE):
         found.append(AclBinding(ResourceType.TOPIC, "bench", PatternType.PREFIXED, "User:alice", "*", op,
                                 AclPermission.ALLOW))
     found.append(AclBinding(ResourceType.GROUP, "*", PatternType.LITERAL, "User:alice", "*", AclOperation.READ,
