@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, except streaming REST produce (see kafkarest.streaming)."""
+"""ASGI entry point: HTTP through Django, except streaming REST produce (see kafkarest.streaming); WebSocket
+for the live tail (see kafkarest.tail)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from controlplane.kafkarest.streaming import RestProxyHttp  # noqa: E402
+from controlplane.kafkarest.tail.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter({"http": RestProxyHttp(django_asgi_app)})
+application = ProtocolTypeRouter({
+    "http": RestProxyHttp(django_asgi_app),
+    # The live tail: a session cookie (the console) or an Authorization header (API keys), checked at the upgrade.
+    "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+})

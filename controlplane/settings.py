@@ -166,6 +166,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# WebSocket live tail (controlplane/kafkarest/tail): browser origins allowed besides this site's own
+# (scheme://host[:port], comma-separated; "*" for any), and each viewer's send rate and buffer.
+SLUICE_WS_ALLOWED_ORIGINS = _env_list("SLUICE_WS_ALLOWED_ORIGINS", "")
+SLUICE_TAIL_BYTES_PER_SECOND = int(os.environ.get("SLUICE_TAIL_BYTES_PER_SECOND", str(1024 * 1024)))
+SLUICE_TAIL_BUFFER_BYTES = int(os.environ.get("SLUICE_TAIL_BUFFER_BYTES", str(2 * 1024 * 1024)))
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 
@@ -214,4 +220,8 @@ LOGGING = {
 
 # Throttle last-used writes on API keys: at most one UPDATE per key per interval.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = int(os.environ.get("API_KEY_LAST_USED_RESOLUTION_SECONDS", "60"))
+# REST Proxy v2 consumer instances: the longest a records read waits, and the idle time after which an
+# instance is closed (Confluent's consumer.request.timeout.ms and consumer.instance.timeout.ms).
+KAFKAREST_CONSUMER_REQUEST_TIMEOUT_MS = int(os.environ.get("KAFKAREST_CONSUMER_REQUEST_TIMEOUT_MS", "1000"))
+KAFKAREST_CONSUMER_INSTANCE_TIMEOUT_MS = int(os.environ.get("KAFKAREST_CONSUMER_INSTANCE_TIMEOUT_MS", "300000"))
 HEALTH_CELERY_TIMEOUT_SECONDS = float(os.environ.get("HEALTH_CELERY_TIMEOUT_SECONDS", "5"))

@@ -10,6 +10,7 @@ from rest_framework.routers import SimpleRouter
 from controlplane.audit.views import AuditEventViewSet
 from controlplane.clusters.views import ClusterViewSet, RebalanceViewSet
 from controlplane.core.views import HealthView
+from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
 from controlplane.streams.views import AclViewSet, TopicViewSet
 from controlplane.tenancy.auth_views import LoginView, LogoutView
 from controlplane.tenancy.views import (
@@ -56,6 +57,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz", HealthView.as_view(), name="healthz"),
     path("admin/", admin.site.urls),
+    # REST Proxy v2 at the root of the host (/topics, /consumers, /brokers), as v2 clients build their paths:
+    # for API keys scoped to one cluster.
+    *rest_v2_root,
 ]
 
 handler400 = "controlplane.core.errors.json_bad_request"

@@ -99,7 +99,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     demo = demo_bootstrap(var)
     from controlplane.clusters.bootstrap import demo_cluster, ready_bootstrap
 
-    demo_cluster_id = demo_cluster(demo.tenant_slug).pk
+    demo_row = demo_cluster(demo.tenant_slug)
+    demo_cluster_id, demo_kafka_id = demo_row.pk, demo_row.kafka_cluster_id
     from django.db import connections
 
     connections.close_all()
@@ -135,6 +136,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"  Demo tenant '{demo.tenant_slug}', API key {demo.key_id} (credentials in {demo.credentials_path})",
             f"  Kafka       {bootstrap}   (demo cluster, topic 'demo')" if bootstrap else
             "  Kafka       the demo cluster is not Ready yet: see its status in the API",
+            f"  REST Proxy  {base}/kafka/v3/clusters/{demo_kafka_id}   (Confluent's v3; v2 under /kafka/v2/)",
+            f"  Live tail   ws://{args.host}:{args.port}/ws/clusters/{demo_kafka_id}/topics/demo/tail",
             f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "
             f"{base}/api/v1/tenants/{demo.tenant_slug}/clusters",
             "Press Ctrl-C to stop.",

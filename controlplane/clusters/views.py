@@ -30,6 +30,12 @@ from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
 
 
+def key_scoped(request: Request, clusters: QuerySet[Cluster]) -> QuerySet[Cluster]:
+    """Only the key's cluster when the caller's API key is scoped to one (others are a 404)."""
+    cluster_id = getattr(request.auth, "cluster_id", None)
+    return clusters if cluster_id is None else clusters.filter(pk=cluster_id)
+
+
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
     model = Cluster
     queryset = Cluster.objects.none()
@@ -40,7 +46,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     ordering_fields = ["name", "created_at"]
 
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[Cluster]:
-        return Cluster.objects.filter(tenant=tenant)
+        return key_scoped(self.request, Cluster.objects.filter(tenant=tenant))
 
     @extend_schema(request=ClusterWriteSerializer, responses={201: ClusterSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
@@ -121,7 +127,7 @@ class ClusterChildViewSet(TenantScopedViewSet):
             cluster_id = uuid.UUID(str(kwargs["cluster_pk"]))
         except ValueError:
             raise exceptions.NotFound("Not found.") from None
-        cluster = Cluster.objects.filter(tenant=self.tenant, pk=cluster_id).first()
+        cluster = key_scoped(self.request, Cluster.objects.filter(tenant=self.tenant, pk=cluster_id)).first()
         if cluster is None:
             raise exceptions.NotFound("Not found.")
         self.cluster = cluster

@@ -5,7 +5,8 @@ an id that does not exist. Reading (listing, consuming, tailing) needs the viewe
 changing topics needs member; ACLs need admin, as in the management API.
 
 The DRF views authenticate through the project's authenticators; the raw ASGI produce path and the
-WebSocket consumer, which run outside DRF, use :func:`caller_for_authorization`. Both resolutions are
+WebSocket tail, which run outside DRF, use :func:`caller_for_authorization` (and the tail, for a
+console session, :func:`caller_for_user`). Both resolutions are
 cached per process for ``CACHE_SECONDS`` so a request costs no database round trip on the hot path;
 a revoked key therefore stops working within that time.
 """
@@ -127,6 +128,13 @@ def caller_for_authorization(header: str) -> Caller:
         raise RestError(UNAUTHORIZED, "Authentication required: send an API key (HTTP Basic key:secret).")
     digest = hashlib.sha256(header.encode()).digest()
     return _callers.get(("header", digest), lambda: _caller_for_header(header))
+
+
+def caller_for_user(user: Any) -> Caller:
+    """The caller for a Django user (a web-console session, as on the WebSocket tail); 401 if anonymous."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return _caller(user, None)  # raises UNAUTHORIZED
+    return _callers.get(("user", user.pk), lambda: _caller(user, None))
 
 
 def _caller_for_header(header: str) -> Caller:

@@ -6,4 +6,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("v3/", include("controlplane.kafkarest.v3.urls")),
+    path("v2/", include("controlplane.kafkarest.v2.urls")),
 ]

@@ -54,7 +54,7 @@ def authenticate_key(key_id: str, secret: str) -> ApiKey:
     """
     if not keys.KEY_ID_RE.match(key_id) or not keys.SECRET_RE.match(secret):
         raise exceptions.AuthenticationFailed("Malformed API key: expected '<16-character key id>:<secret>'.")
-    api_key = (ApiKey.objects.select_related("tenant", "owner_user", "owner_service_account")
+    api_key = (ApiKey.objects.select_related("tenant", "owner_user", "owner_service_account", "cluster")
                .filter(key_id=key_id).first())
     if api_key is None:
         keys.secret_matches(secret, _DUMMY_HASH)

@@ -97,6 +97,10 @@ class ApiKey(models.Model):
                                    related_name="api_keys")
     owner_service_account = models.ForeignKey(ServiceAccount, null=True, blank=True, on_delete=models.CASCADE,
                                               related_name="api_keys")
+    # A key scoped to one cluster (as Confluent Cloud's resource-scoped keys) reaches that cluster only;
+    # it is also what lets REST Proxy v2 clients use root paths (/topics, /consumers) unchanged.
+    cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="api_keys")
     description = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

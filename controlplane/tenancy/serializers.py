@@ -77,11 +77,14 @@ class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
 
     owner = serializers.SerializerMethodField()
     principal = serializers.CharField(read_only=True)
+    cluster = serializers.UUIDField(source="cluster_id", read_only=True, allow_null=True,
+                                    help_text="The one cluster this key reaches (its id); null: every cluster "
+                                              "of the tenant.")
     revoked = serializers.SerializerMethodField()
 
     class Meta:
         model = ApiKey
-        fields = ["key_id", "description", "owner", "principal", "created_at", "last_used_at", "revoked",
+        fields = ["key_id", "description", "owner", "principal", "cluster", "created_at", "last_used_at", "revoked",
                   "revoked_at"]
         read_only_fields = fields
 
@@ -109,6 +112,10 @@ class ApiKeyCreateSerializer(serializers.Serializer[Any]):
     description = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
     service_account = serializers.UUIDField(required=False, allow_null=True, default=None,
                                             help_text="Owner service account; omit for a key of your own.")
+    cluster = serializers.UUIDField(required=False, allow_null=True, default=None,
+                                    help_text="Scope the key to this cluster of the tenant (its id): it then reaches "
+                                              "that cluster only, and REST Proxy v2 clients may use root paths "
+                                              "(/topics, /consumers, /brokers).")
 
 
 class ApiKeyUpdateSerializer(serializers.Serializer[Any]):

@@ -5,6 +5,7 @@ Each function is one transaction with one audit row.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -167,13 +168,22 @@ class IssuedKey:
 @transaction.atomic
 def api_key_create(*, tenant: Tenant, actor: Actor, description: str = "",
                    owner_user: User | None = None,
-                   owner_service_account: ServiceAccount | None = None) -> IssuedKey:
+                   owner_service_account: ServiceAccount | None = None,
+                   cluster_id: uuid.UUID | None = None) -> IssuedKey:
+    """A new key; with ``cluster_id`` (a cluster of ``tenant``) it reaches that cluster only."""
     if (owner_user is None) == (owner_service_account is None):
         raise ValidationFailed({"owner": ["Give exactly one owner: a user or a service account."]})
     if owner_service_account is not None and owner_service_account.tenant_id != tenant.pk:
         raise ValidationFailed({"service_account": ["No such service account in this tenant."]})
     if owner_user is not None and not Membership.objects.filter(tenant=tenant, user=owner_user).exists():
         raise ValidationFailed({"owner": ["The key's owner must be a member of the tenant."]})
+    cluster = None
+    if cluster_id is not None:
+        from controlplane.clusters.models import Cluster  # clusters depends on tenancy, not the reverse
+
+        cluster = Cluster.objects.filter(tenant=tenant, pk=cluster_id, deletion_requested_at__isnull=True).first()
+        if cluster is None:
+            raise ValidationFailed({"cluster": ["No such cluster in this tenant."]})
     secret = keys.new_secret()
     while True:
         key_id = keys.new_key_id()
@@ -181,9 +191,10 @@ def api_key_create(*, tenant: Tenant, actor: Actor, description: str = "",
             break
     api_key = ApiKey.objects.create(key_id=key_id, secret_hash=keys.hash_secret(secret), tenant=tenant,
                                     owner_user=owner_user, owner_service_account=owner_service_account,
-                                    description=description)
+                                    description=description, cluster=cluster)
     audit_record(tenant=tenant, actor=actor, action="api_key.create", target_type="api_key", target_id=key_id,
-                 data={"principal": api_key.principal, "description": description})
+                 data={"principal": api_key.principal, "description": description,
+                       "cluster": str(cluster.pk) if cluster is not None else None})
     return IssuedKey(api_key=api_key, secret=secret)
 
 

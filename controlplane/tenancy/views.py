@@ -245,6 +245,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
             owner_user = _user(request)
         issued = services.api_key_create(tenant=self.tenant, actor=self.actor, owner_user=owner_user,
                                          owner_service_account=owner_account,
+                                         cluster_id=data.validated_data["cluster"],
                                          description=data.validated_data["description"])
         body = IssuedApiKeySerializer(issued.api_key, context={"secret": issued.secret}).data
         return Response(body, status=status.HTTP_201_CREATED)

@@ -264,11 +264,16 @@ class Broker:
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, Any] | None = None, *, validate_only: bool = False,
-                           assignments: list[list[int]] | None = None) -> TopicState:
+                           assignments: list[list[int]] | None = None, refresh: bool = True) -> TopicState:
+        """Create a topic in the metadata store; with ``refresh`` (the default) this broker re-reads topics at once.
+
+        A caller creating many (CreateTopics with a thousand topics) passes ``refresh=False`` and refreshes once:
+        each refresh reads every topic, so one per topic made a large request quadratic.
+        """
         topic: TopicState = await self.db.call(
             self.store.create_topic, name, partitions, replication_factor, self.metadata.live_node_ids(),
             racks=self.metadata.live_racks(), configs=configs, assignments=assignments, dry_run=validate_only)
-        if not validate_only:
+        if refresh and not validate_only:
             await self.refresh_topics()
         return topic
 

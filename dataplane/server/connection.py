@@ -282,21 +282,16 @@ class Connection:
             await self._send_buffers(run)
 
     async def _send_buffers(self, buffers: list[bytes | memoryview]) -> None:
-        views = [memoryview(b) for b in buffers]
-        first = 0  # views before this index are sent; an index, not pop(0), so large answers stay linear
-        while first < len(views):
+        # One join (a copy in C) beats a memoryview and an iovec per chunk: a large answer -- DescribeConfigs of a
+        # thousand topics -- is hundreds of thousands of small chunks, and wrapping each cost more than the work.
+        view = memoryview(buffers[0] if len(buffers) == 1 else b"".join(buffers))
+        while view:
             try:
-                sent = self.sock.sendmsg(views[first:first + 1024])  # IOV_MAX
+                sent = self.sock.send(view)
             except _RETRY:
                 await self._writable()
                 continue
-            while sent:
-                if sent >= len(views[first]):
-                    sent -= len(views[first])
-                    first += 1
-                else:
-                    views[first] = views[first][sent:]
-                    sent = 0
+            view = view[sent:]
 
     async def _send_region(self, region: FileRegion) -> None:
         position, end = region.position, region.position + region.length

@@ -84,8 +84,18 @@ def test_rest_and_java_partitioner_agree_for_10000_keys(rest_stack: RestStack, t
         assert body["failures"] == []
         for success in body["successes"]:
             landed[keys[int(success["id"])]] = success["partition_id"]
-    # The Java client's rule: toPositive(murmur2(key)) % partitions.
+    # The Java client's rule, toPositive(murmur2(key)) % partitions...
     assert all(landed[k] == (murmur2(k) & 0x7FFFFFFF) % 3 for k in keys)
+    # ...and where a Kafka producer using it (kafka-python's default partitioner) really puts the same keys.
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=rest_stack.bootstrap, linger_ms=5)
+    try:
+        futures = [(k, producer.send(topic, key=k, value=b"v")) for k in keys]
+        producer.flush(60)
+        assert all(future.get(30).partition == landed[k] for k, future in futures)
+    finally:
+        producer.close(10)
 
 
 def test_concatenated_records_get_one_report_each_in_order(rest_stack: RestStack, topic: str) -> None:
@@ -229,3 +239,25 @@ def test_batch_rules(rest_stack: RestStack, topic: str) -> None:
                 {"nope": 1}, {"entries": [{"id": str(i)} for i in range(1001)]}):
         answer = rest_stack.request("POST", path, bad)
         assert (answer.status, answer.json()["error_code"]) == (422, 42208), (bad, answer.body[:200])
+
+
+def test_oversized_payloads(rest_stack: RestStack) -> None:
+    """A record over the topic's max.message.bytes is refused by the cluster (413, nothing written); a body
+    announced over the request limit is refused before it is read."""
+    name = f"small-{uuid.uuid4().hex[:6]}"
+    rest_stack.create_topic(name, partitions=1, configs={"max.message.bytes": "2048"})
+    path = _records_path(rest_stack, name)
+    big = rest_stack.request("POST", path, {"value": {"type": "BINARY", "data": _b64(b"z" * 10_000)}})
+    assert (big.status, big.json()["error_code"]) == (413, 413), big.body
+    fits = rest_stack.request("POST", path, {"value": {"type": "BINARY", "data": _b64(b"z" * 100)}})
+    assert fits.status == 200 and fits.json()["offset"] == 0
+    for batch in (False, True):
+        sock = socket.create_connection(("127.0.0.1", rest_stack.port), timeout=30)
+        try:
+            sock.sendall((f"POST {path}{':batch' if batch else ''} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          f"Authorization: {RestStack.basic(rest_stack.key)}\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {200 * 1024 * 1024}\r\n\r\n").encode())
+            status = sock.makefile("rb").readline()
+            assert status.split()[1] == b"413", status
+        finally:
+            sock.close()

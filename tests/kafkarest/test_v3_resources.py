@@ -100,7 +100,7 @@ def test_partitions_offsets_and_replicas(rest_stack: RestStack) -> None:
     name = f"off-{uuid.uuid4().hex[:8]}"
     rest_stack.create_topic(name, partitions=2)
     producer = Producer({"bootstrap.servers": rest_stack.bootstrap})
-    for i in range(7):
+    for _ in range(7):
         producer.produce(name, value=b"x", partition=1)
     assert producer.flush(30) == 0
     partition = _ok(rest_stack, "GET", f"/topics/{name}/partitions/1")

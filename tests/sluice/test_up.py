@@ -140,6 +140,12 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var
         _produce_and_read_back(f"127.0.0.1:{broker_port}", b"first")
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
         assert status == 200 and [c["name"] for c in clusters["results"]] == ["demo"]
+        # ...and a REST Proxy endpoint for the same cluster, printed beside it.
+        rest = f"http://127.0.0.1:{port}/kafka/v3/clusters/{clusters['results'][0]['kafka_cluster_id']}"
+        assert f"REST Proxy  {rest}" in banner, banner
+        status, report = _call(port, rest.removeprefix(f"http://127.0.0.1:{port}") + "/topics/demo/records", key,
+                               {"partition_id": 0, "value": {"type": "STRING", "data": "over http"}})
+        assert status == 200 and report["error_code"] == 200 and report["offset"] == 1, report
         status, created = _call(port, "/api/v1/tenants/demo/clusters", key, {"name": "kept", "plan": "basic"})
         assert status == 201, created
         status, health = _call(port, "/healthz", key)

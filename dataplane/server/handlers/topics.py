@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 async def create_topics(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     results = []
+    created = False
     for item in body.topics:
         partitions = broker.config.num_partitions if item.num_partitions == -1 else item.num_partitions
         replication = (broker.config.default_replication_factor if item.replication_factor == -1
@@ -41,12 +42,15 @@ async def create_topics(broker: Broker, request: Request, context: RequestContex
                 partitions, replication = len(layout), len(layout[0])
             topic = await broker.create_topic(item.name, partitions, replication,
                                               {c.name: c.value for c in item.configs if c.value is not None},
-                                              validate_only=body.validate_only, assignments=layout)
+                                              validate_only=body.validate_only, assignments=layout, refresh=False)
+            created = created or not body.validate_only
             entry.update(topic_id=topic.topic_id, num_partitions=len(topic.partitions),
                          replication_factor=len(topic.partitions[0].replicas) if topic.partitions else -1)
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
+    if created:  # once for the whole request: a refresh reads every topic
+        await broker.refresh_topics()
     return build(load_response_schema(19, request.api_version), {"throttle_time": ZERO, "topics": results})
 
 

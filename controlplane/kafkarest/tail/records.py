@@ -1,0 +1,84 @@
+"""A Kafka record as the tail shows it: rendered once, shared by every viewer that receives it.
+
+Keys, values and header values are sent as UTF-8 text when they decode as UTF-8, else as base64; the
+``key_encoding``/``value_encoding``/``encoding`` fields say which (``"utf-8"`` or ``"base64"``, ``null``
+for a null key or value). Rendering happens on the thread that fetched the record; the filter document
+(with the JSON-parsed key and value) is built lazily, on the event loop, the first time a filter asks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message
+
+OVERHEAD_BYTES = 200  # what a record costs beyond its key, value and headers (objects, JSON framing)
+
+
+def _text(data: bytes | None) -> tuple[str | None, str | None]:
+    if data is None:
+        return None, None
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def _bytes(data: str | bytes | None) -> bytes | None:
+    return data.encode() if isinstance(data, str) else data
+
+
+def _json(text: str | None, encoding: str | None) -> Any:
+    if text is None or encoding != "utf-8" or not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+class Record:
+    """One rendered record. Immutable after construction except the lazily built filter document,
+    which only the event loop touches."""
+
+    __slots__ = ("_document", "headers", "json", "key", "key_encoding", "offset", "partition", "size",
+                 "timestamp_ms", "value", "value_encoding")
+
+    def __init__(self, partition: int, offset: int, timestamp_ms: int, timestamp_type: str, key: bytes | None,
+                 value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None:
+        self.partition = partition
+        self.offset = offset
+        self.timestamp_ms = timestamp_ms
+        self.key, self.key_encoding = _text(key)
+        self.value, self.value_encoding = _text(value)
+        self.headers = [(name, *_text(data)) for name, data in headers]
+        self.json = json.dumps({
+            "partition": partition, "offset": offset, "timestamp": timestamp_ms, "timestamp_type": timestamp_type,
+            "key": self.key, "key_encoding": self.key_encoding,
+            "value": self.value, "value_encoding": self.value_encoding,
+            "headers": [{"key": name, "value": text, "encoding": enc} for name, text, enc in self.headers],
+        }, separators=(",", ":"), ensure_ascii=False)
+        self.size = len(self.json) + OVERHEAD_BYTES
+        self._document: dict[str, Any] | None = None
+
+    @classmethod
+    def from_message(cls, message: Message) -> Record:
+        kind, timestamp = message.timestamp()
+        raw: Any = message.headers() or []
+        headers = [(str(name), _bytes(data)) for name, data in raw]
+        return cls(message.partition() or 0, message.offset() or 0, timestamp,
+                   "log_append" if kind == TIMESTAMP_LOG_APPEND_TIME else "create", _bytes(message.key()),
+                   _bytes(message.value()), headers)
+
+    def document(self) -> dict[str, Any]:
+        """What a filter sees (see :mod:`controlplane.kafkarest.tail.filters`)."""
+        if self._document is None:
+            self._document = {
+                "partition": self.partition, "offset": self.offset, "timestamp": self.timestamp_ms,
+                "key": self.key, "value": self.value,
+                "key_json": _json(self.key, self.key_encoding), "value_json": _json(self.value, self.value_encoding),
+                "headers": {name: text for name, text, _ in self.headers},
+            }
+        return self._document

@@ -1,0 +1,112 @@
+"""v2 reads of cluster metadata (topics, partitions, offsets, brokers) in Confluent's v2 bodies.
+
+One :class:`~dataplane.client.admin.ClusterAdmin` per cluster, created on first use and kept for the life
+of the process (the module-level pool; a ClusterAdmin may be shared between threads), so a v2 client that
+polls metadata costs no new connections per request.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from controlplane.kafkarest.access import ClusterAccess
+from controlplane.kafkarest.admin import rest_error_for_admin
+from controlplane.kafkarest.errors import (
+    BROKER_NOT_AVAILABLE,
+    PARTITION_NOT_FOUND,
+    TOPIC_NOT_FOUND,
+    RestError,
+)
+from dataplane.client.admin import AdminError, ClusterAdmin, PartitionInfo, TopicInfo
+
+ADMIN_TIMEOUT_SECONDS = 10.0
+
+_admins: dict[str, ClusterAdmin] = {}
+_lock = threading.Lock()
+
+
+def _admin(access: ClusterAccess) -> ClusterAdmin:
+    if not access.bootstrap:
+        raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
+    with _lock:
+        admin = _admins.get(access.bootstrap)
+        if admin is None:
+            admin = _admins[access.bootstrap] = ClusterAdmin(access.bootstrap, timeout=ADMIN_TIMEOUT_SECONDS)
+        return admin
+
+
+def _rest_error(exc: AdminError) -> RestError:
+    if exc.code == "UNKNOWN_TOPIC_OR_PART":
+        return RestError(TOPIC_NOT_FOUND, "Topic not found.")
+    return rest_error_for_admin(exc)
+
+
+def _topics(access: ClusterAccess) -> dict[str, TopicInfo]:
+    try:
+        return _admin(access).topics()
+    except AdminError as exc:
+        raise _rest_error(exc) from exc
+
+
+def _topic(access: ClusterAccess, name: str) -> TopicInfo:
+    found = _topics(access).get(name)
+    if found is None:
+        raise RestError(TOPIC_NOT_FOUND, "Topic not found.")
+    return found
+
+
+def _partition_body(partition: PartitionInfo) -> dict[str, Any]:
+    return {"partition": partition.partition, "leader": partition.leader,
+            "replicas": [{"broker": b, "leader": b == partition.leader, "in_sync": b in partition.isr}
+                         for b in partition.replicas]}
+
+
+def _partition(access: ClusterAccess, topic: str, partition: int) -> PartitionInfo:
+    found = next((p for p in _topic(access, topic).partitions if p.partition == partition), None)
+    if found is None:
+        raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
+    return found
+
+
+def topic_names(*, access: ClusterAccess) -> list[str]:
+    return list(_topics(access))
+
+
+def topic_detail(*, access: ClusterAccess, topic: str) -> dict[str, Any]:
+    """``GetTopicResponse``: name, every config with its effective value, partitions."""
+    found = _topic(access, topic)
+    try:
+        entries = _admin(access).topic_configs([topic]).get(topic, {})
+    except AdminError as exc:
+        raise _rest_error(exc) from exc
+    return {"name": found.name, "configs": {name: entry.value for name, entry in entries.items()},
+            "partitions": [_partition_body(p) for p in found.partitions]}
+
+
+def partition_list(*, access: ClusterAccess, topic: str) -> list[dict[str, Any]]:
+    return [_partition_body(p) for p in _topic(access, topic).partitions]
+
+
+def partition_detail(*, access: ClusterAccess, topic: str, partition: int) -> dict[str, Any]:
+    return _partition_body(_partition(access, topic, partition))
+
+
+def partition_offsets(*, access: ClusterAccess, topic: str, partition: int) -> dict[str, int]:
+    """``TopicPartitionOffsetResponse``: the log start offset and the high watermark."""
+    _partition(access, topic, partition)
+    admin = _admin(access)
+    try:
+        beginning = admin.offsets([(topic, partition)], "earliest")[(topic, partition)]
+        end = admin.offsets([(topic, partition)], "latest")[(topic, partition)]
+    except AdminError as exc:
+        raise _rest_error(exc) from exc
+    return {"beginning_offset": beginning, "end_offset": end}
+
+
+def broker_ids(*, access: ClusterAccess) -> dict[str, list[int]]:
+    try:
+        cluster = _admin(access).describe_cluster()
+    except AdminError as exc:
+        raise _rest_error(exc) from exc
+    return {"brokers": [b.node_id for b in cluster.brokers]}

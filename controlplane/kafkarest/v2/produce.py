@@ -1,0 +1,119 @@
+"""v2 produce: records in an embedded format (binary: base64; json: any JSON value), one offset report each.
+
+The format comes from the request's Content-Type, as in Confluent's REST Proxy. Records go through the
+process's shared producer (``kafkarest.producer.pool``), so a v2 record is partitioned and acknowledged
+exactly like a v3 or a Kafka-client one. A malformed body refuses the whole request (42206); a record the
+cluster refuses gets its own ``error_code`` and ``error`` in the answer, the others are still written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from controlplane.kafkarest.access import ClusterAccess
+from controlplane.kafkarest.errors import (
+    INVALID_PAYLOAD,
+    KAFKA_RETRIABLE,
+    PARTITION_NOT_FOUND,
+    UNSUPPORTED_MEDIA_TYPE,
+    UNSUPPORTED_SCHEMA,
+    RestError,
+)
+from controlplane.kafkarest.produce import BlockingOutcomes
+from controlplane.kafkarest.producer import Delivered, pool
+from controlplane.kafkarest.records import ProduceRecord
+
+BINARY = "application/vnd.kafka.binary.v2+json"
+JSON = "application/vnd.kafka.json.v2+json"
+SCHEMA_TYPES = ("application/vnd.kafka.avro.v2+json", "application/vnd.kafka.jsonschema.v2+json",
+                "application/vnd.kafka.protobuf.v2+json")
+
+
+@dataclass(frozen=True, slots=True)
+class V2Record:
+    key: bytes | None
+    value: bytes | None
+    partition: int | None
+
+
+def _payload_error(message: str) -> RestError:
+    return RestError(INVALID_PAYLOAD, f"Payload error. {message}")
+
+
+def produce_format(content_type: str | None) -> str:
+    """``binary`` or ``json`` from the request's Content-Type; 415 for anything else."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media == BINARY:
+        return "binary"
+    if media == JSON:
+        return "json"
+    if media in SCHEMA_TYPES:
+        raise RestError(UNSUPPORTED_SCHEMA, "Schema-based formats need a schema registry, which this service "
+                                            f"does not run; send {BINARY} or {JSON}.")
+    raise RestError(UNSUPPORTED_MEDIA_TYPE, f"Unsupported Content-Type {media or '(none)'!r}: send {BINARY} or "
+                                            f"{JSON}.")
+
+
+def _data(fmt: str, value: Any, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if fmt == "json":
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    if not isinstance(value, str):
+        raise _payload_error(f"{what} must be a base64 string for the binary format.")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _payload_error(f"{what} is not valid base64.") from exc
+
+
+def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
+    """A ``ProduceRequest`` body: ``{"records": [{"key", "value", "partition"}]}``; 42206 when malformed."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _payload_error("the body is not valid JSON.") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise _payload_error("the body must be an object with a 'records' list.")
+    if body.get("key_schema") is not None or body.get("value_schema") is not None \
+            or body.get("key_schema_id") is not None or body.get("value_schema_id") is not None:
+        raise RestError(UNSUPPORTED_SCHEMA, "Schemas need a schema registry, which this service does not run.")
+    records = []
+    for index, record in enumerate(body["records"]):
+        if not isinstance(record, dict):
+            raise _payload_error(f"records[{index}] must be an object.")
+        partition = record.get("partition")
+        if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool) or partition < 0):
+            raise _payload_error(f"records[{index}].partition must be a non-negative integer.")
+        records.append(V2Record(_data(fmt, record.get("key"), f"records[{index}].key"),
+                                _data(fmt, record.get("value"), f"records[{index}].value"), partition))
+    return records
+
+
+def _offset(outcome: Any) -> dict[str, Any]:
+    if isinstance(outcome, Delivered):
+        return {"partition": outcome.partition, "offset": outcome.offset, "error_code": None, "error": None}
+    if not isinstance(outcome, RestError):  # still pending when the wait ran out
+        outcome = RestError(KAFKA_RETRIABLE, "The cluster did not acknowledge the record in time.")
+    return {"partition": None, "offset": None, "error_code": outcome.error_code, "error": outcome.message}
+
+
+def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
+                    partition: int | None = None) -> dict[str, Any]:
+    """Produce every record of a v2 request and report where each landed (``ProduceResponse``)."""
+    producer = pool.get(access.bootstrap)
+    count = producer.partition_count(topic)
+    if partition is not None and not 0 <= partition < count:
+        raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
+    outcomes = BlockingOutcomes()
+    for record in parse_records(fmt, raw):
+        outcomes.add(producer, topic, ProduceRecord(
+            partition=record.partition if record.partition is not None else partition, key=record.key,
+            value=record.value, key_type=None, value_type=None, headers=[], timestamp_ms=None))
+    outcomes.wait()
+    return {"offsets": [_offset(outcome) for outcome in outcomes.results], "key_schema_id": None,
+            "value_schema_id": None}
