@@ -14,6 +14,7 @@ from dataplane.cluster.store import TopicState
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -34,6 +35,8 @@ async def create_topics(broker: Broker, request: Request, context: RequestContex
                                  "error_message": None, "topic_config_error_code": 0,
                                  "num_partitions": -1, "replication_factor": -1, "configs": ()}
         try:
+            if not broker.may_create_topic(context, item.name):
+                raise KafkaError("Authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             layout = _manual_layout(item)
             if layout is not None:
                 partitions, replication = len(layout), len(layout[0])
@@ -81,6 +84,11 @@ async def delete_topics(broker: Broker, request: Request, context: RequestContex
         try:
             if (topic_id is None) == (name is None):
                 raise KafkaError("Name a topic by exactly one of name and topic id.", code=ErrorCode.INVALID_REQUEST)
+            # By id, the name the id resolves to decides (an unknown id stays unknown below).
+            target = name if name is not None else broker.metadata.topic_name(topic_id) if topic_id else None
+            if target is not None and not broker.access.allows(context, AclOperation.DELETE, ResourceType.TOPIC,
+                                                               target):
+                raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             topic = await broker.db.call(broker.store.delete_topic, name, topic_id=topic_id)
             entry.update(name=topic.name, topic_id=topic.topic_id)
             deleted.append(topic)
@@ -116,6 +124,8 @@ async def create_partitions(broker: Broker, request: Request, context: RequestCo
         try:
             if seen[item.name] > 1:
                 raise KafkaError("Duplicate topic in request.", code=ErrorCode.INVALID_REQUEST)
+            if not broker.access.allows(context, AclOperation.ALTER, ResourceType.TOPIC, item.name):
+                raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             assignments = None if item.assignments is None else [a.broker_ids for a in item.assignments]
             await broker.db.call(broker.store.create_partitions, item.name, item.count,
                                broker.metadata.live_node_ids(), assignments=assignments, dry_run=body.validate_only)
