@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -116,16 +117,26 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
-# A connection pool per process (psycopg_pool): under ASGI every request runs on a fresh thread, so without
-# one each request opened its own Postgres connection (~5 ms, most of a small request's cost). DB_POOL_SIZE=0
-# turns it off (then DB_CONN_MAX_AGE applies).
-_POOL_SIZE = int(os.environ.get("DB_POOL_SIZE", "10"))
+# A connection pool per web process (psycopg_pool): under ASGI every request runs on a fresh thread, so without
+# one each request opened its own Postgres connection (~5 ms, most of a small request's cost). Only the web tier
+# turns it on (``sluice up`` and docker-compose set DB_POOL_SIZE for it): workers and agents hold session state
+# -- reconcile's advisory locks -- that a pooled connection would carry to the next user instead of dropping at
+# close. A returned connection is reset anyway (locks released, LISTENs dropped), as a second guard.
+_POOL_SIZE = int(os.environ.get("DB_POOL_SIZE", "0"))
+
+
+def _reset_pooled_connection(conn: Any) -> None:
+    conn.execute("SELECT pg_advisory_unlock_all()")
+    conn.execute("UNLISTEN *")
+
+
 if _POOL_SIZE > 0:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooling replaces persistent connections
     # A health check is a round trip per checkout; the pool already drops connections that come back broken.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1, "max_size": _POOL_SIZE, "max_idle": 60, "timeout": 30}
+        "min_size": 1, "max_size": _POOL_SIZE, "max_idle": 60, "timeout": 30, "reset": _reset_pooled_connection}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = _required_url("REDIS_URL")

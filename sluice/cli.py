@@ -109,7 +109,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     supervisor = Supervisor([
         Child("web", [python, "-m", "uvicorn", "controlplane.asgi:application", "--host", args.host,
-                      "--port", str(args.port), "--no-access-log" if args.quiet else "--access-log"], env),
+                      "--port", str(args.port), "--no-access-log" if args.quiet else "--access-log"],
+              {"DB_POOL_SIZE": "10", **env}),
         Child("worker", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", "INFO",
                          "--concurrency", str(args.workers), "--hostname", f"worker-{os.getpid()}@%h"], env),
         # Beat's SIGTERM shutdown saves its schedule to the database, which died with the supervisor if the

@@ -150,6 +150,19 @@ def _act(cluster: Cluster, actions: list[provisioning.Action], nodes: list[Broke
     return False, problem
 
 
+def _merged(topics: dict[str, Any], acls: dict[str, Any]) -> dict[str, Any]:
+    """The topic summary with the ACL pass's pending changes, errors and drift folded in."""
+    merged = dict(topics)
+    merged["pending"] = topics.get("pending", 0) + acls.get("pending", 0)
+    if acls.get("errors"):
+        merged["errors"] = [*topics.get("errors", []), *acls["errors"]]
+    if acls.get("drift"):
+        merged["drift"] = "; ".join(d for d in (topics.get("drift"), acls["drift"]) if d)
+    if "acls" in acls:
+        merged["acls"] = acls["acls"]
+    return merged
+
+
 def _bootstrap(nodes: list[BrokerNode]) -> str:
     return ",".join(f"{n.agent.advertised_host}:{n.port}" for n in nodes if n.removal_requested_at is None)
 
@@ -233,6 +246,10 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
             from controlplane.streams.reconcile import reconcile_topics
 
             topics = reconcile_topics(cluster, bootstrap=_bootstrap(nodes), resync=resync)
+            from controlplane.streams.acl_reconcile import reconcile_acls
+
+            acls = reconcile_acls(cluster, bootstrap=_bootstrap(nodes))
+            topics = _merged(topics, acls)
         rebalancing = False
         if brokers_ready and not topics.get("pending"):
             from controlplane.clusters.rebalancing import rebalance_pass

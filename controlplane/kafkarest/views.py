@@ -5,25 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from controlplane.kafkarest import errors
-from controlplane.kafkarest.access import (
-    CachedApiKeyAuthentication,
-    Caller,
-    ClusterAccess,
-    caller_for_request,
-    cluster_access,
-)
+from controlplane.kafkarest.access import Caller, ClusterAccess, caller_for_request, cluster_access
 from controlplane.tenancy.models import Role
 
 
 class KafkaRestView(APIView):
     """Thin: parse, call a kafkarest service, render. Errors become ``{"error_code", "message"}``."""
 
-    authentication_classes = [CachedApiKeyAuthentication, SessionAuthentication]
+    # Many small requests with one key: its lookup is remembered for a moment (see ApiKeyAuthentication).
+    cache_key_authentication = True
     pagination_class = None
     filter_backends: list[Any] = []
 

@@ -224,6 +224,7 @@ def acl_create(*, cluster: Cluster, actor: Actor, principal: str, resource_type:
     acl = AclBinding.objects.create(cluster=cluster, **fields)
     audit_record(tenant=cluster.tenant, actor=actor, action="acl.create", target_type="acl",
                  target_id=str(acl.id), data=fields)
+    request_reconcile(cluster)
     return acl
 
 
@@ -246,6 +247,7 @@ def acl_update(*, acl: AclBinding, actor: Actor, **changes: Any) -> AclBinding:
         raise Conflict("An identical ACL binding already exists.", code="acl_exists") from exc
     audit_record(tenant=acl.cluster.tenant, actor=actor, action="acl.update", target_type="acl",
                  target_id=str(acl.id), data={"from": current, "to": wanted})
+    request_reconcile(acl.cluster)
     return acl
 
 
@@ -253,4 +255,6 @@ def acl_update(*, acl: AclBinding, actor: Actor, **changes: Any) -> AclBinding:
 def acl_delete(*, acl: AclBinding, actor: Actor) -> None:
     audit_record(tenant=acl.cluster.tenant, actor=actor, action="acl.delete", target_type="acl",
                  target_id=str(acl.id), data={"binding": str(acl)})
+    cluster = acl.cluster
     acl.delete()
+    request_reconcile(cluster)

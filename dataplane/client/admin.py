@@ -46,14 +46,19 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigResource,
     ConfigSource,
     NewPartitions,
     OffsetSpec,
+    ResourcePatternType,
     ResourceType,
 )
+from confluent_kafka.admin import AclOperation as KafkaAclOperation  # type: ignore[attr-defined]
 from confluent_kafka.admin import ConfigEntry as KafkaConfigEntry  # type: ignore[attr-defined]
 from confluent_kafka.admin import NewTopic as KafkaNewTopic  # type: ignore[attr-defined]
 from kio.index import load_request_schema
@@ -69,6 +74,7 @@ from kio.static.primitive import i32, i32Timedelta
 from dataplane.protocol.client import ClientCodec
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.framing import RemoteProtocolError
+from dataplane.security import acl
 
 CLIENT_ID = "sluice-controlplane"
 TopicPartitionKey = tuple[str, int]
@@ -265,6 +271,38 @@ class GroupDescription:
     state: str
     protocol: str  # the assignor the members agreed on ("range", "roundrobin", ...)
     members: tuple[Member, ...]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class AclSpec:
+    """One ACL by Kafka's enum names (TOPIC, LITERAL, READ, ALLOW, ...): hashable, so sets of them diff."""
+
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+    def __str__(self) -> str:
+        return (f"{self.permission} {self.principal}@{self.host} {self.operation} on "
+                f"{self.resource_type}:{self.pattern_type}:{self.resource_name}")
+
+
+def _acl_binding(spec: AclSpec, *, filter_: bool = False) -> Any:
+    """librdkafka's binding (or exact filter) for a spec; its enums share Kafka's wire numbers with ours."""
+    kind = AclBindingFilter if filter_ else AclBinding
+    return kind(int(acl.ResourceType[spec.resource_type]), spec.resource_name,
+                int(acl.PatternType[spec.pattern_type]), spec.principal, spec.host,
+                int(acl.AclOperation[spec.operation]), int(acl.AclPermission[spec.permission]))
+
+
+def _acl_spec(binding: Any) -> AclSpec:
+    return AclSpec(acl.ResourceType(binding.restype.value).name, binding.name,
+                   acl.PatternType(binding.resource_pattern_type.value).name, binding.principal, binding.host,
+                   acl.AclOperation(binding.operation.value).name,
+                   acl.AclPermission(binding.permission_type.value).name)
 
 
 # ---------------------------------------------------------------------------------------------------- internals
@@ -820,3 +858,38 @@ class ClusterAdmin:
                                  f"altered only while it is empty (broker said {error.code})") from None
             raise error
         self._retry(attempt)
+
+    # ------------------------------------------------------------------ ACLs
+
+    def acls(self) -> list[AclSpec]:
+        """Every ACL in the cluster (DescribeAcls with a match-anything filter)."""
+        # None is librdkafka's "any" for a filter's names (its stubs say str).
+        match_all = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
+                                     KafkaAclOperation.ANY, AclPermissionType.ANY)
+
+        def attempt(deadline: _Deadline) -> list[AclSpec]:
+            found = self._wait(self._client.describe_acls(match_all, request_timeout=deadline.remaining()),
+                               deadline)
+            return sorted(_acl_spec(binding) for binding in found)
+        return self._retry(attempt)
+
+    def create_acls(self, specs: Iterable[AclSpec]) -> dict[AclSpec, AdminError | None]:
+        wanted = {_acl_binding(spec): spec for spec in dict.fromkeys(specs)}
+        if not wanted:
+            return {}
+
+        def attempt(deadline: _Deadline) -> dict[AclSpec, AdminError | None]:
+            futures = self._client.create_acls(list(wanted), request_timeout=deadline.remaining())
+            return {wanted[binding]: error for binding, _, error in self._outcomes(futures, deadline)}
+        return self._once(attempt)
+
+    def delete_acls(self, specs: Iterable[AclSpec]) -> dict[AclSpec, AdminError | None]:
+        """Delete exactly these ACLs (each filter names every field, so nothing else matches)."""
+        wanted = {_acl_binding(spec, filter_=True): spec for spec in dict.fromkeys(specs)}
+        if not wanted:
+            return {}
+
+        def attempt(deadline: _Deadline) -> dict[AclSpec, AdminError | None]:
+            futures = self._client.delete_acls(list(wanted), request_timeout=deadline.remaining())
+            return {wanted[binding]: error for binding, _, error in self._outcomes(futures, deadline)}
+        return self._once(attempt)
