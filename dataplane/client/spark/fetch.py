@@ -98,7 +98,7 @@ def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: b
             for m in messages:
                 error = m.error()
                 if error is None:
-                    offset = m.offset()
+                    offset: int = m.offset()  # type: ignore[assignment]  # a record always has one
                     if offset >= r.end:
                         done = True
                         break
@@ -108,11 +108,12 @@ def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: b
                     continue
                 code = error.code()
                 if code == KafkaError._PARTITION_EOF:
-                    if m.offset() >= r.end:
+                    eof = m.offset() or 0
+                    if eof >= r.end:
                         done = True
                         break
                     if fail_on_data_loss:
-                        raise DataLossError(f"{where} ends at {m.offset()}, before the planned end {r.end}: records "
+                        raise DataLossError(f"{where} ends at {eof}, before the planned end {r.end}: records "
                                             "were lost (set failOnDataLoss=false to stop there)")
                     done = True
                     break

@@ -87,7 +87,8 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 
 def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
-    return {(topic, int(partition)): int(offset) for topic, parts in data.items() for partition, offset in parts.items()}
+    return {(topic, int(partition)): int(offset)
+            for topic, parts in data.items() for partition, offset in parts.items()}
 
 
 def stream_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],

@@ -13,6 +13,7 @@ Thread-safety: both functions take a module lock; the session itself may be used
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -111,6 +112,6 @@ def stop_spark() -> None:
                 proc.stdin.close()  # the JVM exits when its stdin closes
             try:
                 proc.wait(30)
-            except Exception:  # noqa: BLE001 - a JVM that will not exit is killed rather than leaked
+            except subprocess.TimeoutExpired:  # a JVM that will not exit is killed rather than leaked
                 proc.kill()
                 proc.wait()
