@@ -130,7 +130,8 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(lookup.bound(self.options.starting, tps, starting=True, earliest=earliest,
                                             latest=latest))
 
-    def _latest(self, start: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def _latest(self, start: dict[TopicPartition, int]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Each partition's start (new partitions: their earliest offset) and latest offset."""
         lookup = self.lookup
         tps = sorted(set(lookup.partitions()) | set(start))
         latest = lookup.offsets(tps, "latest")
@@ -145,11 +146,10 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ends[tp] = starts[tp]
             else:
                 ends[tp] = latest[tp]
-        return ends
+        return starts, ends
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        begin = offsets_from_json(start)
-        ends = self._latest(begin)
+        begin, ends = self._latest(offsets_from_json(start))
         if self._available_now is not None:  # availableNow: never past what existed when the query started
             ends = {tp: min(e, self._available_now.get(tp, begin.get(tp, e))) for tp, e in ends.items()}
             ends = {tp: max(e, begin.get(tp, e)) for tp, e in ends.items()}
@@ -162,7 +162,7 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(n) if n is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = self._latest({})
+        self._available_now = self._latest({})[1]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = offsets_from_json(start), offsets_from_json(end)
