@@ -87,7 +87,7 @@ def produce(bootstrap: str, topic: str, records: Sequence[tuple[int, bytes | Non
     def delivered(i: int) -> Any:
         def report(error: Any, message: Any) -> None:
             assert error is None, error
-            partition, key, value = records[i]
+            _, key, value = records[i]
             written.append(Rec(topic, message.partition(), message.offset(), key, value, ts0 + i * 1000,
                                tuple(headers[i]) if headers else ()))
         return report

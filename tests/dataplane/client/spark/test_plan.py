@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from dataplane.client.spark.offsets import resolve
@@ -51,9 +53,9 @@ def test_options_as_sparks_kafka_source_names_them() -> None:
     ({**BOOT, "subscribePattern": "("}, "not a valid regular expression"),
 ])
 def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:
-    with pytest.raises(SparkSourceError, match=message):
+    with pytest.raises(SparkSourceError, match=message) as caught:
         parse_source_options(options, streaming=False)
-    assert "\n" not in str(pytest.raises(SparkSourceError, parse_source_options, options, streaming=False).value)
+    assert "\n" not in str(caught.value)
 
 
 def test_streaming_refuses_ending_offsets() -> None:
@@ -93,7 +95,7 @@ def test_split_ranges_cover_every_offset_exactly_once() -> None:
     for tp, r in ((0, ranges[0]), (1, ranges[1])):
         mine = [p for p in parts if p.partition == tp]
         assert mine[0].start == r.start and mine[-1].end == r.end
-        assert all(a.end == b.start for a, b in zip(mine, mine[1:], strict=False))
+        assert all(a.end == b.start for a, b in itertools.pairwise(mine))
     capped = split_ranges(ranges, max_records=40)
     assert max(p.size for p in capped) <= 40 and sum(p.size for p in capped) == 1000
 

@@ -157,7 +157,7 @@ def test_deleted_records_start(spark: Any, kafka: str, new_topic: Any) -> None:
     kept = [r.row() for r in written if r.offset >= 40]
     assert rows(read(spark, kafka, subscribe=topic)) == kept  # earliest is the new log start
     start = {topic: {"0": 10}}
-    with pytest.raises(Exception, match="offset 10 of .* was deleted"):
+    with pytest.raises(Exception, match=r"offset 10 of .* was deleted"):
         read(spark, kafka, subscribe=topic, startingOffsets=start).count()
     assert rows(read(spark, kafka, subscribe=topic, startingOffsets=start, failOnDataLoss="false")) == kept
     # The same, decided in the task: a range planned before the records went.
@@ -200,8 +200,8 @@ def test_a_job_written_for_sparks_kafka_source_runs_unchanged(spark: Any, kafka:
     ({"assign": "{\"t\": [0"}, "option 'assign' is not valid JSON"),
     ({"subscribe": "x", "startingOffsets": "{\"x\": {\"0\": }}"}, "option 'startingOffsets' is not valid JSON"),
     ({"subscribe": "x", "assign": "{\"x\": [0]}"}, "exactly one of 'assign', 'subscribe', 'subscribePattern'"),
-    ({"subscribe": "x", "startingOffsets": "latest"}, "latest .* not allowed for batch"),
-    ({"subscribe": "x", "kafka.bootstrap.servers": ""}, "'kafka.bootstrap.servers' .* is required"),
+    ({"subscribe": "x", "startingOffsets": "latest"}, r"latest .* not allowed for batch"),
+    ({"subscribe": "x", "kafka.bootstrap.servers": ""}, r"'kafka.bootstrap.servers' .* is required"),
 ])
 def test_bad_input_is_one_clear_error(spark: Any, kafka: str, options: dict[str, str], message: str) -> None:
     reader = spark.read.format("sluice").option("kafka.bootstrap.servers", kafka)
