@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataplane.client.spark.options import DataLossError, SparkSourceError
 from dataplane.client.spark.plan import OffsetRange
@@ -35,8 +36,6 @@ ARROW_SCHEMA_WITH_HEADERS = ARROW_SCHEMA.append(pa.field("headers", HEADERS_TYPE
 BATCH = 10_000  # records per consume() call, and so per Arrow batch
 _WAIT = 0.1  # seconds one consume() call may wait; progress is measured against poll_timeout_ms
 
-# librdkafka's timestamp types -> Kafka's TimestampType ids, which Spark's timestampType column carries.
-_TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}  # NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME
 
 
 def consumer_config(client: Mapping[str, str]) -> dict[str, Any]:
@@ -60,25 +59,39 @@ def consumer_config(client: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _headers(found: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]] | None:
+def _headers(found: Any) -> list[dict[str, Any]] | None:
     return [{"key": k, "value": v} for k, v in found] if found else None  # none: null, as Spark's source
 
 
+_STAMP = pa.struct([pa.field("type", pa.int32()), pa.field("ms", pa.int64())])
+
+
+def _timestamps(stamps: list[tuple[int, int]]) -> tuple[pa.Array, pa.Array]:
+    """The timestamp and timestampType columns from librdkafka's ``(type, ms)`` pairs (converted in C)."""
+    pairs = pa.array(stamps, _STAMP)
+    kinds, ms = pairs.field(0), pairs.field(1)
+    micros = pc.if_else(pc.equal(kinds, 0), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000))
+    # librdkafka's types (0 none, 1 create, 2 log append) are Kafka's ids (-1, 0, 1) plus one.
+    return micros.cast(pa.timestamp("us", tz="UTC")), pc.subtract(kinds, 1)
+
+
 def to_batch(messages: list[Any], topic: str, partition: int, *, include_headers: bool) -> pa.RecordBatch:
-    """Arrow columns straight from librdkafka's messages (one pass per column, no row objects)."""
+    """Arrow columns straight from librdkafka's messages: one C-level ``map`` per column, no row objects."""
+    from confluent_kafka import Message
+
     n = len(messages)
-    stamps = [m.timestamp() for m in messages]
+    timestamp, timestamp_type = _timestamps(list(map(Message.timestamp, messages)))
     arrays = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array(list(map(Message.key, messages)), pa.binary()),
+        pa.array(list(map(Message.value, messages)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array([m.offset() for m in messages], pa.int64()),
-        pa.array([s[1] * 1000 if s[0] else None for s in stamps], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([_TIMESTAMP_TYPE.get(s[0], -1) for s in stamps], pa.int32()),
+        pa.array(list(map(Message.offset, messages)), pa.int64()),
+        timestamp,
+        timestamp_type,
     ]
     if include_headers:
-        arrays.append(pa.array([_headers(m.headers()) for m in messages], HEADERS_TYPE))
+        arrays.append(pa.array(list(map(_headers, map(Message.headers, messages))), HEADERS_TYPE))
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_WITH_HEADERS)
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
@@ -89,7 +102,7 @@ def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: b
     """Every record of ``[r.start, r.end)`` once, in offset order, as record batches of up to ``batch`` rows."""
     if r.size <= 0:
         return
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
     where = f"{r.topic}-{r.partition}"
     consumer = Consumer(consumer_config(client))
@@ -101,7 +114,7 @@ def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: b
             # can still hold plus its terminator (the record at the end, or end-of-partition), so it returns at
             # once unless offsets are missing (compaction), where it waits _WAIT at most.
             messages = consumer.consume(num_messages=min(batch, r.end - position + 1), timeout=_WAIT)
-            if messages and not any([m.error() for m in messages]):
+            if messages and not any(map(Message.error, messages)):
                 # The common case, checked once per batch: only records, all inside the range.
                 first: int = messages[0].offset()  # type: ignore[assignment]  # a record always has one
                 last: int = messages[-1].offset()  # type: ignore[assignment]

@@ -17,6 +17,7 @@ from dataplane.client.spark.options import (
     parse_source_options,
 )
 from dataplane.client.spark.plan import OffsetRange, limit_ends, offsets_from_json, offsets_to_json, split_ranges
+from dataplane.client.spark.produce import check_sink_columns
 
 BOOT = {"kafka.bootstrap.servers": "h:9092"}
 
@@ -109,3 +110,15 @@ def test_limit_ends_share_the_trigger_by_backlog() -> None:
     assert limit_ends(start, end, 1000) == end
     assert offsets_from_json(offsets_to_json(end)) == end
     assert offsets_to_json(end) == {"t": {"0": 90, "1": 20, "2": 0}}
+
+
+def test_sink_columns_as_sparks_kafka_sink() -> None:
+    check_sink_columns({"value": "binary", "topic": "string"}, topic_option=None)
+    check_sink_columns({"value": "string", "key": "string", "partition": "int",
+                        "headers": "array<struct<key:string,value:binary>>"}, topic_option="t")
+    with pytest.raises(SparkSourceError, match="needs a 'value' column"):
+        check_sink_columns({"key": "binary"}, topic_option="t")
+    with pytest.raises(SparkSourceError, match="no topic to write to"):
+        check_sink_columns({"value": "binary"}, topic_option=None)
+    with pytest.raises(SparkSourceError, match="column 'partition' must be int, not bigint"):
+        check_sink_columns({"value": "binary", "partition": "bigint"}, topic_option="t")
