@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-spark clean-var
+.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rest bench-spark clean-var
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,13 @@ bench-metadata: $(STAMP)
 # (BENCH_ARGS=--quick: 200 topics, ~1-2 minutes).
 bench-managed: $(STAMP)
 	$(BIN)/python bench/managed.py $(BENCH_ARGS)
+
+# The REST proxy: Sluice's (v3 produce single/batch/streaming, v2 produce and consumer, WebSocket tail) against
+# Aiven's Karapace and the direct confluent-kafka clients, on the demo broker of a `sluice up`; ~12 minutes
+# (BENCH_ARGS=--quick: 100 B only, ~3 minutes). Karapace runs from var/bench/karapace-venv, which
+# bench/karapace_venv.py builds from a git clone of Aiven-Open/karapace (BENCH_ARGS=--karapace-git DIR).
+bench-rest: $(STAMP)
+	$(BIN)/python bench/rest.py $(BENCH_ARGS)
 
 # Spark: count-by-key over 5M 100 B records through the sluice data source against a plain confluent-kafka consumer
 # loop, on topics of 1, 4 and 8 partitions; Spark start-up reported apart. ~6 minutes (BENCH_ARGS=--quick: ~1).

@@ -194,6 +194,17 @@ def _host_port(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _listener(text: str) -> tuple[str | None, str, int]:
+    """(security protocol if named, host, port): a bare HOST:PORT keeps the config file's protocol."""
+    from dataplane.server.config import parse_listener
+
+    try:
+        protocol, host, port = parse_listener(text)
+        return (protocol if "://" in text else None), host, port
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _optional_host_port(text: str) -> tuple[str, int] | None:
     return None if text in ("", "off") else _host_port(text)
 
@@ -232,7 +243,9 @@ def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
     """BrokerConfig fields given on the command line (flags default to None so the file can set them)."""
     fields: dict[str, Any] = {}
     if args.listen is not None:
-        fields["host"], fields["port"] = args.listen
+        protocol, fields["host"], fields["port"] = args.listen
+        if protocol is not None:
+            fields["security_protocol"] = protocol
     if args.advertise is not None:
         fields["advertised_host"], fields["advertised_port"] = args.advertise
     if args.data_dir is not None:
@@ -318,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--config", default=None, metavar="FILE",
                         help="TOML file of settings with Kafka's names (node.id, log.dirs, ...); flags override it")
     broker.add_argument("--node-id", type=int, default=None, help="node.id (required here or in --config)")
-    broker.add_argument("--listen", type=_host_port, default=None, help="HOST:PORT (default 127.0.0.1:9092)")
+    broker.add_argument("--listen", type=_listener, default=None,
+                        help="[PLAINTEXT|SASL_PLAINTEXT://]HOST:PORT (default PLAINTEXT://127.0.0.1:9092)")
     broker.add_argument("--advertise", type=_host_port, default=None, help="HOST:PORT clients should use")
     broker.add_argument("--data-dir", default=None, help="log.dirs (required here or in --config)")
     broker.add_argument("--metadata-url", default=None, help="Postgres URL (default: DATABASE_URL)")

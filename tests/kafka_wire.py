@@ -12,7 +12,12 @@ import collections
 import socket
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
 from dataplane.protocol.client import ClientCodec, Response, expects_response
+from dataplane.security.scram import ScramClient
 
 
 class KafkaWire:
@@ -57,6 +62,24 @@ class KafkaWire:
             return None
         [response] = self.receive()
         return response.body
+
+
+    def authenticate(self, mechanism: str, username: str, password: str) -> None:
+        """SaslHandshake v1 + SaslAuthenticate (KIP-152); raises PermissionError with the broker's message."""
+        handshake = self.call(SaslHandshakeRequest(mechanism=mechanism))
+        if handshake.error_code != ErrorCode.none:
+            raise PermissionError(f"handshake: {handshake.error_code.name}")
+
+        def step(token: bytes) -> bytes:
+            answer = self.call(SaslAuthenticateRequest(auth_bytes=token))
+            if answer.error_code != ErrorCode.none:
+                raise PermissionError(f"{answer.error_code.name}: {answer.error_message}")
+            return bytes(answer.auth_bytes)
+        if mechanism == "PLAIN":
+            step(f"\0{username}\0{password}".encode())
+            return
+        client = ScramClient(mechanism, username, password)
+        client.verify(step(client.final(step(client.first()))))
 
 
 def call(port: int, request: Any, api_version: int | None = None, client_id: str = "wire-test") -> Any:

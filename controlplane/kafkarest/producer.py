@@ -12,6 +12,7 @@ any thread; a daemon thread per producer serves delivery callbacks, which run ea
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ from controlplane.kafkarest.errors import (
 
 METADATA_SECONDS = 10.0  # how long a topic's partition count is trusted before it is read again
 DELIVERY_TIMEOUT_MS = 30_000
+IDLE_SECONDS = 600.0
+librdkafka_log = logging.getLogger("controlplane.kafkarest.librdkafka")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,12 @@ class ClusterProducer:
             "message.max.bytes": 8 * 1024 * 1024,
             "queue.buffering.max.messages": 1_000_000,
             "allow.auto.create.topics": False,
+            # A cluster that goes away (stopped, deleted) would log a connection failure every few ms to stderr;
+            # failures reach clients in their delivery reports, and the log goes through Python's logging.
+            "logger": librdkafka_log,
+            "log_level": 4,
         })
+        self.last_used = time.monotonic()
         self._partitions: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -165,21 +173,38 @@ class ClusterProducer:
         self._producer.flush(10)
 
 
+def _close_all(producers: list[ClusterProducer]) -> None:
+    for producer in producers:
+        producer.close()
+
+
 class ProducerPool:
-    """Producers by bootstrap address, created on first use and kept for the life of the process."""
+    """Producers by bootstrap address, created on first use; one unused for ``IDLE_SECONDS`` is closed (its
+    cluster may be gone), by whichever ``get`` notices, on a thread of its own."""
 
     def __init__(self) -> None:
         self._producers: dict[str, ClusterProducer] = {}
         self._lock = threading.Lock()
+        self._swept = time.monotonic()
 
     def get(self, bootstrap: str) -> ClusterProducer:
         if not bootstrap:
             raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
+        now = time.monotonic()
+        idle: list[ClusterProducer] = []
         with self._lock:
             producer = self._producers.get(bootstrap)
             if producer is None:
                 producer = self._producers[bootstrap] = ClusterProducer(bootstrap)
-            return producer
+            producer.last_used = now
+            if now - self._swept > IDLE_SECONDS / 10:
+                self._swept = now
+                idle = [p for p in self._producers.values() if now - p.last_used > IDLE_SECONDS]
+                for stale in idle:
+                    del self._producers[stale.bootstrap]
+        if idle:
+            threading.Thread(target=_close_all, args=(idle,), name="rest-producer-close", daemon=True).start()
+        return producer
 
     def close(self) -> None:
         with self._lock:

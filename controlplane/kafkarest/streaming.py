@@ -3,8 +3,8 @@
 Django reads a whole request body before it calls a view; a streaming producer (one chunked request,
 records sent over minutes, each delivery report expected back as soon as its record is acknowledged)
 needs the body read as it comes. So ``POST /kafka/v3/clusters/{id}/topics/{t}/records`` with an API key
-is served here, in front of Django, and so is ``records:batch`` (no DRF work per request: the
-hot path of REST produce); everything else (and a browser session's produce, which needs
+is served here, in front of Django, and so are ``records:batch`` and v2 produce (no DRF work per
+request: the hot paths of REST produce); everything else (and a browser session's produce, which needs
 Django's CSRF check) goes on to Django, where ``v3.views.RecordsView`` serves the same contract.
 
 One body of N concatenated JSON records gets N reports, in order. A body holding one record (with a
@@ -32,18 +32,23 @@ from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
 from controlplane.kafkarest.producer import ClusterProducer, pool
 from controlplane.kafkarest.records import ConcatenatedJson, ProduceRecord, parse_batch, parse_produce_request
+from controlplane.kafkarest.v2 import produce as v2_produce
 from controlplane.tenancy.models import Role
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
+# v2 produce, under the cluster prefix or at the root for a key scoped to one cluster.
+V2_PRODUCE_PATH = re.compile(r"^(?:/kafka/v2/clusters/(?P<cluster_id>[^/]+))?/topics/(?P<topic>[^/]+)"
+                             r"(?:/partitions/(?P<partition>[^/]+))?/?$")
 RECORDS_PATH = re.compile(
     r"^/kafka/v3/clusters/(?P<cluster_id>[^/]+)/topics/(?P<topic>[^/]+)/records(?P<batch>:batch)?/?$")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a non-streaming body; a chunked stream has no total limit
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 MAX_PIECES_IN_FLIGHT = 256  # pieces of a streamed body (each up to uvicorn's 64 KiB read) awaiting reports
 JSON_HEADERS = [(b"content-type", b"application/json")]
+V2_HEADERS = [(b"content-type", b"application/vnd.kafka.v2+json")]
 
 
 class RestProxyHttp:
@@ -60,6 +65,11 @@ class RestProxyHttp:
                 serve = produce_batch if match["batch"] else produce_records
                 await serve(scope, receive, send, authorization, match["cluster_id"], unquote(match["topic"]))
                 return
+            v2 = V2_PRODUCE_PATH.match(scope["path"])
+            if v2 and authorization:
+                await produce_v2(scope, receive, send, authorization, v2["cluster_id"], unquote(v2["topic"]),
+                                 v2["partition"])
+                return
         await self.django_app(scope, receive, send)
 
 
@@ -74,10 +84,11 @@ def _encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-async def _respond(send: Send, status: int, body: dict[str, Any]) -> None:
+async def _respond(send: Send, status: int, body: dict[str, Any],
+                   headers: list[tuple[bytes, bytes]] = JSON_HEADERS) -> None:
     data = _encode(body)
     await send({"type": "http.response.start", "status": status,
-                "headers": [*JSON_HEADERS, (b"content-length", str(len(data)).encode())]})
+                "headers": [*headers, (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})
 
 
@@ -134,23 +145,16 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
     if prepared is None:
         return
     producer, kafka_cluster_id, _ = prepared
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        chunks.append(message.get("body", b""))
-        size += len(chunks[-1])
-        if size > MAX_BODY_BYTES:
-            error = RestError(errors.PAYLOAD_TOO_LARGE, f"Request body larger than {MAX_BODY_BYTES} bytes.")
-            await _respond(send, error.status, error.body())
-            return
-        if not message.get("more_body"):
-            break
+    try:
+        raw = await _read_body(receive)
+    except RestError as exc:
+        await _respond(send, exc.status, exc.body())
+        return
+    if raw is None:
+        return
     try:
         try:
-            body = json.loads(b"".join(chunks))
+            body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RestError(errors.BAD_REQUEST, f"Malformed JSON: {exc}") from exc
         entries = parse_batch(body)
@@ -164,6 +168,67 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
         await outcomes.ready(index)
     await _respond(send, 207, batch_response(outcomes, [entry_id for entry_id, _ in entries], kafka_cluster_id,
                                              topic))
+
+
+def _resolve_v2(authorization: str, cluster_id: str | None, topic: str) -> tuple[ClusterProducer, int]:
+    close_old_connections()
+    try:
+        caller = caller_for_authorization(authorization)
+        if cluster_id is None:
+            cluster_id = caller.cluster_scope
+            if cluster_id is None:
+                raise RestError(errors.BAD_REQUEST, v2_produce.ROOT_REFUSAL)
+        producer = pool.get(cluster_access(caller, cluster_id, role=Role.MEMBER).bootstrap)
+        return producer, producer.partition_count(topic)
+    finally:
+        close_old_connections()
+
+
+async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str | None,
+                     topic: str, partition_text: str | None) -> None:
+    """v2 produce (``POST /topics/{t}[/partitions/{p}]``): the same contract as ``v2.views.TopicView.post``."""
+    try:
+        # The cluster first: another tenant's is a 404 whatever else is wrong with the request.
+        producer, count = await asyncio.to_thread(_resolve_v2, authorization, cluster_id, topic)
+        fmt = v2_produce.produce_format(_header(scope, b"content-type"))
+        length = _header(scope, b"content-length")
+        if length and int(length) > MAX_BODY_BYTES:
+            raise RestError(errors.PAYLOAD_TOO_LARGE, f"Request body larger than {MAX_BODY_BYTES} bytes.")
+        partition = None
+        if partition_text is not None:
+            if not partition_text.isdigit() or len(partition_text) > 9 or int(partition_text) >= count:
+                raise RestError(errors.PARTITION_NOT_FOUND, "Partition not found.")
+            partition = int(partition_text)
+        raw = await _read_body(receive)
+        if raw is None:
+            return
+        records = v2_produce.parse_records(fmt, raw)
+    except (RestError, ValueError) as exc:
+        error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
+        await _respond(send, error.status, error.body(), V2_HEADERS)
+        return
+    outcomes = AsyncOutcomes(asyncio.get_running_loop())
+    for record in records:
+        await _add(outcomes, producer, topic, v2_produce.as_produce_record(record, partition))
+    for index in range(len(outcomes)):
+        await outcomes.ready(index)
+    await _respond(send, 200, v2_produce.produce_response(outcomes.results), V2_HEADERS)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body (bounded by MAX_BODY_BYTES); None when the client went away."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_BODY_BYTES:
+            raise RestError(errors.PAYLOAD_TOO_LARGE, f"Request body larger than {MAX_BODY_BYTES} bytes.")
+        if not message.get("more_body"):
+            return b"".join(chunks)
 
 
 async def produce_records(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str,

@@ -5,17 +5,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from controlplane.kafkarest import errors
-from controlplane.kafkarest.access import Caller, ClusterAccess, caller_for_request, cluster_access
+from controlplane.kafkarest.access import (
+    CachedApiKeyAuthentication,
+    Caller,
+    ClusterAccess,
+    caller_for_request,
+    cluster_access,
+)
 from controlplane.tenancy.models import Role
 
 
 class KafkaRestView(APIView):
     """Thin: parse, call a kafkarest service, render. Errors become ``{"error_code", "message"}``."""
 
+    authentication_classes = [CachedApiKeyAuthentication, SessionAuthentication]
     pagination_class = None
     filter_backends: list[Any] = []
 

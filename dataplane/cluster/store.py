@@ -189,10 +189,17 @@ class MetadataStore:
                                 (self.cluster_id,)).fetchone()
         return int(str(row[0])) if row else -1
 
-    def _changed(self) -> None:
-        """Inside a write transaction: bump the version and notify listeners at commit."""
-        self.conn.execute("UPDATE clusters SET metadata_version = metadata_version + 1 WHERE cluster_id = %s",
-                          (self.cluster_id,))
+    def versions(self) -> tuple[int, int]:
+        """(metadata version, security version): the second moves only when ACLs or credentials change."""
+        row = self.conn.execute("SELECT metadata_version, security_version FROM clusters WHERE cluster_id = %s",
+                                (self.cluster_id,)).fetchone()
+        return (int(str(row[0])), int(str(row[1]))) if row else (-1, -1)
+
+    def _changed(self, *, security: bool = False) -> None:
+        """Inside a write transaction: bump the version(s) and notify listeners at commit."""
+        self.conn.execute("UPDATE clusters SET metadata_version = metadata_version + 1,"
+                          " security_version = security_version + %s WHERE cluster_id = %s",
+                          (1 if security else 0, self.cluster_id))
         self.conn.execute("SELECT pg_notify(%s, '')", (notify_channel(self.cluster_id),))
 
     # ------------------------------------------------------------------ the controller lease

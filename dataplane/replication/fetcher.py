@@ -31,6 +31,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from dataplane.replication.peer import PeerConnection, PeerError
+from dataplane.security.sasl import ClientCredentials
 from dataplane.storage.epoch_cache import UNDEFINED_EPOCH
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class FetcherSettings:
     response_max_bytes: int = 10 << 20
     request_timeout_s: float = 30.0
     throttle_bytes_per_s: Callable[[], float | None] = lambda: None
+    sasl: ClientCredentials | None = None  # the cluster's broker credential on a SASL listener
 
 
 class ReplicaFetcher:
@@ -159,8 +161,15 @@ class ReplicaFetcher:
             address = self.host.leader_address(self.leader)
             if address is None:
                 raise PeerError(f"leader {self.leader} is not a live broker")
-            self._conn = await PeerConnection.open(*address, f"sluice-replica-{self.host.node_id}",
-                                                   self.settings.request_timeout_s)
+            conn = await PeerConnection.open(*address, f"sluice-replica-{self.host.node_id}",
+                                             self.settings.request_timeout_s)
+            if self.settings.sasl is not None:
+                try:
+                    await conn.authenticate(self.settings.sasl, self.settings.request_timeout_s)
+                except BaseException:
+                    conn.close()
+                    raise
+            self._conn = conn
         return self._conn
 
     async def _truncate(self, conn: PeerConnection, key: tuple[str, int], target: FetchTarget) -> None:

@@ -11,8 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kio.schema.errors import ErrorCode as WireError
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
 from dataplane.protocol.client import ClientCodec, Response, expects_response
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE, FrameTooLarge, RemoteProtocolError
+from dataplane.security.sasl import PLAIN, ClientCredentials
+from dataplane.security.scram import ScramClient, ScramError
 
 # The stream's buffer may hold a whole fetch response: with asyncio's default (64 KiB) the transport is
 # paused and resumed dozens of times per multi-MiB response, each a round of loop wake-ups.
@@ -59,6 +65,35 @@ class PeerConnection:
         except (OSError, TimeoutError, RuntimeError, asyncio.IncompleteReadError) as exc:  # uvloop: RuntimeError
             self.close()
             raise PeerError(f"request to peer failed: {exc!r}") from exc
+
+    async def authenticate(self, credentials: ClientCredentials, timeout: float) -> None:
+        """SaslHandshake v1 then SaslAuthenticate (KIP-152); raises PeerError when refused.
+
+        SCRAM's PBKDF2 runs in a worker thread: it is the client's half of the
+        cost, and a reconnecting fetcher must not stall the broker's loop.
+        """
+        answer = await self.call(SaslHandshakeRequest(mechanism=credentials.mechanism), 1, timeout)
+        if answer.error_code != WireError.none:
+            raise PeerError(f"SASL handshake refused: {answer.error_code.name} (offered {answer.mechanisms})")
+        try:
+            if credentials.mechanism == PLAIN:
+                token = f"\0{credentials.username}\0{credentials.password}".encode()
+                await self._sasl_step(token, timeout)
+                return
+            client = ScramClient(credentials.mechanism, credentials.username, credentials.password)
+            server_first = await self._sasl_step(client.first(), timeout)
+            final = await asyncio.to_thread(client.final, server_first)
+            client.verify(await self._sasl_step(final, timeout))
+        except ScramError as exc:
+            self.close()
+            raise PeerError(f"SASL authentication failed: {exc}") from exc
+
+    async def _sasl_step(self, token: bytes, timeout: float) -> bytes:
+        answer = await self.call(SaslAuthenticateRequest(auth_bytes=token), 2, timeout)
+        if answer.error_code != WireError.none:
+            self.close()
+            raise PeerError(f"SASL authentication failed: {answer.error_message}")
+        return bytes(answer.auth_bytes)
 
     async def _read_response(self) -> Response:
         """One frame, read whole: its payload is copied once out of the stream's buffer."""

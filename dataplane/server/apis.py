@@ -9,13 +9,32 @@ handler implements.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dataplane.protocol.messages import Request
 
 if TYPE_CHECKING:
+    from dataplane.security.sasl import Mechanism
     from dataplane.server.broker import Broker
+
+
+class SaslSession:
+    """One connection's SASL state (KIP-152). Owned by its ``Connection``; changed by the SASL handlers.
+
+    ``required`` on a SASL listener: until ``principal`` is set only ApiVersions,
+    SaslHandshake and SaslAuthenticate are served. ``failed`` tells the
+    connection to close once the failure's response is sent, as Kafka does.
+    """
+
+    __slots__ = ("failed", "mechanism", "principal", "required", "server")
+
+    def __init__(self, required: bool) -> None:
+        self.required = required
+        self.mechanism: str | None = None
+        self.server: Mechanism | None = None
+        self.principal: str | None = None
+        self.failed = False
 
 
 
@@ -30,6 +49,7 @@ class RequestContext:
     client_id: str
     peer: str  # "host:port" of the client
     listener: str  # the listener's name, e.g. "PLAINTEXT"
+    session: SaslSession | None = field(default=None, compare=False)  # the connection's SASL state
 
     @property
     def client_host(self) -> str:

@@ -26,7 +26,7 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
         await broker.stop()
         raise SystemExit(f"sluice: broker {config.node_id}: {exc}") from None
     try:
-        listener = Listener(broker, config.host, config.port)
+        listener = Listener(broker, config.host, config.port, security_protocol=config.security_protocol)
         metrics_server = None
         if config.metrics_listen is not None:
             mhost, mport = config.metrics_listen

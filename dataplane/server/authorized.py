@@ -1,9 +1,10 @@
 """KIP-430's authorized operations: the bit field Metadata, DescribeCluster, DescribeGroups and
 DescribeTopicPartitions report when a client asks.
 
-Until an authorizer decides per principal, every operation that applies to a
-resource type is allowed, and that is what Kafka reports without an authorizer
-too. ALL is a wildcard for ACLs, never an authorized operation.
+With the authorizer on, ``server.access.Access`` reports its decisions for the
+caller; with it off, every operation that applies to a resource type (what these
+give), which is what Kafka reports without an authorizer too. ALL is a wildcard
+for ACLs, never an authorized operation.
 """
 
 from __future__ import annotations

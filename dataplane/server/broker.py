@@ -12,7 +12,9 @@ What each part owns:
 * ``LogManager`` (storage): the partition logs of the data directory;
 * ``ReplicaManager`` (replication): every hosted ``Partition`` (appends, reads,
   the high watermark, acks=all, long polls) and the fetchers of followers;
-* ``GroupCoordinator`` (coordinator): consumer groups, on ``__consumer_offsets``.
+* ``GroupCoordinator`` (coordinator): consumer groups, on ``__consumer_offsets``;
+* ``Access`` (server): the authorizer and SASL credentials, re-read when the
+  store's security version moves.
 
 Handlers (``dataplane.server.handlers``) translate requests into calls on these
 and results into responses, described once as version-agnostic values that
@@ -36,6 +38,7 @@ from dataplane.cluster.controller import ControllerLoop
 from dataplane.cluster.lease import BrokerLease
 from dataplane.cluster.listener import ChangeListener
 from dataplane.cluster.metadata_cache import MetadataCache
+from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import BrokerRegistration, MetadataStore, PartitionState, TopicState
 from dataplane.cluster.store_thread import StoreThread
 from dataplane.coordinator.manager import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, GroupCoordinator
@@ -44,6 +47,10 @@ from dataplane.protocol.messages import Request
 from dataplane.replication.fetcher import FetcherSettings
 from dataplane.replication.manager import ReplicaManager, ReplicaSettings
 from dataplane.replication.partition import Role
+from dataplane.security import scram
+from dataplane.security.acl import AclOperation, ResourceType
+from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
+from dataplane.server.access import Access
 from dataplane.server.apis import REGISTRY, RequestContext
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
@@ -78,6 +85,9 @@ class Broker:
                               lease_seconds=config.lease_seconds)
         host, port = config.advertised
         self.metadata = MetadataCache(BrokerRegistration(config.node_id, host, port, config.rack, self.incarnation))
+        supers = (*config.super_users, *filter(None, [config.inter_broker_principal]))
+        self.access = Access(config.authorizer_enabled, supers)
+        self._security_lock = asyncio.Lock()
         self.topic_configs = TopicConfigResolver(self.metadata)
         self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics)
         self.controller = ControllerLoop(self.db, self.metadata, self.lease, on_change=self.request_metadata_refresh)
@@ -85,7 +95,8 @@ class Broker:
             config.node_id, self.manager, self.metadata, self.topic_configs, self, self,
             lease_ok=self.lease.ok, data_dir=config.data_dir,
             settings=ReplicaSettings(lag_time_max_ms=config.replica_lag_time_max_ms,
-                                     fetcher=FetcherSettings(max_wait_ms=config.replica_fetch_wait_max_ms),
+                                     fetcher=FetcherSettings(max_wait_ms=config.replica_fetch_wait_max_ms,
+                                                             sasl=self._inter_broker_credentials()),
                                      throttled_rate=config.follower_replication_throttled_rate))
         self.coordinator = GroupCoordinator(config.coordinator_settings(), self)
         self.metrics = BrokerMetrics(self.manager)
@@ -106,6 +117,9 @@ class Broker:
         self.metadata.local = BrokerRegistration(self.config.node_id, *self.config.advertised, self.config.rack,
                                                  self.incarnation, directory_id)
         await self.db.open()
+        if self.config.sasl:
+            await self.db.call(self._store_inter_broker_credential)
+        await self.refresh_security()
         await self.lease.register()
         await asyncio.to_thread(self.manager.startup)
         self.replicas.load_checkpoint()
@@ -131,7 +145,9 @@ class Broker:
                 await asyncio.wait_for(self._metadata_changed.wait(), self.config.metadata_refresh_seconds)
             self._metadata_changed.clear()
             try:
-                version = await self.db.call(self.store.metadata_version)
+                version, security_version = await self.db.call(self.store.versions)
+                if security_version != self.access.version:
+                    await self.refresh_security()
                 if version != self.metadata.version:
                     self.metadata.update_brokers(await self.db.call(self.store.live_brokers))
                     await self.refresh_topics()
@@ -196,6 +212,42 @@ class Broker:
             for topic in changed:
                 self.manager.update_topic_config(topic.name, self.topic_configs.log_config(topic))
 
+    async def refresh_security(self) -> None:
+        """Re-read ACLs and credentials (one transaction's view) and swap them in."""
+        async with self._security_lock:
+            def read() -> tuple[int, list[Any], Any]:
+                security = SecurityStore(self.store)
+                with self.store.conn.transaction():
+                    return self.store.versions()[1], security.acls(), security.credentials()
+            version, bindings, credentials = await self.db.call(read)
+            self.access.update(version, bindings, credentials)
+
+    def _inter_broker_credentials(self) -> ClientCredentials | None:
+        config = self.config
+        if not config.sasl or config.inter_broker_username is None or config.inter_broker_password is None:
+            return None
+        return ClientCredentials(config.inter_broker_mechanism, config.inter_broker_username,
+                                 config.inter_broker_password)
+
+    def _store_inter_broker_credential(self) -> None:
+        """Make sure the store holds this cluster's broker credential, without rewriting one that already matches.
+
+        On the store's thread: PBKDF2 runs here only when the credential is missing
+        or was made from another password, never per connection.
+        """
+        credentials = self._inter_broker_credentials()
+        assert credentials is not None
+        security = SecurityStore(self.store)
+        current = security.credentials()
+        user, password, mechanism = credentials.username, credentials.password, credentials.mechanism
+        if mechanism == PLAIN:
+            if current.plain.get(user) != plain_hash(password):
+                security.set_plain_credential(user, plain_hash(password))
+            return
+        stored = current.scram.get((user, mechanism))
+        if stored is None or scram.derive(mechanism, password, stored.iterations, stored.salt) != stored:
+            security.set_scram_credential(user, mechanism, scram.derive(mechanism, password))
+
     async def current_metadata(self) -> MetadataCache:
         """The metadata cache, re-read first if our lease lapsed (a pause: what we hold may be long stale).
 
@@ -212,16 +264,22 @@ class Broker:
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, Any] | None = None, *, validate_only: bool = False,
-                           assignments: list[list[int]] | None = None) -> TopicState:
+                           assignments: list[list[int]] | None = None, refresh: bool = True) -> TopicState:
+        """Create a topic in the metadata store; with ``refresh`` (the default) this broker re-reads topics at once.
+
+        A caller creating many (CreateTopics with a thousand topics) passes ``refresh=False`` and refreshes once:
+        each refresh reads every topic, so one per topic made a large request quadratic.
+        """
         topic: TopicState = await self.db.call(
             self.store.create_topic, name, partitions, replication_factor, self.metadata.live_node_ids(),
             racks=self.metadata.live_racks(), configs=configs, assignments=assignments, dry_run=validate_only)
-        if not validate_only:
+        if refresh and not validate_only:
             await self.refresh_topics()
         return topic
 
-    async def topic_or_autocreate(self, name: str) -> TopicState | None:
-        """The topic, auto-created when ``auto.create.topics.enable`` (None when absent or invalid).
+    async def topic_or_autocreate(self, name: str, *, may_create: bool = True) -> TopicState | None:
+        """The topic, auto-created when ``auto.create.topics.enable`` and the caller ``may_create`` it
+        (None when absent or invalid).
 
         A topic this broker has not heard of may have been created through another
         one a moment ago: the metadata is re-read before creating or giving up.
@@ -231,7 +289,7 @@ class Broker:
             return topic
         await self.refresh_topics()
         topic = self.metadata.topic(name)
-        if topic is not None or not self.config.auto_create_topics:
+        if topic is not None or not self.config.auto_create_topics or not may_create:
             return topic
         try:
             return await self.create_topic(name, self.config.num_partitions, self.config.default_replication_factor)
@@ -249,6 +307,11 @@ class Broker:
             producer_id = self._producer_ids[0]
             self._producer_ids = self._producer_ids[1:]
             return producer_id
+
+    def may_create_topic(self, context: RequestContext, name: str) -> bool:
+        """Kafka's rule for creating a topic: CREATE on the cluster or on the topic."""
+        return self.access.allows_cluster(context, AclOperation.CREATE) or \
+            self.access.allows(context, AclOperation.CREATE, ResourceType.TOPIC, name)
 
     # ------------------------------------------------------------------ the replica manager's listener and ISR writer
 

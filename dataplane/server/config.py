@@ -19,6 +19,8 @@ from dataplane.coordinator.manager import CoordinatorSettings
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 FETCH_TRANSFERS = ("sendfile", "copy")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class ConfigError(ValueError):
@@ -60,6 +62,14 @@ class BrokerConfig:
     offsets_commit_timeout_ms: int = 5_000
     metadata_refresh_seconds: float = 1.0  # the timer that catches a missed NOTIFY
     follower_replication_throttled_rate: int = 0  # bytes/s for a reassignment's new replicas; 0 = unlimited
+    # Security: the listener's protocol, SASL mechanisms, the authorizer, and how brokers authenticate to each other.
+    security_protocol: str = "PLAINTEXT"  # of the one listener: PLAINTEXT or SASL_PLAINTEXT
+    sasl_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    authorizer_enabled: bool = False  # ACLs decide every request (default deny); off: everything is allowed
+    super_users: tuple[str, ...] = ()  # principals the authorizer always allows, e.g. ("User:admin",)
+    inter_broker_username: str | None = None  # this cluster's broker principal on a SASL listener (a super user)
+    inter_broker_password: str | None = None
+    inter_broker_mechanism: str = "SCRAM-SHA-512"
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -96,8 +106,33 @@ class BrokerConfig:
         _at_least("replica.fetch.wait.max.ms", self.replica_fetch_wait_max_ms, 0)
         _at_least("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms, 1)
         _at_least("follower.replication.throttled.rate", self.follower_replication_throttled_rate, 0)
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listeners: the security protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+                              f"not {self.security_protocol!r}")
+        unknown = [m for m in self.sasl_mechanisms if m not in SASL_MECHANISMS]
+        if unknown or not self.sasl_mechanisms:
+            raise ConfigError(f"sasl.enabled.mechanisms must be some of {', '.join(SASL_MECHANISMS)}, "
+                              f"not {','.join(self.sasl_mechanisms)!r}")
+        for principal in self.super_users:
+            if ":" not in principal:
+                raise ConfigError(f"super.users: {principal!r} must look like 'User:<name>'")
+        if self.sasl:
+            if not self.inter_broker_username or not self.inter_broker_password:
+                raise ConfigError("a SASL listener needs inter.broker.sasl.username and inter.broker.sasl.password "
+                                  "(brokers authenticate to each other)")
+            if self.inter_broker_mechanism not in self.sasl_mechanisms:
+                raise ConfigError(f"sasl.mechanism.inter.broker.protocol {self.inter_broker_mechanism!r} is not in "
+                                  f"sasl.enabled.mechanisms")
         if not self.metadata_refresh_seconds > 0:
             raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def inter_broker_principal(self) -> str | None:
+        return f"User:{self.inter_broker_username}" if self.sasl and self.inter_broker_username else None
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -127,12 +162,24 @@ def _port(name: str, value: int, *, allow_zero: bool) -> None:
 # ---------------------------------------------------------------------- value parsers
 
 
+def parse_listener(text: str) -> tuple[str, str, int]:
+    """(security protocol, host, port) of Kafka's single-listener ``PROTOCOL://HOST:PORT`` (or ``HOST:PORT``)."""
+    if "," in text:
+        raise ValueError(f"only one listener is supported, got {text!r}")
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return ("PLAINTEXT", *parse_host_port(text))
+    if scheme.upper() not in SECURITY_PROTOCOLS:
+        raise ValueError(f"the listener's protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, got {text!r}")
+    return (scheme.upper(), *parse_host_port(rest))
+
+
 def parse_host_port(text: str) -> tuple[str, int]:
     """``HOST:PORT``, ``[v6]:PORT`` or Kafka's single-listener ``PLAINTEXT://HOST:PORT``."""
     scheme, sep, rest = text.partition("://")
     if sep:
-        if scheme.upper() != "PLAINTEXT":
-            raise ValueError(f"only PLAINTEXT listeners are supported, got {text!r}")
+        if scheme.upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(f"the listener's protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, got {text!r}")
         text = rest
     if "," in text:
         raise ValueError(f"only one listener is supported, got {text!r}")
@@ -176,8 +223,17 @@ def _str(value: object) -> str:
 
 
 def _listen(value: object) -> dict[str, Any]:
-    host, port = parse_host_port(_str(value))
-    return {"host": host, "port": port}
+    text = _str(value)
+    protocol, host, port = parse_listener(text)
+    return {"host": host, "port": port, **({"security_protocol": protocol} if "://" in text else {})}
+
+
+def _names(separator: str) -> Callable[[object], tuple[str, ...]]:
+    """A list setting: a TOML array, or Kafka's separated string (``super.users`` uses ``;``)."""
+    def parse(value: object) -> tuple[str, ...]:
+        items = value if isinstance(value, list) else _str(value).split(separator)
+        return tuple(s for s in (_str(item).strip() for item in items) if s)
+    return parse
 
 
 def _advertise(value: object) -> dict[str, Any]:
@@ -237,6 +293,12 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "replica.fetch.wait.max.ms": _field("replica_fetch_wait_max_ms", _int),
     "offsets.commit.timeout.ms": _field("offsets_commit_timeout_ms", _int),
     "follower.replication.throttled.rate": _field("follower_replication_throttled_rate", _int),
+    "sasl.enabled.mechanisms": _field("sasl_mechanisms", _names(",")),
+    "authorizer.enabled": _field("authorizer_enabled", _bool),
+    "super.users": _field("super_users", _names(";")),
+    "inter.broker.sasl.username": _field("inter_broker_username", _str),
+    "inter.broker.sasl.password": _field("inter_broker_password", _str),
+    "sasl.mechanism.inter.broker.protocol": _field("inter_broker_mechanism", _str),
 }
 
 

@@ -128,8 +128,10 @@ class Node:
 
 class Cluster:
     def __init__(self, root: Path, size: int = 3, *, lease_ms: int = 1500, lag_ms: int = 3000,
-                 extra_args: list[str] | None = None, racks: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, racks: list[str] | None = None,
+                 client_config: dict[str, str] | None = None) -> None:
         self.cluster_id = f"chaos-{uuid.uuid4().hex[:10]}"
+        self.client_config = dict(client_config or {})  # e.g. SASL settings for the harness's own admin client
         self.lease_ms = lease_ms
         base = os.environ["DATABASE_URL"]
         pg_host, pg_port, pg_socket = postgres_target(base)
@@ -166,7 +168,8 @@ class Cluster:
                     proxy.stop()
 
     def admin(self, *addresses: str) -> AdminClient:
-        return AdminClient({"bootstrap.servers": ",".join(addresses) or self.bootstrap, **QUIET})
+        return AdminClient({"bootstrap.servers": ",".join(addresses) or self.bootstrap, **self.client_config,
+                            **QUIET})
 
     def metadata(self, via: Node | None = None) -> ClusterMetadata:
         live = [via] if via is not None else [n for n in self.nodes.values() if n.running and not n.proxy.is_cut]

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError
 
+from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.protocol import Close, ProtocolError
 from controlplane.kafkarest.tail.records import Record
@@ -161,7 +162,7 @@ class LiveFetcher:
             while not self._stop.is_set():
                 records: list[Record] = []
                 size = 0
-                for message in consumer.consume(CONSUME_MESSAGES, POLL_SECONDS):
+                for message in take(consumer, CONSUME_MESSAGES, POLL_SECONDS):
                     error = message.error()
                     partition = message.partition() or 0
                     if error is not None:

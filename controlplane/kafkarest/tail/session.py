@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError
 
+from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.fetcher import Batch, FetcherRegistry, LiveFetcher, fatal_error
 from controlplane.kafkarest.tail.filters import RecordFilter
@@ -71,7 +72,7 @@ class Read:
 
 def _digest(consumer: Consumer, count: int) -> list[Read]:
     reads = []
-    for message in consumer.consume(count, POLL_SECONDS):
+    for message in take(consumer, count, POLL_SECONDS):
         error = message.error()
         partition, offset = message.partition() or 0, message.offset() or 0
         if error is None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
     CONSUMER_ALREADY_SUBSCRIBED,
@@ -288,7 +289,7 @@ class ConsumerInstance:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return records
-            for message in self._consumer.consume(500, min(remaining, CONSUME_SLICE_SECONDS)):
+            for message in take(self._consumer, 500, min(remaining, CONSUME_SLICE_SECONDS)):
                 error = message.error()
                 if error is None:
                     self._buffer.append(message)

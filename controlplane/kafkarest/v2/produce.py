@@ -27,6 +27,9 @@ from controlplane.kafkarest.produce import BlockingOutcomes
 from controlplane.kafkarest.producer import Delivered, pool
 from controlplane.kafkarest.records import ProduceRecord
 
+ROOT_REFUSAL = ("Root paths need an API key scoped to one cluster: this key reaches every cluster of its tenant, "
+                "so the path does not say which one you mean. Create a scoped key (POST /api/v1/tenants/{slug}/"
+                "api-keys with \"cluster\": the cluster's id), or use /kafka/v2/clusters/{cluster_id}/... .")
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
 SCHEMA_TYPES = ("application/vnd.kafka.avro.v2+json", "application/vnd.kafka.jsonschema.v2+json",
@@ -102,6 +105,15 @@ def _offset(outcome: Any) -> dict[str, Any]:
     return {"partition": None, "offset": None, "error_code": outcome.error_code, "error": outcome.message}
 
 
+def produce_response(results: list[Any]) -> dict[str, Any]:
+    return {"offsets": [_offset(outcome) for outcome in results], "key_schema_id": None, "value_schema_id": None}
+
+
+def as_produce_record(record: V2Record, partition: int | None) -> ProduceRecord:
+    return ProduceRecord(partition=record.partition if record.partition is not None else partition, key=record.key,
+                         value=record.value, key_type=None, value_type=None, headers=[], timestamp_ms=None)
+
+
 def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
                     partition: int | None = None) -> dict[str, Any]:
     """Produce every record of a v2 request and report where each landed (``ProduceResponse``)."""
@@ -111,9 +123,6 @@ def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
         raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
     outcomes = BlockingOutcomes()
     for record in parse_records(fmt, raw):
-        outcomes.add(producer, topic, ProduceRecord(
-            partition=record.partition if record.partition is not None else partition, key=record.key,
-            value=record.value, key_type=None, value_type=None, headers=[], timestamp_ms=None))
+        outcomes.add(producer, topic, as_produce_record(record, partition))
     outcomes.wait()
-    return {"offsets": [_offset(outcome) for outcome in outcomes.results], "key_schema_id": None,
-            "value_schema_id": None}
+    return produce_response(outcomes.results)

@@ -19,14 +19,11 @@ from controlplane.kafkarest.errors import BAD_REQUEST, PARTITION_NOT_FOUND, Rest
 from controlplane.kafkarest.v2 import metadata, services
 from controlplane.kafkarest.v2 import serializers as s
 from controlplane.kafkarest.v2.media import PARSERS, V2Negotiation, V2Renderer, accepted_format, records_media
-from controlplane.kafkarest.v2.produce import produce_format, produce_records
+from controlplane.kafkarest.v2.produce import ROOT_REFUSAL, produce_format, produce_records
 from controlplane.kafkarest.v3.serializers import ErrorSerializer
 from controlplane.kafkarest.views import KafkaRestView
 from controlplane.tenancy.models import Role
 
-ROOT_REFUSAL = ("Root paths need an API key scoped to one cluster: this key reaches every cluster of its tenant, "
-                "so the path does not say which one you mean. Create a scoped key (POST /api/v1/tenants/{slug}/"
-                "api-keys with \"cluster\": the cluster's id), or use /kafka/v2/clusters/{cluster_id}/... .")
 ERRORS = {404: ErrorSerializer, 422: ErrorSerializer}
 NO_CONTENT = {204: None, **ERRORS}
 V2 = ["REST Proxy v2"]

@@ -1,6 +1,7 @@
 """Request handlers, one module per family of Kafka APIs; importing this package registers them all."""
 
 from dataplane.server.handlers import (
+    acls,
     cluster,
     configs,
     fetch,
@@ -12,10 +13,11 @@ from dataplane.server.handlers import (
     produce,
     records,
     replication,
+    sasl,
     topics,
 )
 
 __all__ = [
-    "cluster", "configs", "fetch", "group_offsets", "groups", "log_dirs", "metadata", "offsets", "produce", "records",
-    "replication", "topics",
+    "acls", "cluster", "configs", "fetch", "group_offsets", "groups", "log_dirs", "metadata", "offsets", "produce",
+    "records", "replication", "sasl", "topics",
 ]

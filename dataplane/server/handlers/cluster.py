@@ -10,9 +10,8 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
-from dataplane.security.acl import ResourceType
+from dataplane.security.acl import AclOperation
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.authorized import authorized_operations
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
@@ -32,11 +31,13 @@ async def describe_cluster(broker: Broker, request: Request, context: RequestCon
         error, message = wire(ErrorCode.MISMATCHED_ENDPOINT_TYPE), "The request was sent to a broker, not a controller."
     elif endpoint_type != BROKERS_ENDPOINT:
         error, message = wire(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE), f"Unknown endpoint type {endpoint_type}."
+    elif not broker.access.allows_cluster(context, AclOperation.DESCRIBE):
+        error, message = wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "Cluster authorization failed."
     brokers = [] if message else [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
                                    "is_fenced": False} for b in broker.metadata.live_brokers()]
     return build(load_response_schema(60, version), {
         "throttle_time": ZERO, "error_code": error, "error_message": message, "endpoint_type": endpoint_type,
         "cluster_id": broker.config.cluster_id, "controller_id": broker.metadata.known_controller(),
         "brokers": brokers,
-        "cluster_authorized_operations": authorized_operations(ResourceType.CLUSTER,
-                                                               body.include_cluster_authorized_operations)})
+        "cluster_authorized_operations": broker.access.cluster_operations(
+            context, body.include_cluster_authorized_operations)})

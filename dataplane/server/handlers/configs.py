@@ -33,6 +33,7 @@ from dataplane.config.topic import (
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 from dataplane.storage import LogConfig
@@ -184,6 +185,7 @@ async def describe_configs(broker: Broker, request: Request, context: RequestCon
         result: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "configs": (),
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name}
         try:
+            _authorize(broker, context, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
             entries = _entries_for(broker, resource.resource_type, resource.resource_name)
             keys = set(resource.configuration_keys or ())  # null or empty: every config (Kafka's reading)
             result["configs"] = [_describe_entry(e, synonyms=body.include_synonyms, documentation=documentation)
@@ -192,6 +194,15 @@ async def describe_configs(broker: Broker, request: Request, context: RequestCon
             result.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(result)
     return build(load_response_schema(32, version), {"throttle_time": ZERO, "results": results})
+
+
+def _authorize(broker: Broker, context: RequestContext, operation: AclOperation, resource_type: int,
+               name: str) -> None:
+    """Kafka's checks: the operation on the topic, or on the cluster for a broker resource."""
+    if resource_type == TOPIC and not broker.access.allows(context, operation, ResourceType.TOPIC, name):
+        raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if resource_type == BROKER and not broker.access.allows_cluster(context, operation):
+        raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
 def _entries_for(broker: Broker, resource_type: int, name: str) -> list[Entry]:
@@ -292,7 +303,8 @@ async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tu
         raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
 
 
-async def _alter_all(broker: Broker, request: Request, *, replace: bool) -> list[dict[str, Any]]:
+async def _alter_all(broker: Broker, request: Request, context: RequestContext, *,
+                     replace: bool) -> list[dict[str, Any]]:
     body = request.body
     seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
     results = []
@@ -304,6 +316,7 @@ async def _alter_all(broker: Broker, request: Request, *, replace: bool) -> list
         try:
             if seen[(resource.resource_type, resource.resource_name)] > 1:
                 raise _request_error("Duplicate resource in request.")
+            _authorize(broker, context, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             await _alter(broker, resource.resource_type, resource.resource_name, ops, replace=replace,
                          validate_only=body.validate_only)
             changed = changed or not body.validate_only
@@ -317,11 +330,11 @@ async def _alter_all(broker: Broker, request: Request, *, replace: bool) -> list
 
 @api(33, "AlterConfigs", 0, 2)
 async def alter_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
-    results = await _alter_all(broker, request, replace=True)
+    results = await _alter_all(broker, request, context, replace=True)
     return build(load_response_schema(33, request.api_version), {"throttle_time": ZERO, "responses": results})
 
 
 @api(44, "IncrementalAlterConfigs", 0, 1)
 async def incremental_alter_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
-    results = await _alter_all(broker, request, replace=False)
+    results = await _alter_all(broker, request, context, replace=False)
     return build(load_response_schema(44, request.api_version), {"throttle_time": ZERO, "responses": results})

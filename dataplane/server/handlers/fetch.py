@@ -15,6 +15,7 @@ from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError, UnsupportedCompressionTypeError
 from dataplane.protocol.messages import Deferred, Request
 from dataplane.protocol.records import uses_zstd
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 from dataplane.server.leader_hints import LeaderHints
@@ -33,6 +34,9 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
     pass reads cannot be slept through; only those partitions wake it.
     """
     body = request.body
+    if _replica_id(body) >= 0 and not broker.access.allows_cluster(context, AclOperation.CLUSTER_ACTION):
+        # Only brokers fetch as replicas: a client forging a replica id is refused and changes nothing.
+        return _refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     deadline = time.monotonic() + body.max_wait.total_seconds()
     woken = asyncio.Event()
     stop_watching: list[Callable[[], None]] = []
@@ -40,7 +44,8 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
         while True:
             woken.clear()
             hints = LeaderHints(broker.metadata)
-            responses, total, read = await _fetch_once(broker, body, hints, zstd_allowed=request.api_version >= 10)
+            responses, total, read = await _fetch_once(broker, context, body, hints,
+                                                       zstd_allowed=request.api_version >= 10)
             if not stop_watching:
                 to_log_end = _replica_id(body) >= 0
                 stop_watching = [p.watch(woken, replica=to_log_end) for p, _ in read]
@@ -60,12 +65,24 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
         "node_endpoints": hints.node_endpoints()})
 
 
+def _refused(request: Request, code: ErrorCode) -> Any:
+    """The whole fetch refused: the error at the top and on every partition asked for, nothing read."""
+    body = request.body
+    responses = [{"topic": getattr(t, "topic", None), "topic_id": getattr(t, "topic_id", None), "partitions": [
+        {"partition_index": p.partition, "error_code": wire(code), "high_watermark": -1, "last_stable_offset": -1,
+         "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+        for p in t.partitions]} for t in body.topics]
+    return build(load_response_schema(1, request.api_version), {
+        "throttle_time": ZERO, "error_code": wire(code), "session_id": 0, "responses": responses,
+        "node_endpoints": ()})
+
+
 def _replica_id(body: Any) -> int:
     """The fetching follower's id, -1 for a consumer (v15+ carry it in ``replica_state``)."""
     return int(body.replica_state.replica_id if hasattr(body, "replica_state") else body.replica_id)
 
 
-async def _fetch_once(broker: Broker, body: Any, hints: LeaderHints, *,
+async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints: LeaderHints, *,
                       zstd_allowed: bool) -> tuple[list[dict[str, Any]], int, list[tuple[Partition, int]]]:
     """One pass over the partitions asked for: the responses, the bytes found, and the partitions read
     with the end of what was visible in each.
@@ -82,6 +99,9 @@ async def _fetch_once(broker: Broker, body: Any, hints: LeaderHints, *,
         partitions = []
         by_id = hasattr(topic_req, "topic_id")
         name = broker.metadata.topic_name(topic_req.topic_id) if by_id else topic_req.topic
+        # Followers were checked for CLUSTER_ACTION already; consumers need READ on each topic.
+        readable = replica >= 0 or name is None or broker.access.allows(context, AclOperation.READ,
+                                                                        ResourceType.TOPIC, name)
         for part in topic_req.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition, "error_code": WireError.none,
                                      "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
@@ -91,6 +111,9 @@ async def _fetch_once(broker: Broker, body: Any, hints: LeaderHints, *,
                 if name is None:
                     raise KafkaError(f"topic id {topic_req.topic_id} is not known to this broker",
                                      code=ErrorCode.UNKNOWN_TOPIC_ID)
+                if not readable:
+                    raise KafkaError(f"Not authorized to read topic {name}.",
+                                     code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = broker.replicas.leader_partition(name, part.partition,
                                                              getattr(part, "current_leader_epoch", -1))
                 if replica >= 0:

@@ -10,6 +10,7 @@ from dataplane.coordinator.manager import CommitRequest, TopicPartition
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -38,10 +39,14 @@ async def offset_commit(broker: Broker, request: Request, context: RequestContex
     order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, tuple[int, int, str | None]] = {}
+    access = broker.access
     for topic in body.topics:
+        readable = access.allows(context, AclOperation.READ, ResourceType.TOPIC, topic.name)
         for part in topic.partitions:
             tp = (topic.name, part.partition_index)
-            if not _known(broker, *tp):
+            if not readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not _known(broker, *tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 offsets[tp] = (part.committed_offset, getattr(part, "committed_leader_epoch", NO_LEADER_EPOCH),
@@ -49,6 +54,8 @@ async def offset_commit(broker: Broker, request: Request, context: RequestContex
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        if not access.allows(context, AclOperation.READ, ResourceType.GROUP, body.group_id):
+            raise KafkaError("Group authorization failed.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         if offsets:
             errors.update(await broker.coordinator.commit(CommitRequest(
                 body.group_id, body.generation_id_or_member_epoch, body.member_id,
@@ -59,21 +66,34 @@ async def offset_commit(broker: Broker, request: Request, context: RequestContex
                                                                 "topics": _by_topic(errors, order)})
 
 
-async def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
-    """(group error, topics with partitions) for one group of an OffsetFetch."""
+async def _fetch_group(broker: Broker, context: RequestContext, group_id: str,
+                       topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """(group error, topics with partitions) for one group of an OffsetFetch.
+
+    Kafka's checks: DESCRIBE on the group; topics named but not describable answer
+    TOPIC_AUTHORIZATION_FAILED, and when all are asked for they are left out.
+    """
+    access = broker.access
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
+        if not access.allows(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            raise KafkaError("Group authorization failed.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         found = await broker.coordinator.fetch_offsets(group_id, wanted)
         error = ErrorCode.NONE
     except KafkaError as exc:
         error, found = exc.code, dict.fromkeys(wanted or [])
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in found.items():
+        topic_error = error
+        if error is ErrorCode.NONE and not access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            if wanted is None:
+                continue
+            topic_error, value = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
         by_topic.setdefault(topic, []).append({
             "partition_index": partition, "committed_offset": -1 if value is None else value.offset,
             "committed_leader_epoch": NO_LEADER_EPOCH if value is None else value.leader_epoch,
             "metadata": "" if value is None else value.metadata,
-            "error_code": wire(error)})
+            "error_code": wire(topic_error)})
     return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
@@ -84,10 +104,10 @@ async def offset_fetch(broker: Broker, request: Request, context: RequestContext
     if version >= 8:  # batched groups (KIP-709)
         groups = []
         for group in body.groups:
-            error, topics = await _fetch_group(broker, group.group_id, group.topics)
+            error, topics = await _fetch_group(broker, context, group.group_id, group.topics)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": wire(error)})
         return build(schema, {"throttle_time": ZERO, "groups": groups})
-    error, topics = await _fetch_group(broker, body.group_id, body.topics)
+    error, topics = await _fetch_group(broker, context, body.group_id, body.topics)
     return build(schema, {"throttle_time": ZERO, "topics": topics, "error_code": wire(error)})
 
 
@@ -95,11 +115,17 @@ async def offset_fetch(broker: Broker, request: Request, context: RequestContext
 async def offset_delete(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order if not _known(broker, *tp)}
+    access = broker.access
+    errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in order
+              if not access.allows(context, AclOperation.READ, ResourceType.TOPIC, tp[0])}
+    errors.update({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order
+                   if tp not in errors and not _known(broker, *tp)})
     top = ErrorCode.NONE
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        if not access.allows(context, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+            raise KafkaError("Group authorization failed.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         errors.update(await broker.coordinator.delete_offsets(body.group_id, [tp for tp in order
                                                                                if tp not in errors]))
     except KafkaError as exc:

@@ -13,9 +13,8 @@ from dataplane.coordinator.manager import CoordinatorError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.security.acl import ResourceType
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.authorized import authorized_operations
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
@@ -32,13 +31,25 @@ def _error_message(code: ErrorCode, exc: Exception | None = None) -> str | None:
     return None if code is ErrorCode.NONE else (str(exc) if exc else code.name)
 
 
+def check_group(broker: Broker, context: RequestContext, operation: AclOperation, group_id: str) -> None:
+    """Raises GROUP_AUTHORIZATION_FAILED unless the caller may do ``operation`` on the group."""
+    if not broker.access.allows(context, operation, ResourceType.GROUP, group_id):
+        raise KafkaError(f"Not authorized to access group {group_id}.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+
+
 # ---------------------------------------------------------------------- FindCoordinator
 
 
-async def _find_coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+async def _find_coordinator(broker: Broker, context: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": WireError.none,
                              "error_message": None}
     try:
+        if key_type == TRANSACTION_KEY and not broker.access.allows(context, AclOperation.DESCRIBE,
+                                                                    ResourceType.TRANSACTIONAL_ID, key):
+            raise KafkaError("Transactional id authorization failed.",
+                             code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if key_type == GROUP_KEY:
+            check_group(broker, context, AclOperation.DESCRIBE, key)
         if key_type == TRANSACTION_KEY:
             raise KafkaError("transactions are not served yet", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if key_type != GROUP_KEY:
@@ -63,9 +74,9 @@ async def find_coordinator(broker: Broker, request: Request, context: RequestCon
     body, version = request.body, request.api_version
     key_type = getattr(body, "key_type", GROUP_KEY)
     if version >= 4:  # batched (KIP-699)
-        coordinators = [await _find_coordinator(broker, key, key_type) for key in body.coordinator_keys]
+        coordinators = [await _find_coordinator(broker, context, key, key_type) for key in body.coordinator_keys]
         return build(load_response_schema(10, version), {"throttle_time": ZERO, "coordinators": coordinators})
-    entry = await _find_coordinator(broker, body.key, key_type)
+    entry = await _find_coordinator(broker, context, body.key, key_type)
     return build(load_response_schema(10, version), {"throttle_time": ZERO, **entry})
 
 
@@ -88,6 +99,7 @@ async def join_group(broker: Broker, request: Request, context: RequestContext) 
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        check_group(broker, context, AclOperation.READ, body.group_id)
         result = await broker.coordinator.join(body.group_id, join)
         values.update(error_code=wire(result.error), generation_id=result.generation, member_id=result.member_id,
                       protocol_type=result.protocol_type, leader=result.leader,
@@ -111,6 +123,7 @@ async def sync_group(broker: Broker, request: Request, context: RequestContext) 
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        check_group(broker, context, AclOperation.READ, body.group_id)
         result = await broker.coordinator.sync(
             body.group_id, generation=body.generation_id, member_id=body.member_id,
             group_instance_id=getattr(body, "group_instance_id", None),
@@ -129,6 +142,7 @@ async def heartbeat(broker: Broker, request: Request, context: RequestContext) -
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        check_group(broker, context, AclOperation.READ, body.group_id)
         error = await broker.coordinator.heartbeat(body.group_id, generation=body.generation_id,
                                                    member_id=body.member_id,
                                                    group_instance_id=getattr(body, "group_instance_id", None))
@@ -146,6 +160,7 @@ async def leave_group(broker: Broker, request: Request, context: RequestContext)
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
+        check_group(broker, context, AclOperation.READ, body.group_id)
         errors = await broker.coordinator.leave(body.group_id, identities)
         members = [{"member_id": member_id, "group_instance_id": instance, "error_code": wire(error)}
                    for (member_id, instance), error in zip(identities, errors, strict=True)]
@@ -167,9 +182,11 @@ async def describe_groups(broker: Broker, request: Request, context: RequestCont
     for group_id in body.groups:
         entry: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "group_id": group_id,
                                  "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": (),
-                                 "authorized_operations": authorized_operations(
-                                     ResourceType.GROUP, getattr(body, "include_authorized_operations", False))}
+                                 "authorized_operations": broker.access.operations(
+                                     context, ResourceType.GROUP, group_id,
+                                     getattr(body, "include_authorized_operations", False))}
         try:
+            check_group(broker, context, AclOperation.DESCRIBE, group_id)
             group = await broker.coordinator.describe(group_id)
             if group is None:
                 if version >= 6:  # KIP-1043: an unknown group is an error, not a Dead one
@@ -195,9 +212,14 @@ async def list_groups(broker: Broker, request: Request, context: RequestContext)
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     listed = []
+    access = broker.access
+    everything = access.allows_cluster(context, AclOperation.DESCRIBE)  # else the groups it may describe
     if not types or "classic" in types:  # every group here is a classic group
         for group in await broker.coordinator.list_groups():
             if states and group.state.value.lower() not in states:
+                continue
+            if not everything and not access.allows(context, AclOperation.DESCRIBE, ResourceType.GROUP,
+                                                    group.group_id):
                 continue
             listed.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                            "group_state": group.state.value, "group_type": "classic"})
@@ -210,7 +232,11 @@ async def list_groups(broker: Broker, request: Request, context: RequestContext)
 async def delete_groups(broker: Broker, request: Request, context: RequestContext) -> Any:
     results = []
     for group_id in request.body.groups_names:
-        error = (ErrorCode.INVALID_GROUP_ID if not group_id
-                 else await broker.coordinator.delete_group(group_id))
+        if not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif not broker.access.allows(context, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            error = await broker.coordinator.delete_group(group_id)
         results.append({"group_id": group_id, "error_code": wire(error)})
     return build(load_response_schema(42, request.api_version), {"throttle_time": ZERO, "results": results})

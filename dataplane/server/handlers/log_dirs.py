@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import AclOperation
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 @api(35, "DescribeLogDirs", 1, 4)
 async def describe_log_dirs(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
+    if not broker.access.allows_cluster(context, AclOperation.DESCRIBE):
+        return build(load_response_schema(35, request.api_version), {
+            "throttle_time": ZERO, "error_code": wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": ()})
     hosted = broker.replicas.partitions
     if body.topics is None:  # every replica this broker hosts
         wanted = sorted(hosted)
@@ -62,6 +66,7 @@ def _disk_space(directory: Path) -> tuple[int, int]:
 
 @api(34, "AlterReplicaLogDirs", 1, 2)
 async def alter_replica_log_dirs(broker: Broker, request: Request, context: RequestContext) -> Any:
+    allowed = broker.access.allows_cluster(context, AclOperation.ALTER)
     own = _same_dir_key(broker.config.data_dir)
     hosted = broker.replicas.partitions
     results: dict[str, list[dict[str, Any]]] = {}
@@ -69,7 +74,9 @@ async def alter_replica_log_dirs(broker: Broker, request: Request, context: Requ
         same = _same_dir_key(Path(destination.path)) == own
         for topic in destination.topics:
             for index in topic.partitions:
-                if not same:
+                if not allowed:
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                elif not same:
                     code = ErrorCode.LOG_DIR_NOT_FOUND
                 elif (topic.name, int(index)) not in hosted:
                     code = ErrorCode.REPLICA_NOT_AVAILABLE

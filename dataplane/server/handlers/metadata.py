@@ -11,9 +11,9 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
-from dataplane.security.acl import ResourceType
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api, api_version_entries
-from dataplane.server.authorized import NOT_REQUESTED, all_operations, authorized_operations
+from dataplane.server.authorized import NOT_REQUESTED
 from dataplane.server.broker import ZERO, wire
 
 if TYPE_CHECKING:
@@ -40,21 +40,26 @@ def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
 @api(3, "Metadata", 0, 13)  # v13: a top-level error code (KIP-1102), always NONE from a broker that answers
 async def metadata(broker: Broker, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
+    access = broker.access
     await broker.current_metadata()
-    if body.topics is None or (version == 0 and not body.topics):
-        wanted = sorted(broker.metadata.topics)
+    every_topic = body.topics is None or (version == 0 and not body.topics)
+    if every_topic:  # only the topics the caller may describe, as Kafka lists them
+        wanted = [n for n in sorted(broker.metadata.topics)
+                  if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
     allow_create = version < 4 or body.allow_auto_topic_creation
     live = {b.node_id: b for b in broker.metadata.live_brokers()}
-    topic_operations = authorized_operations(ResourceType.TOPIC,
-                                             getattr(body, "include_topic_authorized_operations", False))
+    want_operations = getattr(body, "include_topic_authorized_operations", False)
     entries = []
     for name in wanted:
+        if not every_topic and not access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            entries.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         try:
             topic = broker.metadata.topic(name)
             if topic is None and allow_create:
-                topic = await broker.topic_or_autocreate(name)
+                topic = await broker.topic_or_autocreate(name, may_create=broker.may_create_topic(context, name))
             elif topic is None:
                 await broker.refresh_topics()  # created through another broker a moment ago?
                 topic = broker.metadata.topic(name)
@@ -66,7 +71,8 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
             continue
         entries.append({
             "error_code": WireError.none, "name": topic.name, "topic_id": topic.topic_id,
-            "is_internal": topic.internal, "topic_authorized_operations": topic_operations,
+            "is_internal": topic.internal,
+            "topic_authorized_operations": access.operations(context, ResourceType.TOPIC, name, want_operations),
             "partitions": [{
                 "error_code": wire(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else WireError.none,
                 "partition_index": p.partition, "leader_id": p.leader,
@@ -78,8 +84,8 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
         "controller_id": broker.metadata.known_controller(),
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in live.values()],
-        "cluster_authorized_operations": authorized_operations(
-            ResourceType.CLUSTER, getattr(body, "include_cluster_authorized_operations", False)), "topics": entries,
+        "cluster_authorized_operations": access.cluster_operations(
+            context, getattr(body, "include_cluster_authorized_operations", False)), "topics": entries,
     })
 
 
@@ -102,7 +108,9 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
         # Kafka's answer to an invalid request of this API: the error on every topic asked for.
         return build(load_response_schema(75, request.api_version), {"throttle_time": ZERO, "next_cursor": None,
             "topics": [_topic_error(name, ErrorCode.INVALID_REQUEST) for name in requested]})
-    names = requested or sorted(metadata.topics)
+    access = broker.access
+    names = requested or [n for n in sorted(metadata.topics)
+                          if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     budget = max(0, min(int(body.response_partition_limit), MAX_PARTITIONS_PER_DESCRIBE))
@@ -110,6 +118,9 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
     entries: list[dict[str, Any]] = []
     next_cursor: dict[str, Any] | None = None
     for position, name in enumerate(names):
+        if requested and not access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            entries.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         topic = metadata.topic(name)
         if topic is None:
             entries.append(_topic_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -123,7 +134,7 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
         budget -= len(chosen)
         entries.append({
             "error_code": WireError.none, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
-            "topic_authorized_operations": all_operations(ResourceType.TOPIC),
+            "topic_authorized_operations": access.operations(context, ResourceType.TOPIC, name, True),
             "partitions": [{"error_code": wire(ErrorCode.LEADER_NOT_AVAILABLE) if p.leader < 0 else WireError.none,
                             "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
                             "replica_nodes": p.replicas, "isr_nodes": p.isr, "eligible_leader_replicas": None,

@@ -15,8 +15,9 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.errors import KafkaError
+from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 from dataplane.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -34,10 +35,13 @@ async def list_offsets(broker: Broker, request: Request, context: RequestContext
     topics = []
     for topic_req in request.body.topics:
         partitions = []
+        allowed = broker.access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic_req.name)
         for part in topic_req.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition_index, "error_code": WireError.none,
                                      "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": ()}
             try:
+                if not allowed:
+                    raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = broker.replicas.leader_partition(topic_req.name, part.partition_index,
                                                              getattr(part, "current_leader_epoch", -1))
                 if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark

@@ -14,6 +14,7 @@ from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, InvalidRecordError, KafkaError, UnsupportedCompressionTypeError
 from dataplane.protocol.messages import Request
 from dataplane.protocol.records import uses_zstd
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import Later, RequestContext, api
 from dataplane.server.broker import ZERO, wire
 from dataplane.server.leader_hints import LeaderHints
@@ -33,15 +34,30 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
     results = []
     hints = LeaderHints(broker.metadata)
     waits: list[tuple[dict[str, Any], Any]] = []
+    access = broker.access
+    transactional_id = getattr(body, "transactional_id", None)
+    refused_all = None
+    if transactional_id is not None and not access.allows(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                          transactional_id):
+        refused_all = KafkaError("Transactional id authorization failed.",
+                                 code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     for topic_data in body.topic_data:
-        with contextlib.suppress(KafkaError):  # an invalid name is answered per partition below
-            await broker.topic_or_autocreate(topic_data.name)
+        refused = refused_all
+        if refused is None and not access.allows(context, AclOperation.WRITE, ResourceType.TOPIC, topic_data.name):
+            refused = KafkaError(f"Not authorized to write to topic {topic_data.name}.",
+                                 code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if refused is None:
+            with contextlib.suppress(KafkaError):  # an invalid name is answered per partition below
+                await broker.topic_or_autocreate(topic_data.name,
+                                                 may_create=broker.may_create_topic(context, topic_data.name))
         partitions = []
         for part in topic_data.partition_data:
             entry: dict[str, Any] = {"index": part.index, "error_code": WireError.none, "base_offset": -1,
                                      "log_append_time": None, "log_start_offset": -1, "record_errors": (),
                                      "error_message": None}
             try:
+                if refused is not None:
+                    raise refused
                 if body.acks not in VALID_ACKS:
                     raise KafkaError(f"acks must be -1, 0 or 1, not {body.acks}", code=ErrorCode.INVALID_REQUIRED_ACKS)
                 partition = broker.replicas.leader_partition(topic_data.name, part.index)
@@ -87,11 +103,18 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
 
 @api(22, "InitProducerId", 0, 5)
 async def init_producer_id(broker: Broker, request: Request, context: RequestContext) -> Any:
-    """Idempotent producers get a fresh id at epoch 0; transactions are not served yet."""
+    """Idempotent producers get a fresh id at epoch 0; transactions are not served yet.
+
+    Kafka's rule (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+    """
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "producer_id": -1,
                               "producer_epoch": -1}
+    access = broker.access
     if request.body.transactional_id is not None:
         values["error_code"] = wire(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not (access.allows_cluster(context, AclOperation.IDEMPOTENT_WRITE)
+              or access.allows_any(context, AclOperation.WRITE, ResourceType.TOPIC)):
+        values["error_code"] = wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     else:
         values.update(producer_id=await broker.next_producer_id(), producer_epoch=0)
     return build(load_response_schema(22, request.api_version), values)

@@ -13,6 +13,7 @@ from dataplane.cluster.store import PartitionChange
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -24,13 +25,23 @@ PREFERRED, UNCLEAN = 0, 1
 
 @api(23, "OffsetForLeaderEpoch", 2, 4)
 async def offset_for_leader_epoch(broker: Broker, request: Request, context: RequestContext) -> Any:
+    """Followers (replica id set, v3+) need CLUSTER_ACTION; consumers DESCRIBE on the topic (Kafka's checks)."""
     topics = []
+    access = broker.access
+    follower = getattr(request.body, "replica_id", -1) >= 0
+    cluster_ok = not follower or access.allows_cluster(context, AclOperation.CLUSTER_ACTION)
     for topic_req in request.body.topics:
         partitions = []
+        refused = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED if not cluster_ok else
+                   ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                   if not follower and not access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                         topic_req.topic) else None)
         for part in topic_req.partitions:
             entry: dict[str, Any] = {"error_code": WireError.none, "partition": part.partition,
                                      "leader_epoch": -1, "end_offset": -1}
             try:
+                if refused is not None:
+                    raise KafkaError("Authorization failed.", code=refused)
                 partition = broker.replicas.leader_partition(topic_req.topic, part.partition,
                                                              part.current_leader_epoch)
                 found = partition.end_offset_for_epoch(part.leader_epoch)
@@ -52,6 +63,9 @@ async def elect_leaders(broker: Broker, request: Request, context: RequestContex
     body, version = request.body, request.api_version
     election_type = getattr(body, "election_type", PREFERRED)
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "replica_election_results": ()}
+    if not broker.access.allows_cluster(context, AclOperation.ALTER):
+        values["error_code"] = wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return build(load_response_schema(43, version), values)
     if broker.metadata.controller_id != broker.config.node_id:
         values["error_code"] = wire(ErrorCode.NOT_CONTROLLER)
         return build(load_response_schema(43, version), values)
@@ -100,6 +114,10 @@ async def alter_partition_reassignments(broker: Broker, request: Request, contex
     body = request.body
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "error_message": None,
                               "responses": ()}
+    if not broker.access.allows_cluster(context, AclOperation.ALTER):
+        values.update(error_code=wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                      error_message="Cluster authorization failed.")
+        return build(load_response_schema(45, request.api_version), values)
     if broker.metadata.controller_id != broker.config.node_id:
         values.update(error_code=wire(ErrorCode.NOT_CONTROLLER), error_message="this broker is not the controller")
         return build(load_response_schema(45, request.api_version), values)
@@ -126,6 +144,10 @@ async def alter_partition_reassignments(broker: Broker, request: Request, contex
 @api(46, "ListPartitionReassignments", 0, 0)
 async def list_partition_reassignments(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
+    if not broker.access.allows_cluster(context, AclOperation.DESCRIBE):
+        return build(load_response_schema(46, request.api_version), {
+            "throttle_time": ZERO, "error_code": wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+            "error_message": "Cluster authorization failed.", "topics": ()})
     await broker.refresh_topics()
     wanted: dict[str, set[int] | None]
     if body.topics is None:

@@ -14,6 +14,7 @@ from dataplane.cluster.store import TopicState
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
+from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 async def create_topics(broker: Broker, request: Request, context: RequestContext) -> Any:
     body = request.body
     results = []
+    created = False
     for item in body.topics:
         partitions = broker.config.num_partitions if item.num_partitions == -1 else item.num_partitions
         replication = (broker.config.default_replication_factor if item.replication_factor == -1
@@ -33,17 +35,22 @@ async def create_topics(broker: Broker, request: Request, context: RequestContex
                                  "error_message": None, "topic_config_error_code": 0,
                                  "num_partitions": -1, "replication_factor": -1, "configs": ()}
         try:
+            if not broker.may_create_topic(context, item.name):
+                raise KafkaError("Authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             layout = _manual_layout(item)
             if layout is not None:
                 partitions, replication = len(layout), len(layout[0])
             topic = await broker.create_topic(item.name, partitions, replication,
                                               {c.name: c.value for c in item.configs if c.value is not None},
-                                              validate_only=body.validate_only, assignments=layout)
+                                              validate_only=body.validate_only, assignments=layout, refresh=False)
+            created = created or not body.validate_only
             entry.update(topic_id=topic.topic_id, num_partitions=len(topic.partitions),
                          replication_factor=len(topic.partitions[0].replicas) if topic.partitions else -1)
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
+    if created:  # once for the whole request: a refresh reads every topic
+        await broker.refresh_topics()
     return build(load_response_schema(19, request.api_version), {"throttle_time": ZERO, "topics": results})
 
 
@@ -77,6 +84,11 @@ async def delete_topics(broker: Broker, request: Request, context: RequestContex
         try:
             if (topic_id is None) == (name is None):
                 raise KafkaError("Name a topic by exactly one of name and topic id.", code=ErrorCode.INVALID_REQUEST)
+            # By id, the name the id resolves to decides (an unknown id stays unknown below).
+            target = name if name is not None else broker.metadata.topic_name(topic_id) if topic_id else None
+            if target is not None and not broker.access.allows(context, AclOperation.DELETE, ResourceType.TOPIC,
+                                                               target):
+                raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             topic = await broker.db.call(broker.store.delete_topic, name, topic_id=topic_id)
             entry.update(name=topic.name, topic_id=topic.topic_id)
             deleted.append(topic)
@@ -112,6 +124,8 @@ async def create_partitions(broker: Broker, request: Request, context: RequestCo
         try:
             if seen[item.name] > 1:
                 raise KafkaError("Duplicate topic in request.", code=ErrorCode.INVALID_REQUEST)
+            if not broker.access.allows(context, AclOperation.ALTER, ResourceType.TOPIC, item.name):
+                raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             assignments = None if item.assignments is None else [a.broker_ids for a in item.assignments]
             await broker.db.call(broker.store.create_partitions, item.name, item.count,
                                broker.metadata.live_node_ids(), assignments=assignments, dry_run=body.validate_only)

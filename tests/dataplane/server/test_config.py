@@ -29,7 +29,8 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
         "node_id": 3, "data_dir": Path("/data"), "auto_create_topics": False, "host": "0.0.0.0", "port": 9093,
         "advertised_host": "broker-1", "advertised_port": 19093, "metrics_listen": ("127.0.0.1", 9644),
         "max_request_bytes": 1024, "fetch_transfer": "copy", "rack": "r1", "num_partitions": 6,
-        "default_replication_factor": 1, "metadata_url": "postgresql://x/y", "cluster_id": "c1"}
+        "default_replication_factor": 1, "metadata_url": "postgresql://x/y", "cluster_id": "c1",
+        "security_protocol": "PLAINTEXT"}
     groups = settings_from_table({"offsets": {"topic": {"num": {"partitions": 3}}, "retention": {"minutes": 1.5}},
                                   "group.initial.rebalance.delay.ms": 0})
     assert {field: value for field, (_, value) in groups.items()} == {
@@ -42,7 +43,7 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
     ({"node.id": "three"}, "node.id: expected an integer, got 'three'"),
     ({"node.id": True}, "node.id: expected an integer, got True"),
     ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable: expected true or false, got 'yes'"),
-    ({"listeners": "SSL://h:1"}, "only PLAINTEXT listeners are supported"),
+    ({"listeners": "SSL://h:1"}, "protocol must be one of PLAINTEXT, SASL_PLAINTEXT"),
     ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "only one listener is supported"),
     ({"log.dirs": "/a,/b"}, "only one log directory is supported"),
     ({"listen": "a:1", "listeners": "PLAINTEXT://a:1"}, "both set the same thing"),
