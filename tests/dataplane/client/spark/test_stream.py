@@ -109,3 +109,25 @@ def test_streaming_sink_round_trips(spark: Any, kafka: str, new_topic: Any, tmp_
     back = spark.read.format("sluice").option("kafka.bootstrap.servers", kafka).option("subscribe", sink).load()
     assert sorted((bytes(r["key"]), int(bytes(r["value"]))) for r in back.collect()) == \
         sorted((r.key, 2 * int(r.value or b"0")) for r in sent)
+
+
+def test_a_topic_created_later_is_read_from_its_earliest_offset(spark: Any, kafka: str, new_topic: Any,
+                                                                 tmp_path: Path) -> None:
+    first = new_topic(1)  # t-<random hex>: the pattern matches this test's topics only
+    a = produce(kafka, first, [(0, None, b"a%d" % i) for i in range(5)])
+
+    def run() -> None:
+        source = (spark.readStream.format("sluice").option("kafka.bootstrap.servers", kafka)
+                  .option("subscribePattern", f"{first}|{first}-later").option("startingOffsets", "earliest").load())
+        to_parquet(source, tmp_path / "out", tmp_path / "cp").trigger(availableNow=True).start().awaitTermination()
+
+    run()
+    later = f"{first}-later"
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka})
+    admin.create_topics([NewTopic(later, 2, 1)])[later].result(30)
+    b = produce(kafka, later, [(i % 2, None, b"b%d" % i) for i in range(6)])
+    run()
+    assert written(spark, tmp_path / "out") == sorted([r.row() for r in a + b],
+                                                                 key=lambda t: (t[2], t[3], t[4]))
