@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rest clean-var
+.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rest bench-spark clean-var
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,11 @@ bench-managed: $(STAMP)
 # bench/karapace_venv.py builds from a git clone of Aiven-Open/karapace (BENCH_ARGS=--karapace-git DIR).
 bench-rest: $(STAMP)
 	$(BIN)/python bench/rest.py $(BENCH_ARGS)
+
+# Spark: count-by-key over 5M 100 B records through the sluice data source against a plain confluent-kafka consumer
+# loop, on topics of 1, 4 and 8 partitions; Spark start-up reported apart. ~6 minutes (BENCH_ARGS=--quick: ~1).
+bench-spark: $(STAMP)
+	$(BIN)/python bench/spark.py $(BENCH_ARGS)
 
 clean-var:
 	rm -rf var
