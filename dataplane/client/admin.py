@@ -94,7 +94,9 @@ _NOT_CONTROLLER = int(ErrorCode.NOT_CONTROLLER)
 # Leadership is moving (a controller failover, a partition's new leader not yet aware of its epoch): ask again.
 _TRANSIENT = frozenset({"NOT_CONTROLLER", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_LEADER_EPOCH",
                         "FENCED_LEADER_EPOCH", "REPLICA_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE", "NOT_COORDINATOR",
-                        "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"})
+                        "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+                        # The broker asked went away mid-request (killed, restarting): another will answer.
+                        "_TRANSPORT"})
 _RETRY_BACKOFF = 0.1  # seconds between two attempts of a call
 _METADATA_REFRESH_MS = 2000
 _FUTURE_GRACE = 1.0  # librdkafka enforces request_timeout itself; this only guards against a future never resolved
