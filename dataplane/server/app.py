@@ -32,7 +32,10 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
             mhost, mport = config.metrics_listen
             metrics_server = await asyncio.start_server(lambda r, w: serve_metrics(broker.metrics, r, w), mhost, mport)
     except OSError as exc:
-        await broker.stop()
+        # Say why first: stopping a broker that started may take a while, and a supervisor waits on this output.
+        print(f"sluice: cannot listen: {exc.strerror} ({exc})", flush=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(broker.stop(), 2 * SHUTDOWN_GRACE_SECONDS)
         raise SystemExit(f"sluice: cannot listen: {exc.strerror} ({exc})") from None
     listener.start()
     if metrics_server is not None:

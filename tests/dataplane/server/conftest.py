@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.embedded import free_port
+from tests.ports import free_port_range
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -32,7 +32,9 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.port = self.port or free_port()
+        # Below the ephemeral range: a restart reuses the port, and one from that range could meanwhile have
+        # become some client's outgoing port (the broker then cannot listen).
+        self.port = self.port or free_port_range(1)[0]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sluice", "broker", "--node-id", "1", "--listen", self.bootstrap,
              "--data-dir", str(self.data_dir), "--cluster-id", self.cluster_id, "--auto-create-topics",
