@@ -12,7 +12,6 @@ import base64
 import contextlib
 import json
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -34,6 +33,7 @@ import pytest
 
 from sluice.embedded import free_port
 from tests.ports import free_port_range
+from tests.process_output import read_until
 
 ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0
@@ -105,6 +105,10 @@ class RestStack:
                               {"topic_name": name, "partitions_count": partitions,
                                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]})
         assert answer.status == 201, (answer.status, answer.body[:500])
+        self.wait_for_leaders(name, partitions)
+
+    def wait_for_leaders(self, name: str, partitions: int) -> None:
+        """Until the topic has ``partitions`` partitions, each with a leader (clients can use it)."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
@@ -114,31 +118,13 @@ class RestStack:
             if described is not None and described.error is None and len(described.partitions) == partitions \
                     and all(p.leader >= 0 for p in described.partitions.values()):
                 return
-            time.sleep(0.05)
+            time.sleep(0.05)  # polling a condition, within the deadline
         raise AssertionError(f"topic {name} never got leaders")
 
 
 def _database_url(name: str) -> str:
     parts = urlsplit(os.environ["DATABASE_URL"])
     return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + UP_TIMEOUT
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=deadline - time.monotonic()):
-                break
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if marker in line:
-                return "".join(seen)
-    raise AssertionError("sluice up never got ready:\n" + "".join(seen[-80:]))
 
 
 def _kill_tree(pid: int) -> None:
@@ -168,7 +154,7 @@ def rest_stack() -> Iterator[RestStack]:
                             start_new_session=True)
     stack: RestStack | None = None
     try:
-        _read_until(proc, "Press Ctrl-C to stop.")
+        read_until(proc, "Press Ctrl-C to stop.", UP_TIMEOUT, "sluice up")
         creds = json.loads((var / "demo-credentials.json").read_text())
         stack = RestStack(f"http://127.0.0.1:{port}", port, var, env, creds["tenant_slug"], creds["username"],
                           creds["password"], f"{creds['key_id']}:{creds['secret']}", proc=proc)

@@ -35,14 +35,8 @@ def new_topic(stack: RestStack, partitions: int = 3) -> str:
     name = f"v2-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": stack.bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        described = admin.list_topics(name, timeout=5).topics.get(name)
-        if described is not None and described.error is None and len(described.partitions) == partitions \
-                and all(p.leader >= 0 for p in described.partitions.values()):
-            return name
-        time.sleep(0.05)
-    raise AssertionError(f"topic {name} never got leaders")
+    stack.wait_for_leaders(name, partitions)
+    return name
 
 
 def until(check: Callable[[], T | None], what: str, timeout: float = 60) -> T:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -27,6 +26,7 @@ import pytest
 
 from sluice.embedded import free_port
 from tests.ports import free_port_range
+from tests.process_output import read_until
 
 ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0
@@ -52,21 +52,7 @@ def sluice_up(var: Path, port: int, broker_port: int) -> Iterator[tuple[subproce
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + UP_TIMEOUT
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=deadline - time.monotonic()):
-                break
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if marker in line:
-                return "".join(seen)
-    raise AssertionError("sluice up never got ready:\n" + "".join(seen[-60:]))
+    return read_until(proc, marker, UP_TIMEOUT, "sluice up")
 
 
 def _call(port: int, path: str, key: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
