@@ -22,7 +22,9 @@ def store() -> Iterator[MetadataStore]:
     schema = f"meta_{uuid.uuid4().hex[:12]}"
     migrate(url, schema)
     conn = psycopg.connect(url)
-    metadata = MetadataStore(conn, "c1", schema)
+    # A cluster id of its own: NOTIFY channels are named by cluster id and shared by the whole database, so
+    # tests on other workers writing to a "c1" of their own schema were heard by this one's listener.
+    metadata = MetadataStore(conn, f"c-{uuid.uuid4().hex[:8]}", schema)
     metadata.ensure_cluster()
     try:
         yield metadata
@@ -85,16 +87,16 @@ def test_delete_and_unknown_topic(store: MetadataStore) -> None:
 
 def test_changes_bump_the_version_and_notify_listeners(store: MetadataStore) -> None:
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as listener:
-        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel("c1"))))
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(store.cluster_id))))
         before = store.metadata_version()
         store.create_topic("t", 1, 1, [1])
         assert store.metadata_version() == before + 1
         notes = list(listener.notifies(timeout=10, stop_after=1))
-        assert [n.channel for n in notes] == [notify_channel("c1")]
+        assert [n.channel for n in notes] == [notify_channel(store.cluster_id)]
 
 
 def test_producer_id_blocks_never_overlap(store: MetadataStore) -> None:
-    other = MetadataStore(psycopg.connect(os.environ["DATABASE_URL"]), "c1", store.schema)
+    other = MetadataStore(psycopg.connect(os.environ["DATABASE_URL"]), store.cluster_id, store.schema)
     try:
         blocks = [store.allocate_producer_ids(10), other.allocate_producer_ids(5), store.allocate_producer_ids(10)]
     finally:
