@@ -126,6 +126,9 @@ ACTIVE_REBALANCE_STATES = (RebalanceState.NEW, RebalanceState.PENDING_PROPOSAL, 
                            RebalanceState.REBALANCING)
 
 
+DEFAULT_REPLICATION_THROTTLE = 50 * 1024 * 1024  # bytes/s: moves leave most of a broker's disk and network to clients
+
+
 class Rebalance(models.Model):
     """A proposal to even out a cluster's replicas and leaders, reviewed, approved and carried out.
 
@@ -140,6 +143,8 @@ class Rebalance(models.Model):
     message = models.TextField(blank=True, default="")
     proposal = models.JSONField(default=dict)  # {"moves": [...], "summary": {...}, "before": [...], "after": [...]}
     progress = models.JSONField(default=dict)  # {"topic/partition": "pending" | "moving" | "done" | "cancelled"}
+    # Bytes/s each broker may copy for the moves while they run (Strimzi's replicationThrottle); 0: unlimited.
+    replication_throttle = models.PositiveBigIntegerField(default=DEFAULT_REPLICATION_THROTTLE)
     approved_at = models.DateTimeField(null=True, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     refresh_requested_at = models.DateTimeField(null=True, blank=True)

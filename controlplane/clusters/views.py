@@ -21,6 +21,7 @@ from controlplane.clusters.serializers import (
     GroupDetailSerializer,
     GroupSummarySerializer,
     RebalanceSerializer,
+    RebalanceWriteSerializer,
     ResetOffsetsSerializer,
     ResetPlanSerializer,
     ThroughputPointSerializer,
@@ -146,9 +147,12 @@ class RebalanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Cluster
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[Rebalance]:
         return Rebalance.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
 
-    @extend_schema(request=None, responses={201: RebalanceSerializer})
+    @extend_schema(request=RebalanceWriteSerializer, responses={201: RebalanceSerializer})
     def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
-        rebalance = rebalancing.rebalance_create(cluster=self.cluster, actor=self.actor)
+        data = RebalanceWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        rebalance = rebalancing.rebalance_create(cluster=self.cluster, actor=self.actor,
+                                                 replication_throttle=data.validated_data["replication_throttle"])
         return Response(RebalanceSerializer(rebalance).data, status=status.HTTP_201_CREATED)
 
     def _act(self, change: Any) -> Response:

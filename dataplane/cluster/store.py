@@ -523,6 +523,36 @@ class MetadataStore:
                 self._changed()
         return configs
 
+    def broker_configs(self) -> dict[int, dict[str, str]]:
+        """Dynamic broker configs by node id (-1: the cluster-wide default), by Kafka's broker config name."""
+        rows = self.conn.execute("SELECT node_id, name, value FROM broker_configs WHERE cluster_id = %s",
+                                 (self.cluster_id,)).fetchall()
+        found: dict[int, dict[str, str]] = {}
+        for node_id, name, value in rows:
+            found.setdefault(int(str(node_id)), {})[str(name)] = str(value)
+        return found
+
+    def alter_broker_configs(self, node_id: int, change: Callable[[Mapping[str, str]], Mapping[str, str]], *,
+                             dry_run: bool = False) -> dict[str, str]:
+        """Replace one node's dynamic configs (-1: the cluster default) with ``change(current)``; returns them.
+
+        ``change`` validates (the server knows which names are dynamic); the cluster row
+        lock serialises read-modify-write cycles as for the topic defaults.
+        """
+        with self.conn.transaction():
+            self.conn.execute("SELECT 1 FROM clusters WHERE cluster_id = %s FOR UPDATE", (self.cluster_id,))
+            current = self.broker_configs().get(node_id, {})
+            configs = dict(change(current))
+            if not dry_run and configs != current:
+                self.conn.execute("DELETE FROM broker_configs WHERE cluster_id = %s AND node_id = %s",
+                                  (self.cluster_id, node_id))
+                with self.conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO broker_configs (cluster_id, node_id, name, value) VALUES (%s, %s, %s, %s)",
+                        [(self.cluster_id, node_id, key, value) for key, value in sorted(configs.items())])
+                self._changed()
+        return configs
+
     def topics(self) -> list[TopicState]:
         """Every topic of the cluster with its partitions, in one round trip."""
         return self._topics()

@@ -202,8 +202,10 @@ class Broker:
         here, so AlterConfigs needs no path of its own to the storage layer.
         """
         async with self._refresh_lock:
-            version, topics, defaults = await self.db.call(
-                lambda: (self.store.metadata_version(), self.store.topics(), self.store.cluster_configs()))
+            version, topics, defaults, broker_configs = await self.db.call(
+                lambda: (self.store.metadata_version(), self.store.topics(), self.store.cluster_configs(),
+                         self.store.broker_configs()))
+            self.metadata.update_broker_configs(broker_configs)
             changed = self.metadata.config_changes(topics, defaults)
             # Roles are applied before the cache shows the new state, so a broker never names itself leader
             # of a partition (in Metadata) that it does not lead yet.

@@ -112,7 +112,7 @@ def test_a_worker_killed_mid_provisioning_resumes_to_ready(stack: Stack) -> None
 
 @pytest.mark.django_db(transaction=True)
 def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Stack) -> None:
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
     world = make_world(f"s{uuid.uuid4().hex[:6]}")
     admin = world.client(Role.ADMIN)
@@ -173,7 +173,15 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
                             and r, 180, "the rebalance to finish", stack,
                             lambda: admin.get(f"{base}/rebalances/{ready['id']}").json())
             assert set(done["progress"].values()) == {"done"}
+            assert done["replication_throttle"] == 50 * 1024 * 1024
             assert replicas_on_4() > 0
+            # The moves ran under the replication throttle, which is gone once the rebalance is Ready.
+            describer = AdminClient({"bootstrap.servers": bootstrap})
+            for node in (1, 2, 3, 4):
+                resource = ConfigResource(ResourceType.BROKER, str(node))
+                entry = describer.describe_configs([resource])[resource].result(30)[
+                    "follower.replication.throttled.rate"]
+                assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, (node, entry)
             # Scale in: the fourth broker's replicas move off before it stops.
             assert admin.patch(base, {"broker_count": 3}, format="json").status_code == 200
             body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 3 and b,

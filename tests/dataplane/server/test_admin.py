@@ -279,6 +279,36 @@ def test_confluent_broker_configs_are_cluster_defaults(broker: BrokerProcess, ad
     assert describe(admin, ConfigResource(ResourceType.TOPIC, "inherits"))["retention.ms"].value == "604800000"
 
 
+def test_replication_throttle_is_a_dynamic_broker_config(broker: BrokerProcess, admin: Any) -> None:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+
+    name = "follower.replication.throttled.rate"
+    node = ConfigResource(ResourceType.BROKER, "1")
+    before = describe(admin, node)[name]
+    assert before.source == ConfigSource.STATIC_BROKER_CONFIG.value and not before.is_read_only
+
+    def alter(op: Any, value: str | None, resource_name: str = "1") -> Any:
+        resource = ConfigResource(ResourceType.BROKER, resource_name, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+        return admin.incremental_alter_configs([resource])[resource]
+
+    alter(AlterConfigOpType.SET, "52428800").result(30)
+    now = describe(admin, node)[name]
+    assert (now.value, now.source) == ("52428800", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # A per-broker value is this broker's own: the topic defaults and the cluster default are untouched.
+    assert describe(admin, node)["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    for op, value in ((AlterConfigOpType.SET, "-1"), (AlterConfigOpType.SET, "fast"),
+                      (AlterConfigOpType.APPEND, "5")):
+        assert error_code(alter(op, value)) == KafkaError.INVALID_CONFIG
+    assert describe(admin, node)[name].value == "52428800"  # nothing half-applied
+
+    alter(AlterConfigOpType.DELETE, None).result(30)
+    after = describe(admin, node)[name]
+    assert (after.value, after.source) == (before.value, ConfigSource.STATIC_BROKER_CONFIG.value)
+
+
 def test_confluent_delete_records_moves_the_low_watermark(broker: BrokerProcess, admin: Any) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
     from confluent_kafka.admin import NewTopic
