@@ -163,7 +163,8 @@ class ThroughputSample(models.Model):
 
     Written by the ``clusters.sample_throughput`` beat task only; kept for 48 hours.
     ``records_in``: records appended (log end offsets); ``bytes_in``: log growth; ``records_out``: records
-    consumed by consumer groups (committed offsets). Per broker, what its led partitions took in.
+    consumed by consumer groups (committed offsets); ``bytes_out``: bytes the brokers sent to consumers (their
+    own counters). Per broker, what its led partitions took in and what it sent.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="throughput")
@@ -174,6 +175,7 @@ class ThroughputSample(models.Model):
     records_in = models.BigIntegerField(default=0)
     bytes_in = models.BigIntegerField(default=0)
     records_out = models.BigIntegerField(default=0)
+    bytes_out = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["at"]
@@ -190,6 +192,7 @@ class ThroughputCounter(models.Model):
     records = models.BigIntegerField(default=0)
     bytes = models.BigIntegerField(default=0)
     consumed = models.BigIntegerField(default=0)
+    bytes_out = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cluster", "scope", "name"], name="uniq_throughput_counter")]

@@ -112,6 +112,8 @@ class ThroughputPointSerializer(serializers.Serializer[Any]):
     records_in = serializers.IntegerField()
     bytes_in = serializers.IntegerField()
     records_out = serializers.IntegerField()
+    bytes_out = serializers.IntegerField()
     records_in_per_sec = serializers.FloatField()
     bytes_in_per_sec = serializers.FloatField()
     records_out_per_sec = serializers.FloatField()
+    bytes_out_per_sec = serializers.FloatField()

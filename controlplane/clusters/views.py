@@ -95,7 +95,8 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @extend_schema(parameters=[ThroughputQuerySerializer], responses={200: ThroughputPointSerializer(many=True)})
     @action(detail=True, methods=["get"])
     def throughput(self, request: Request, tenant_slug: str, pk: str) -> Response:
-        """Per-minute records and bytes in and records consumed, per topic or per broker, for charts (48 h)."""
+        """Per-minute records and bytes in, records consumed and bytes sent to consumers, per topic or per broker,
+        for charts (48 h)."""
         cluster = self.get_object()  # (query parameters named like the cluster filters would filter it away)
         query = ThroughputQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

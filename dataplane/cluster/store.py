@@ -162,13 +162,25 @@ class MetadataStore:
                  broker.directory_id, lease_seconds))
             self._changed()
 
-    def renew_lease(self, node_id: int, incarnation: uuid.UUID, lease_seconds: float) -> bool:
-        """Extend our lease; False when another incarnation took the node id over."""
+    def renew_lease(self, node_id: int, incarnation: uuid.UUID, lease_seconds: float,
+                    bytes_out: Mapping[str, int] | None = None) -> bool:
+        """Extend our lease (and publish our per-topic bytes sent to consumers, when given); False when
+        another incarnation took the node id over."""
         row = self.conn.execute(
-            "UPDATE brokers SET lease_expires_at = now() + make_interval(secs => %s)"
+            "UPDATE brokers SET lease_expires_at = now() + make_interval(secs => %s),"
+            " bytes_out = COALESCE(%s, bytes_out)"
             " WHERE cluster_id = %s AND node_id = %s AND incarnation = %s RETURNING 1",
-            (lease_seconds, self.cluster_id, node_id, incarnation)).fetchone()
+            (lease_seconds, None if bytes_out is None else Jsonb(dict(bytes_out)), self.cluster_id, node_id,
+             incarnation)).fetchone()
         return row is not None
+
+    def bytes_out(self) -> dict[int, tuple[uuid.UUID, dict[str, int]]]:
+        """node id -> (incarnation, bytes sent to consumers per topic) of every broker holding a live lease."""
+        rows = self.conn.execute("SELECT node_id, incarnation, bytes_out FROM brokers WHERE cluster_id = %s"
+                                 " AND lease_expires_at > now()", (self.cluster_id,)).fetchall()
+        return {int(str(node)): (cast(uuid.UUID, incarnation),
+                                 {str(k): int(v) for k, v in cast(dict[str, int], counters).items()})
+                for node, incarnation, counters in rows}
 
     def unregister_broker(self, node_id: int, incarnation: uuid.UUID) -> None:
         """At clean shutdown: let the lease lapse now rather than at its expiry."""

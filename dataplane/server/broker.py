@@ -56,6 +56,7 @@ from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
 from dataplane.server.topic_configs import TopicConfigResolver
+from dataplane.server.traffic import TopicTraffic
 from dataplane.storage import Log, LogManager
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,9 @@ class Broker:
         self.access = Access(config.authorizer_enabled, supers)
         self._security_lock = asyncio.Lock()
         self.topic_configs = TopicConfigResolver(self.metadata)
-        self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics)
+        self.traffic = TopicTraffic()
+        self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics,
+                                 bytes_out=self.traffic.unpublished, published=self.traffic.published)
         self.controller = ControllerLoop(self.db, self.metadata, self.lease, on_change=self.request_metadata_refresh)
         self.replicas = ReplicaManager(
             config.node_id, self.manager, self.metadata, self.topic_configs, self, self,
