@@ -20,9 +20,13 @@ import hmac
 
 from django.conf import settings
 
+from controlplane.agent.processes import INTERNAL_USERNAME
 from controlplane.clusters.models import BrokerNode, Cluster
+from dataplane.client.admin import ClusterAdmin
 
-INTERNAL_USERNAME = "__sluice"
+# librdkafka settings frozen into a hashable value (sorted items), to key pools of clients by.
+ClientSettings = tuple[tuple[str, str], ...]
+
 INTERNAL_PRINCIPAL = f"User:{INTERNAL_USERNAME}"
 INTERNAL_MECHANISM = "SCRAM-SHA-512"  # what brokers use between themselves, so its credential is always there
 SECURITY_PROTOCOL = "SASL_PLAINTEXT"
@@ -53,6 +57,21 @@ def client_config(cluster: Cluster, *, bootstrap: str | None = None) -> dict[str
         "sasl.username": INTERNAL_USERNAME,
         "sasl.password": internal_password(cluster.kafka_cluster_id),
     }
+
+
+def frozen(config: dict[str, str]) -> ClientSettings:
+    return tuple(sorted(config.items()))
+
+
+def servers(settings: ClientSettings) -> str:
+    """The ``bootstrap.servers`` of frozen settings ('' when the cluster has no broker yet)."""
+    return dict(settings).get("bootstrap.servers", "")
+
+
+def cluster_admin(cluster: Cluster, *, bootstrap: str | None = None, timeout: float = 10.0) -> ClusterAdmin:
+    """An admin client of ``cluster`` with ``client_config``'s settings."""
+    config = client_config(cluster, bootstrap=bootstrap)
+    return ClusterAdmin(config["bootstrap.servers"], timeout=timeout, config=config)
 
 
 def security_status() -> dict[str, object]:

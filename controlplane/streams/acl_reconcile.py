@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Cluster
 from controlplane.streams.acl_plan import plan_acls
 from controlplane.streams.models import AclBinding
-from dataplane.client.admin import AclSpec, AdminError, ClusterAdmin
+from dataplane.client.admin import AclSpec, AdminError
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def reconcile_acls(cluster: Cluster, *, bootstrap: str) -> dict[str, Any]:
     (how many bindings, and whether the brokers enforce them)."""
     desired = [desired_acl(row) for row in AclBinding.objects.filter(cluster=cluster)]
     try:
-        with ClusterAdmin(bootstrap, timeout=10) as admin:
+        with cluster_admin(cluster, bootstrap=bootstrap) as admin:
             plan = plan_acls(desired, admin.acls(), correct_drift=cluster.drift_policy == "correct")
             failures = {**admin.create_acls(plan.create), **admin.delete_acls(plan.delete)}
     except AdminError as exc:

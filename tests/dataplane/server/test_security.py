@@ -381,5 +381,5 @@ def test_deleting_a_credential_closes_its_open_connections(secure: LoggedBroker,
         assert wire.sock.recv(1) == b""
         # Other principals' connections stay open.
         assert bystander.call(fetch_request("orders")).responses[0].partitions[0].error_code.value == 0
-    with KafkaWire(secure.port) as again, pytest.raises(PermissionError, match="(?i)sasl_authentication_failed"):
+    with KafkaWire(secure.port) as again, pytest.raises(PermissionError, match=r"(?i)sasl_authentication_failed"):
         again.authenticate(mechanism, user, "gone-soon")
