@@ -244,7 +244,11 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
             view, nodes = cluster_view(cluster, resync=False)
         brokers_ready = provisioning.converged(view)
         topics: dict[str, Any] = {}
+        credentials: dict[str, Any] = {}
         if brokers_ready:
+            from controlplane.clusters.credential_reconcile import reconcile_credentials
+
+            credentials = reconcile_credentials(cluster)
             from controlplane.streams.reconcile import reconcile_topics
 
             topics = reconcile_topics(cluster, bootstrap=_bootstrap(nodes), resync=resync)
@@ -252,6 +256,7 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
 
             acls = reconcile_acls(cluster, bootstrap=_bootstrap(nodes))
             topics = _merged(topics, acls)
+            topics = _merged(topics, {k: v for k, v in credentials.items() if k != "keys"})
         rebalancing = False
         if brokers_ready and not topics.get("pending"):
             from controlplane.clusters.rebalancing import rebalance_pass
@@ -263,5 +268,7 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
         observed = generation if done else cluster.status.get("observed_generation", 0)
         status = _status(cluster, view, nodes, brokers_ready=brokers_ready, topics=topics, problem=problem,
                          observed=observed)
+        if credentials:
+            status["credentials"] = {"api_keys": credentials["keys"]}
         Cluster.objects.filter(pk=cluster.pk).update(status=status)
         return Outcome(done=done)

@@ -68,7 +68,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
 
 
-async def _admit(scope: Scope, cluster_id: str, topic: str) -> str:
+async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClientSettings:
     """The cluster's client settings if this upgrade may proceed, else the RestError to refuse it with."""
     headers = _headers(scope)
     if not origin_allowed(headers.get("origin"), headers.get("host"), settings.SLUICE_WS_ALLOWED_ORIGINS):
