@@ -83,7 +83,8 @@ async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClientSettings:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
     producer = pool.get(access.client)  # its metadata cache answers "does the topic exist" cheaply
     await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
-    return access.client
+    client: ClientSettings = access.client
+    return client
 
 
 async def _refuse(scope: Scope, send: Send, refusal: RestError) -> None:

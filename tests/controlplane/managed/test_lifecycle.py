@@ -68,7 +68,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
                           {"name": "payments", "partitions": 3, "replication_factor": 3,
                            "configs": {"min.insync.replicas": "2"}}, format="json")
         assert made.status_code == 201, made.content
-        kafka_admin = AdminClient({"bootstrap.servers": bootstrap})
+        kafka_admin = AdminClient(world.kafka(bootstrap))
         wait_for(lambda: "payments" in kafka_admin.list_topics(timeout=5).topics, 60, "the topic on the cluster",
                  stack)
         meta = kafka_admin.list_topics(topic="payments", timeout=5).topics["payments"]
@@ -114,7 +114,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         stop = threading.Event()
 
         def produce() -> None:
-            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            producer = Producer({**world.kafka(bootstrap), "acks": "all", "enable.idempotence": True,
                                  "linger.ms": 5, "message.timeout.ms": 60000})
             n = 0
 
@@ -160,7 +160,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
             stop.set()
             writer.join(90)
         assert not failed, failed[:5]
-        _assert_all_present(bootstrap, "payments", set(acked))
+        _assert_all_present(world.kafka(bootstrap), "payments", set(acked))
     finally:
         _delete_and_wait(world, cluster_id, stack)
 
@@ -181,10 +181,11 @@ def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
     from controlplane.streams.models import Topic
     from controlplane.streams.reconcile import desired_topic, observe_topics
     from controlplane.streams.topic_plan import plan_topics
-    from dataplane.client.admin import ClusterAdmin
+    from controlplane.clusters.credentials import cluster_admin
 
-    view, _ = cluster_view(Cluster.objects.get(pk=cluster_id))
-    with ClusterAdmin(bootstrap) as admin:
+    cluster = Cluster.objects.get(pk=cluster_id)
+    view, _ = cluster_view(cluster)
+    with cluster_admin(cluster, bootstrap=bootstrap) as admin:
         observed, under = observe_topics(admin)
     rows = [desired_topic(t) for t in Topic.objects.filter(cluster_id=cluster_id)]
     planned = (plan_nodes(view), plan_topics(rows, observed, correct_drift=True), under)
@@ -192,10 +193,10 @@ def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
     return not any(planned)
 
 
-def _assert_all_present(bootstrap: str, topic: str, expected: set[bytes]) -> None:
+def _assert_all_present(kafka: dict[str, str], topic: str, expected: set[bytes]) -> None:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+    consumer = Consumer({**kafka, "group.id": f"check-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     seen: set[bytes] = set()
@@ -243,12 +244,12 @@ def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) ->
 
         cluster = Cluster.objects.get(pk=cluster_id)
         assert sample(cluster) == 0  # the first sample only sets the counters
-        producer = Producer({"bootstrap.servers": bootstrap})
+        producer = Producer(world.kafka(bootstrap))
         for i in range(10):
             producer.produce("events", value=b"x" * 100, partition=i % 2)
         assert producer.flush(30) == 0
 
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "readers", "auto.offset.reset": "earliest",
+        consumer = Consumer({**world.kafka(bootstrap), "group.id": "readers", "auto.offset.reset": "earliest",
                              "enable.auto.commit": False})
         consumer.subscribe(["events"])
         seen = 0
