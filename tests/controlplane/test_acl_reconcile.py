@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.streams.acl_reconcile import reconcile_acls
-from controlplane.streams.models import AclBinding
 from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin, internal_password
 from controlplane.clusters.models import Cluster
+from controlplane.streams.acl_reconcile import reconcile_acls
+from controlplane.streams.models import AclBinding
 from controlplane.tenancy.models import Role, user_principal
 from dataplane.client.admin import AclSpec
 from tests.controlplane.factories import ClusterFactory, MembershipFactory, UserFactory

@@ -118,9 +118,8 @@ def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "conditi
 
 @pytest.fixture(scope="module")
 def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
-    from django.db import connection
-
     from django.conf import settings
+    from django.db import connection
 
     from controlplane.celery_app import app
 

@@ -176,12 +176,12 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
 
 
 def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
+    from controlplane.clusters.credentials import cluster_admin
     from controlplane.clusters.provisioning import plan_nodes
     from controlplane.clusters.reconcile import cluster_view
     from controlplane.streams.models import Topic
     from controlplane.streams.reconcile import desired_topic, observe_topics
     from controlplane.streams.topic_plan import plan_topics
-    from controlplane.clusters.credentials import cluster_admin
 
     cluster = Cluster.objects.get(pk=cluster_id)
     view, _ = cluster_view(cluster)
