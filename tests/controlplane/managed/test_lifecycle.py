@@ -85,8 +85,8 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         assert topic["managed"] is False and topic["partitions"] == 2 and topic["replication_factor"] == 2
         wait_for(lambda: _condition(admin.get(f"{world.base}/clusters/{cluster_id}/topics/payments").json(),
                                     "Ready").get("status") == "True", 60, "the API topic Ready", stack)
-        # An ACL binding goes to the cluster's reconcile; brokers without an authorizer cannot store it, which
-        # the status says, and the cluster stays Ready (nothing to retry until they can).
+        # An ACL binding goes to the cluster's reconcile and into the brokers, which enforce it; the cluster
+        # stays Ready.
         acl = admin.post(f"{world.base}/clusters/{cluster_id}/acls",
                          {"principal": "User:*", "resource_type": "TOPIC", "pattern_type": "LITERAL",
                           "resource_name": "payments", "operation": "READ", "permission": "ALLOW", "host": "*"},
@@ -96,10 +96,11 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         def acls_reported() -> bool:
             body = _status(world, cluster_id)
             acls = body["status"].get("topics", {}).get("acls", {})
-            return acls.get("bindings") == 1 and acls.get("enforced") is False and \
-                _condition(body, "Ready").get("status") == "True"
+            # Managed brokers enforce ACLs: the binding, plus the allow-all ones of the owner and the admin.
+            return acls.get("bindings") == 1 and acls.get("from_roles") == 8 and acls.get("enforced") is True \
+                and _condition(body, "Ready").get("status") == "True"
 
-        wait_for(acls_reported, 60, "the ACL reported as not enforced, the cluster Ready", stack,
+        wait_for(acls_reported, 60, "the ACL reported as enforced, the cluster Ready", stack,
                  lambda: _status(world, cluster_id)["status"])
         # Converged: planning again against the real cluster finds nothing to do, for brokers and topics alike.
         last: list[object] = []
