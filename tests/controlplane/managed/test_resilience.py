@@ -176,7 +176,7 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
             assert done["replication_throttle"] == 50 * 1024 * 1024
             assert replicas_on_4() > 0
             # The moves ran under the replication throttle, which is gone once the rebalance is Ready.
-            describer = AdminClient({"bootstrap.servers": bootstrap})
+            describer = AdminClient(world.kafka(bootstrap))  # the owner: ALL on the cluster
             for node in (1, 2, 3, 4):
                 resource = ConfigResource(ResourceType.BROKER, str(node))
                 entry = describer.describe_configs([resource])[resource].result(30)[
