@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -100,8 +101,8 @@ def var() -> Iterator[Path]:
 
 def _banner_config(banner: str, var: Path) -> dict[str, str]:
     """The ready-to-paste client config the banner prints (also kept, 0600, in var/demo-client.properties)."""
-    printed = dict(line.strip().split("=", 1) for line in banner.splitlines() if line.startswith("      ")
-                   and "=" in line)
+    # Other processes' output interleaves with the banner: only the config's own lines ("      name=value").
+    printed = dict(m.groups() for line in banner.splitlines() if (m := re.match(r"^ {6}([a-z.]+)=(\S+)$", line)))
     saved = var / "demo-client.properties"
     assert oct(saved.stat().st_mode & 0o777) == "0o600"
     assert dict(line.split("=", 1) for line in saved.read_text().splitlines() if not line.startswith("#")) == printed
