@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "controlplane.streams",
     "controlplane.agent",
     "controlplane.kafkarest",
+    "controlplane.reports",
 ]
 
 MIDDLEWARE = [
@@ -165,6 +166,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_DEFAULT_QUEUE", "sluice")
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Spark reports run on a queue of their own: its workers hold a Spark session (a JVM) each, and a long report
+# never holds up reconcile. ``sluice up`` runs one such worker; SPARK_MASTER picks the Spark master.
+SLUICE_REPORTS_QUEUE = os.environ.get("SLUICE_REPORTS_QUEUE", "reports")
+CELERY_TASK_ROUTES = {"reports.*": {"queue": SLUICE_REPORTS_QUEUE}}
 CELERY_TIMEZONE = "UTC"
 # Installed into django-celery-beat's tables by the scheduler at start (schedules live in the database).
 CELERY_BEAT_SCHEDULE = {

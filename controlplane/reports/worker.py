@@ -1,0 +1,72 @@
+"""The reports worker's Spark: one session per worker process, made on first use, stopped at shutdown.
+
+Celery's prefork children each get their own (``worker_process_shutdown`` stops it); with the threads or
+solo pool the one process owns it (``worker_shutdown``). ``stop_spark`` also ends the JVM and with it
+Spark's Python workers, so a stopped worker leaves no process behind.
+
+``CancelWatch`` is the thread that turns a cancel request (a Redis flag set by the API) into
+``cancelJobGroup``: the run's own thread is blocked inside a Spark action and cannot look.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from celery.signals import worker_process_shutdown, worker_shutdown
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.25
+
+
+def spark() -> SparkSession:
+    from dataplane.client.spark.session import spark_session
+
+    return spark_session(app_name="sluice-reports")
+
+
+@worker_shutdown.connect
+@worker_process_shutdown.connect
+def _stop_spark(**_: Any) -> None:
+    from dataplane.client.spark.session import stop_spark
+
+    try:
+        stop_spark()
+    except Exception:  # shutdown must go on; the JVM is killed by stop_spark's own fallback
+        log.exception("stopping Spark failed")
+
+
+class CancelWatch:
+    """Polls the run's cancel flag while the run's Spark jobs run; owned by the run's thread (start/stop)."""
+
+    def __init__(self, spark: SparkSession, run_id: str, job_group: str) -> None:
+        self._spark = spark
+        self._run_id = run_id
+        self._group = job_group
+        self._done = threading.Event()
+        self.cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"cancel-watch-{run_id}", daemon=True)
+
+    def __enter__(self) -> CancelWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        from controlplane.reports.services import cancel_requested
+
+        while not self._done.wait(POLL_SECONDS):
+            try:
+                if cancel_requested(self._run_id):
+                    self.cancelled.set()
+                    self._spark.sparkContext.cancelJobGroup(self._group)
+                    return
+            except Exception:  # a Redis hiccup: try again at the next poll
+                log.warning("cancel watch for run %s: check failed", self._run_id, exc_info=True)
