@@ -194,8 +194,7 @@ def iter_parquet_rows(directory: Path, offset: int = 0, limit: int | None = None
                 continue
             piece = batch.slice(offset, remaining if remaining is not None else batch.num_rows - offset)
             offset = 0
-            for row in _json_rows(piece):
-                yield row
+            yield from _json_rows(piece)
             if remaining is not None:
                 remaining -= piece.num_rows
                 if remaining <= 0:

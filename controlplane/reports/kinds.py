@@ -70,7 +70,7 @@ def _topic(params: dict[str, Any], field: str = "topic") -> str:
 
 
 def _int(params: dict[str, Any], field: str, default: int, lo: int, hi: int) -> int:
-    value = params.get(field, default)
+    value: object = params.get(field, default)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ParamError(f"params.{field}", f"must be an integer from {lo} to {hi}")
     return value
@@ -88,7 +88,8 @@ def _json_path(params: dict[str, Any], field: str, *, required: bool) -> str | N
 def _unknown(params: dict[str, Any], allowed: set[str]) -> None:
     extra = sorted(set(params) - allowed)
     if extra:
-        raise ParamError(f"params.{extra[0]}", f"is not a parameter of this kind (allowed: {', '.join(sorted(allowed))})")
+        raise ParamError(f"params.{extra[0]}",
+                         f"is not a parameter of this kind (allowed: {', '.join(sorted(allowed))})")
 
 
 def normalize_params(kind: str, params: object) -> dict[str, Any]:
@@ -267,10 +268,10 @@ def builtin_sql(kind: str, params: dict[str, Any], time_range: TimeRange) -> str
     """The Spark SQL a built-in kind runs over ``src`` (and ``offsets_log`` for consumer lag)."""
     if kind == "throughput":
         w = window_ms(params["window"])
-        return ("SELECT timestamp_millis(floor(unix_millis(timestamp) / {w}) * {w}) AS window_start, "
+        return (f"SELECT timestamp_millis(floor(unix_millis(timestamp) / {w}) * {w}) AS window_start, "
                 "count(*) AS records, "
                 "sum(coalesce(octet_length(key), 0) + coalesce(octet_length(value), 0)) AS bytes "
-                "FROM src GROUP BY 1 ORDER BY 1").format(w=w)
+                "FROM src GROUP BY 1 ORDER BY 1")
     if kind == "top_keys":
         return ("SELECT key_str AS key, count(*) AS records FROM src GROUP BY key_str "
                 f"ORDER BY records DESC, key ASC NULLS FIRST LIMIT {int(params['limit'])}")

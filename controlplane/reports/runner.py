@@ -6,6 +6,7 @@ cancelled while queued never starts, and a run is executed once even if its task
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -52,7 +53,7 @@ def run_execute(*, run_id: str) -> str:
             if cancel_requested(str(run.pk)):
                 raise engine.ReportError(CANCELLED_MESSAGE)
             outcome = engine.store(df, run_dir(str(run.pk)))
-    except BaseException as e:  # noqa: BLE001 -- every failure becomes the run's status
+    except BaseException as e:
         if cancel_requested(str(run.pk)) or (watch is not None and watch.cancelled.is_set()):
             status, error = RunStatus.CANCELLED, CANCELLED_MESSAGE
         else:
@@ -62,10 +63,8 @@ def run_execute(*, run_id: str) -> str:
             _finish(run, status, error, scanned, None, clock)
             raise
     finally:
-        try:
+        with contextlib.suppress(Exception):  # the session may be gone with the worker
             spark().sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 -- the session may be gone with the worker
-            pass
     _finish(run, status, error, scanned, outcome, clock)
     return status
 

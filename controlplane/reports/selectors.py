@@ -20,8 +20,7 @@ def result_rows(run: ReportRun, *, offset: int = 0, limit: int | None = None) ->
         qs = ReportResultRow.objects.filter(run=run, ordinal__gte=offset).order_by("ordinal")
         if limit is not None:
             qs = qs.filter(ordinal__lt=offset + limit)
-        for values in qs.values_list("values", flat=True).iterator(chunk_size=STREAM_CHUNK_ROWS):
-            yield values
+        yield from qs.values_list("values", flat=True).iterator(chunk_size=STREAM_CHUNK_ROWS)
     elif run.storage == "parquet":
         yield from iter_parquet_rows(run_dir(str(run.pk)), offset, limit)
 

@@ -188,7 +188,12 @@ def report_delete(*, report: Report, actor: Actor) -> None:
         report.delete()
         if task is not None:
             task.delete()
-        transaction.on_commit(lambda: [shutil.rmtree(run_dir(rid), ignore_errors=True) for rid in run_ids])
+
+        def remove_files() -> None:
+            for rid in run_ids:
+                shutil.rmtree(run_dir(rid), ignore_errors=True)
+
+        transaction.on_commit(remove_files)
 
 
 def run_dir(run_id: str) -> Any:

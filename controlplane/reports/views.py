@@ -117,7 +117,7 @@ class ReportRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Cluster
     def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[BaseRenderer, str]:
         if self.action == "download":  # ?format=csv|json names the file type, not a DRF renderer
             return JSONRenderer(), JSONRenderer.media_type
-        return super().perform_content_negotiation(request, force)  # type: ignore[no-any-return]
+        return super().perform_content_negotiation(request, force)
 
     @extend_schema(request=None, responses={200: ReportRunSerializer})
     @action(detail=True, methods=["post"])
