@@ -1,0 +1,139 @@
+"""Report definitions without Spark: parameter rules, SQL checks, errors, roles, schedules in beat's table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.reports import engine, kinds
+from controlplane.reports.kinds import ParamError
+from controlplane.reports.sqlcheck import check_sql
+from controlplane.tenancy.models import Role
+from tests.controlplane.conftest import TenantWorld
+from tests.controlplane.factories import ClusterFactory
+
+
+@pytest.mark.parametrize(("kind", "params", "field"), [
+    ("throughput", {"topic": "t", "window": "fortnightly"}, "params.window"),
+    ("throughput", {}, "params.topic"),
+    ("top_keys", {"topic": "t", "limit": 0}, "params.limit"),
+    ("top_keys", {"topic": "t", "limit": True}, "params.limit"),
+    ("value_size_histogram", {"topic": "t", "bucket_bytes": "10"}, "params.bucket_bytes"),
+    ("json_aggregate", {"topic": "t", "field": "total"}, "params.field"),
+    ("json_aggregate", {"topic": "t", "field": "$.a'b"}, "params.field"),
+    ("json_aggregate", {"topic": "t", "field": "$.a", "functions": ["median"]}, "params.functions"),
+    ("consumer_lag", {"topic": "t"}, "params.group"),
+    ("sql", {"sql": "SELECT 1"}, "params.topics"),
+    ("sql", {"topics": ["t"]}, "params.sql"),
+    ("sql", {"sql": "SELECT 1", "topics": ["a.b", "a-b"]}, "params.topics"),
+    ("top_keys", {"topic": "t", "colour": "red"}, "params.colour"),
+])
+def test_bad_parameters_name_their_field(kind: str, params: dict[str, Any], field: str) -> None:
+    with pytest.raises(ParamError) as caught:
+        kinds.normalize_params(kind, params)
+    assert caught.value.field == field and caught.value.message
+
+
+def test_defaults_and_views() -> None:
+    assert kinds.normalize_params("top_keys", {"topic": "t"}) == {"topic": "t", "limit": 10}
+    assert kinds.normalize_params("json_aggregate", {"topic": "t", "field": "$.x", "functions": ["max", "count"]}) \
+        == {"topic": "t", "field": "$.x", "group_by": None, "functions": ["count", "max"]}
+    assert kinds.view_name("orders.v2-eu") == "orders_v2_eu" and kinds.view_name("9lives") == "t_9lives"
+    assert kinds.window_ms("30 seconds") == 30_000 and kinds.window_ms("1 Hour") == 3_600_000
+
+
+@pytest.mark.parametrize(("value", "field"), [
+    ({"last_minutes": 0}, "time_range.last_minutes"),
+    ({"last_minutes": 5, "start": "2026-01-01T00:00:00Z"}, "time_range"),
+    ({"start": "yesterday"}, "time_range.start"),
+    ({"start": "2026-01-01T00:00:00"}, "time_range.start"),  # no zone
+    ({"start": "2026-01-02T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "time_range.end"),
+])
+def test_bad_time_ranges(value: dict[str, Any], field: str) -> None:
+    with pytest.raises(ParamError) as caught:
+        kinds.normalize_time_range(value)
+    assert caught.value.field == field
+
+
+def test_sql_checks_syntax_statements_and_views() -> None:
+    check_sql("WITH x AS (SELECT * FROM orders) SELECT o.key FROM x o JOIN orders p ON o.key = p.key", ["orders"])
+    check_sql("SELECT count(*) FROM orders CROSS JOIN range(10)", ["orders"])
+    for sql, words in [("SELEC 1", "syntax error"), ("SELECT * FROM order", "unknown view 'order'"),
+                       ("SELECT 1; SELECT 2", "exactly one"), ("DROP TABLE orders", "must be a query"),
+                       ("SELECT * FROM db.orders", "only the topic views"),
+                       ("INSERT INTO orders SELECT * FROM orders", "must be a query")]:
+        with pytest.raises(ParamError, match=words):
+            check_sql(sql, ["orders"])
+
+
+def test_readable_errors_drop_traces_and_plans() -> None:
+    python = ("An exception was thrown from the Python worker. Please see the stack trace below.\n"
+              "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+              "dataplane.client.spark.options.SparkSourceError: unknown topic 'x' (option 'subscribe')\n")
+    assert engine.readable_error(RuntimeError(python)) == "SparkSourceError: unknown topic 'x' (option 'subscribe')"
+    analysis = ("[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `nosuch` cannot be resolved. SQLSTATE: 42703; "
+                "line 1 pos 7;\n'Project ['nosuch]\n+- Range (0, 3)")
+    assert engine.readable_error(RuntimeError(analysis)) == \
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `nosuch` cannot be resolved. SQLSTATE: 42703"
+
+
+def test_json_values() -> None:
+    import datetime as dt
+    import decimal
+
+    assert engine.json_value(dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)) == "2026-01-01T12:00:00Z"
+    assert engine.json_value(decimal.Decimal("1.5")) == 1.5 and engine.json_value(b"\x00\x01") == "AAE="
+    assert engine.json_value([("k", 1)]) == {"k": 1} and engine.json_value(float("nan")) is None
+
+
+@pytest.mark.django_db
+def test_api_validation_roles_and_schedules(world_a: TenantWorld) -> None:
+    cluster = ClusterFactory(tenant=world_a.tenant)
+    base = f"{world_a.base}/clusters/{cluster.pk}/reports"
+    member = world_a.client(Role.MEMBER)
+    cases = [
+        ({"name": "x", "kind": "sql", "params": {"topics": ["t"], "sql": "SELEC 1"}}, "params.sql"),
+        ({"name": "x", "kind": "sql", "params": {"topics": ["t"], "sql": "SELECT * FROM u"}}, "params.sql"),
+        ({"name": "x", "kind": "pie", "params": {}}, "kind"),
+        ({"name": "x", "kind": "top_keys", "params": {"topic": "t"}, "schedule": {"cron": "61 * * * *"}},
+         "schedule.cron"),
+        ({"name": "x", "kind": "top_keys", "params": {"topic": "t"}, "schedule": {"interval_seconds": 0}},
+         "schedule.interval_seconds"),
+        ({"name": "x", "kind": "top_keys", "params": {"topic": "t"}, "chart": {"kind": "bar", "x": "nope",
+                                                                             "y": "records"}}, "chart.x"),
+        ({"name": "x", "kind": "throughput", "params": {"topic": "t"}, "time_range": {"last_minutes": -1}},
+         "time_range.last_minutes"),
+    ]
+    for body, field in cases:
+        response = member.post(base, body, format="json")
+        assert response.status_code == 400, (body, response.json())
+        assert response.json()["code"] == "validation_error" and field in response.json()["extra"]["fields"], \
+            response.json()
+    # Viewers read but cannot create or run; nothing was written by the refused requests.
+    viewer = world_a.client(Role.VIEWER)
+    assert viewer.post(base, cases[0][0], format="json").status_code == 403
+    assert viewer.get(base).json()["count"] == 0
+
+
+@pytest.mark.django_db
+def test_schedule_is_a_beat_entry(world_a: TenantWorld) -> None:
+    from django_celery_beat.models import PeriodicTask
+
+    from controlplane.core.actors import SYSTEM_ACTOR
+    from controlplane.reports import services
+    from controlplane.reports.models import Report
+
+    cluster = ClusterFactory(tenant=world_a.tenant)
+    report = Report.objects.create(cluster=cluster, name="r", kind="top_keys", params={"topic": "t", "limit": 10},
+                                   schedule=services._normalize_schedule({"cron": "*/5 * * * *"}))
+    services._sync_schedule(report)
+    task = PeriodicTask.objects.get(name=f"report:{report.pk}")
+    assert task.task == "reports.run_scheduled" and task.crontab is not None and task.crontab.minute == "*/5"
+    assert task.args == f'["{report.pk}"]'
+    report.schedule = {"interval_seconds": 60}
+    services._sync_schedule(report)
+    task.refresh_from_db()
+    assert task.interval is not None and task.interval.every == 60 and task.crontab is None
+    services.report_delete(report=report, actor=SYSTEM_ACTOR)
+    assert not PeriodicTask.objects.filter(name=f"report:{report.pk}").exists()
