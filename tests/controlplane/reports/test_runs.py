@@ -25,7 +25,8 @@ def _topic(bootstrap: str, partitions: int = 1) -> str:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = f"r-{uuid.uuid4().hex[:10]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client fails its futures
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     return name
 
 
