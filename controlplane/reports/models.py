@@ -84,6 +84,8 @@ class ReportRun(models.Model):
     storage = models.CharField(max_length=8, choices=[("", "none"), ("rows", "rows"), ("parquet", "parquet")],
                                blank=True, default="")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # While running: Spark's view of the run's jobs, {"jobs": n, "tasks": n, "tasks_done": n, "tasks_active": n}.
+    progress = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-queued_at"]

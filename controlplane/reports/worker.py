@@ -41,7 +41,9 @@ def _stop_spark(**_: Any) -> None:
 
 
 class CancelWatch:
-    """Polls the run's cancel flag while the run's Spark jobs run; owned by the run's thread (start/stop)."""
+    """A thread beside a running report: turns a cancel request into ``cancelJobGroup`` and records the run's
+    Spark progress. Started and stopped by the run's thread (a context manager); the run's thread is blocked
+    inside a Spark action meanwhile and cannot look itself."""
 
     def __init__(self, spark: SparkSession, run_id: str, job_group: str) -> None:
         self._spark = spark
@@ -49,6 +51,7 @@ class CancelWatch:
         self._group = job_group
         self._done = threading.Event()
         self.cancelled = threading.Event()
+        self._progress: dict[str, int] = {}
         self._thread = threading.Thread(target=self._watch, name=f"cancel-watch-{run_id}", daemon=True)
 
     def __enter__(self) -> CancelWatch:
@@ -60,13 +63,38 @@ class CancelWatch:
         self._thread.join()
 
     def _watch(self) -> None:
+        from django.db import connection
+
         from controlplane.reports.services import cancel_requested
 
-        while not self._done.wait(POLL_SECONDS):
-            try:
-                if cancel_requested(self._run_id):
-                    self.cancelled.set()
-                    self._spark.sparkContext.cancelJobGroup(self._group)
-                    return
-            except Exception:  # a Redis hiccup: try again at the next poll
-                log.warning("cancel watch for run %s: check failed", self._run_id, exc_info=True)
+        try:
+            while not self._done.wait(POLL_SECONDS):
+                try:
+                    if cancel_requested(self._run_id):
+                        self.cancelled.set()
+                        self._spark.sparkContext.cancelJobGroup(self._group)
+                        return
+                    self._record_progress()
+                except Exception:  # a Redis or database hiccup: try again at the next poll
+                    log.warning("watch of report run %s: check failed", self._run_id, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+
+    def _record_progress(self) -> None:
+        from controlplane.reports.models import ReportRun
+
+        tracker = self._spark.sparkContext.statusTracker()
+        jobs = tracker.getJobIdsForGroup(self._group)
+        tasks = done = active = 0
+        for job_id in jobs:
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    tasks += stage.numTasks
+                    done += stage.numCompletedTasks
+                    active += stage.numActiveTasks
+        progress = {"jobs": len(jobs), "tasks": tasks, "tasks_done": done, "tasks_active": active}
+        if progress != self._progress:
+            ReportRun.objects.filter(pk=self._run_id).update(progress=progress)
+            self._progress = progress

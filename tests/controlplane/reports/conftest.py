@@ -8,6 +8,7 @@ provisioning would write them).
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import tempfile
@@ -70,6 +71,7 @@ def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Rep
         settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = previous
         worker.stop()
         broker.stop(signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -177,7 +177,8 @@ def test_failures_are_readable_and_cancel_stops_a_running_job(reports_stack: Rep
         f"SELECT count(*) AS n FROM {view} CROSS JOIN range(1000000000000)")}})
     run_id = client.post(f"{base}/reports/{slow['id']}/run").json()["id"]
     url = f"{base}/reports/{slow['id']}/runs/{run_id}"
-    wait_for_run(client, url, reports_stack, statuses=("running",))
+    wait_for(lambda: client.get(url).json()["progress"].get("tasks_active"), 180, "the long job's tasks to run",
+             detail=lambda: client.get(url).json())
     response = client.post(f"{url}/cancel")
     assert response.status_code == 200, response.json()
     run = wait_for_run(client, url, reports_stack, timeout=120)
