@@ -231,6 +231,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RoleEnum": "controlplane.tenancy.models.Role.choices",
         "ServiceAccountRoleEnum": "controlplane.tenancy.serializers.NON_OWNER_ROLES",
+        "StatusEnum": ["up", "down"],  # a broker's; named so that other status enums do not rename it
+        "ReportRunStatusEnum": "controlplane.reports.models.RunStatus.choices",
+        "ReportKindEnum": "controlplane.reports.models.Kind.choices",
     },
 }
 

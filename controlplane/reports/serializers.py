@@ -6,8 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.reports.kinds import KINDS
-from controlplane.reports.models import Report, ReportRun
+from controlplane.reports.models import Kind, Report, ReportRun
 
 
 class ReportSerializer(serializers.ModelSerializer[Report]):
@@ -40,7 +39,7 @@ _PARAMS_HELP = ("sql: {\"sql\": \"SELECT …\", \"topics\": [\"orders\"], \"star
 class ReportCreateSerializer(serializers.Serializer[Any]):
     name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$", max_length=128)
     description = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
-    kind = serializers.ChoiceField(choices=list(KINDS))
+    kind = serializers.ChoiceField(choices=Kind.choices)
     params = serializers.JSONField(help_text=_PARAMS_HELP)
     time_range = serializers.JSONField(required=False, allow_null=True, default=None,
                                        help_text="{\"last_minutes\": N} or {\"start\": ISO, \"end\"?: ISO}.")
