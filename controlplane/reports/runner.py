@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import time
 
 from django.db import transaction
@@ -65,6 +66,8 @@ def run_execute(*, run_id: str) -> str:
     finally:
         with contextlib.suppress(Exception):  # the session may be gone with the worker
             spark().sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    if status != RunStatus.SUCCEEDED:  # a failed write's partial files (a cancelled task may add more: best effort)
+        shutil.rmtree(run_dir(str(run.pk)), ignore_errors=True)
     _finish(run, status, error, scanned, outcome, clock)
     return status
 
