@@ -137,3 +137,51 @@ def test_schedule_is_a_beat_entry(world_a: TenantWorld) -> None:
     assert task.interval is not None and task.interval.every == 60 and task.crontab is None
     services.report_delete(report=report, actor=SYSTEM_ACTOR)
     assert not PeriodicTask.objects.filter(name=f"report:{report.pk}").exists()
+
+
+@pytest.mark.django_db
+def test_lists_have_no_n_plus_one_and_viewers_cannot_run(world_a: TenantWorld) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from controlplane.reports.models import Report, ReportRun
+
+    cluster = ClusterFactory(tenant=world_a.tenant)
+    base = f"{world_a.base}/clusters/{cluster.pk}/reports"
+    owner = world_a.client(Role.OWNER)
+    made = iter(range(1000))
+
+    def report() -> Report:
+        r = Report.objects.create(cluster=cluster, name=f"r{next(made)}", kind="top_keys",
+                                  params={"topic": "t", "limit": 10})
+        ReportRun.objects.create(report=r, status="succeeded", storage="rows")
+        ReportRun.objects.create(report=r, status="failed", error="x")
+        return r
+
+    first = report()
+
+    def queries(url: str) -> int:
+        owner.get(url)
+        with CaptureQueriesContext(connection) as ctx:
+            assert owner.get(url).status_code == 200
+        return len(ctx.captured_queries)
+
+    for url, grow in ((base, report), (f"{base}/{first.pk}/runs",
+                                        lambda: ReportRun.objects.create(report=first, status="queued"))):
+        few = queries(url)
+        for _ in range(10):
+            grow()
+        assert queries(url) == few, url
+    listed = owner.get(base).json()["results"]
+    assert listed[0]["last_run"]["status"] == "queued" and listed[1]["last_run"]["status"] == "failed"  # newest
+    viewer = world_a.client(Role.VIEWER)
+    run = ReportRun.objects.filter(report=first, status="queued").first()
+    assert run is not None
+    assert viewer.post(f"{base}/{first.pk}/run").status_code == 403
+    assert viewer.post(f"{base}/{first.pk}/runs/{run.pk}/cancel").status_code == 403
+    assert viewer.delete(f"{base}/{first.pk}").status_code == 403
+    assert viewer.get(f"{base}/{first.pk}/runs/{run.pk}").json()["status"] == "queued"
+    # A member cancels a queued run at once; a finished one is a 409.
+    member = world_a.client(Role.MEMBER)
+    assert member.post(f"{base}/{first.pk}/runs/{run.pk}/cancel").json()["status"] == "cancelled"
+    assert member.post(f"{base}/{first.pk}/runs/{run.pk}/cancel").status_code == 409
