@@ -87,7 +87,7 @@ def _check_offsets(params: dict[str, Any], topics: list[str]) -> None:
 
 
 def validate_definition(*, cluster: Cluster, kind: str, params: object, time_range: object, chart: object,
-                        schedule: object) -> dict[str, Any]:
+                        schedule: object, check_topics: bool = True) -> dict[str, Any]:
     """The normalized definition, or ``ValidationFailed`` naming the field (unknown topics asked live)."""
     try:
         if kind not in kinds.KINDS:
@@ -102,7 +102,8 @@ def validate_definition(*, cluster: Cluster, kind: str, params: object, time_ran
     topics = kinds.topics_of(kind, clean)
     if kind == "sql":
         _check_offsets(clean, topics)
-    _check_topics(cluster, topics, "params.topics" if kind == "sql" else "params.topic")
+    if check_topics:
+        _check_topics(cluster, topics, "params.topics" if kind == "sql" else "params.topic")
     return definition
 
 
@@ -160,8 +161,13 @@ def report_update(*, report: Report, actor: Actor, **changes: Any) -> Report:
         if key in changes:
             merged[key] = changes[key]
     if "params" in changes and "chart" not in changes:
-        merged["chart"] = report.chart if report.chart.get("kind") == "table" else None
-    definition = validate_definition(cluster=report.cluster, **merged)
+        # Keep the chart while it still fits the new parameters' columns, else the kind's default.
+        try:
+            kinds.normalize_chart(report.kind, kinds.normalize_params(report.kind, changes["params"]), report.chart)
+        except ParamError:
+            merged["chart"] = None
+    # The cluster is asked about topics only when they may have changed (a rename works while it is down).
+    definition = validate_definition(cluster=report.cluster, check_topics="params" in changes, **merged)
     with transaction.atomic():
         name = changes.get("name", report.name)
         if name != report.name and Report.objects.filter(cluster=report.cluster_id, name=name).exists():

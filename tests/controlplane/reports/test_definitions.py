@@ -185,3 +185,20 @@ def test_lists_have_no_n_plus_one_and_viewers_cannot_run(world_a: TenantWorld) -
     member = world_a.client(Role.MEMBER)
     assert member.post(f"{base}/{first.pk}/runs/{run.pk}/cancel").json()["status"] == "cancelled"
     assert member.post(f"{base}/{first.pk}/runs/{run.pk}/cancel").status_code == 409
+
+
+@pytest.mark.django_db
+def test_update_asks_the_cluster_only_about_changed_topics(world_a: TenantWorld) -> None:
+    from controlplane.reports.models import Report
+
+    cluster = ClusterFactory(tenant=world_a.tenant)  # no brokers: any question to it is a 503
+    report = Report.objects.create(cluster=cluster, name="r", kind="top_keys", params={"topic": "t", "limit": 10},
+                                   chart={"kind": "bar", "x": "key", "y": ["records"]})
+    url = f"{world_a.base}/clusters/{cluster.pk}/reports/{report.pk}"
+    member = world_a.client(Role.MEMBER)
+    response = member.patch(url, {"name": "renamed", "time_range": {"last_minutes": 5}}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["name"] == "renamed" and response.json()["time_range"] == {"last_minutes": 5}
+    response = member.patch(url, {"params": {"topic": "u"}}, format="json")
+    assert response.status_code == 503 and response.json()["code"] == "cluster_unavailable"
+    assert member.patch(url, {"params": {"topic": "u", "limit": 0}}, format="json").status_code == 400
