@@ -202,3 +202,8 @@ def test_update_asks_the_cluster_only_about_changed_topics(world_a: TenantWorld)
     response = member.patch(url, {"params": {"topic": "u"}}, format="json")
     assert response.status_code == 503 and response.json()["code"] == "cluster_unavailable"
     assert member.patch(url, {"params": {"topic": "u", "limit": 0}}, format="json").status_code == 400
+    from controlplane.audit.models import AuditEvent
+
+    actions = list(AuditEvent.objects.filter(tenant=world_a.tenant, target_id=str(report.pk))
+                   .values_list("action", "actor_display"))
+    assert actions == [("report.update", f"{world_a.tenant.slug}-member")]
