@@ -176,6 +176,9 @@ CELERY_BEAT_SCHEDULE = {
     "clusters-resync": {"task": "clusters.resync_all",
                         "schedule": float(os.environ.get("SLUICE_RESYNC_SECONDS", "15"))},
     "clusters-throughput": {"task": "clusters.sample_throughput", "schedule": 60.0},
+    # On the default queue: the reports worker whose runs are lost may be the one that is gone.
+    "reports-reap-lost-runs": {"task": "reports.reap_lost_runs", "schedule": 60.0,
+                               "options": {"queue": CELERY_TASK_DEFAULT_QUEUE}},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -71,6 +71,7 @@ class ReportRun(models.Model):
     # What was run: the report's definition when the run was queued (a later edit does not change a run).
     definition = models.JSONField(default=dict)
     celery_task_id = models.CharField(max_length=64, blank=True, default="")
+    worker = models.CharField(max_length=255, blank=True, default="")  # the Celery worker running it
     requested_by = models.CharField(max_length=255, blank=True, default="")
     queued_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import shutil
 import time
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -23,11 +24,15 @@ log = logging.getLogger(__name__)
 CANCELLED_MESSAGE = "Cancelled."
 
 
-def run_execute(*, run_id: str) -> str:
+LOST_MESSAGE = "The worker running this report stopped before it finished ({worker}); run it again."
+LOST_AFTER_SECONDS = 60
+
+
+def run_execute(*, run_id: str, worker: str = "") -> str:
     """Execute the run; returns its final status (or its current one when it was not queued)."""
     started = timezone.now()
     claimed = ReportRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=started)
+        status=RunStatus.RUNNING, started_at=started, worker=worker)
     run = ReportRun.objects.select_related("report__cluster").filter(pk=run_id).first()
     if run is None or not claimed:
         return run.status if run is not None else "missing"
@@ -94,3 +99,24 @@ def run_scheduled(*, report_id: str) -> str | None:
     if report is None:
         return None
     return str(run_request(report=report, actor=SYSTEM_ACTOR, trigger="schedule").pk)
+
+
+def runs_fail_orphaned(*, worker: str) -> int:
+    """A worker that starts fails the runs its previous life left running (same hostname, so a ping
+    would take them for alive)."""
+    return ReportRun.objects.filter(status=RunStatus.RUNNING, worker=worker).update(
+        status=RunStatus.FAILED, finished_at=timezone.now(), error=LOST_MESSAGE.format(worker=worker))
+
+
+def runs_reap_lost(*, live_workers: set[str], now: datetime | None = None) -> int:
+    """Fail runs left ``running`` by a worker that is gone (killed, or its machine lost): a run is never
+    "running" forever. ``live_workers`` are the hostnames that answered a ping; a run younger than
+    ``LOST_AFTER_SECONDS`` is left alone (its worker may not have been asked yet)."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=LOST_AFTER_SECONDS)
+    reaped = 0
+    for run in ReportRun.objects.filter(status=RunStatus.RUNNING, started_at__lt=cutoff).exclude(
+            worker__in=live_workers).only("pk", "worker"):
+        reaped += ReportRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED, finished_at=timezone.now(),
+            error=LOST_MESSAGE.format(worker=run.worker or "unknown worker"))
+    return reaped

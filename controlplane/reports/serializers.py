@@ -66,7 +66,7 @@ class ReportRunSerializer(serializers.ModelSerializer[ReportRun]):
         model = ReportRun
         fields = ["id", "report", "status", "trigger", "requested_by", "queued_at", "started_at", "finished_at",
                   "duration_ms", "records_scanned", "error", "columns", "row_count", "storage",
-                  "cancel_requested_at", "progress", "definition"]
+                  "cancel_requested_at", "progress", "worker", "definition"]
         read_only_fields = fields
 
 

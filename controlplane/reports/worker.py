@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from celery.signals import worker_process_shutdown, worker_shutdown
+from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,6 +27,17 @@ def spark() -> SparkSession:
     from dataplane.client.spark.session import spark_session
 
     return spark_session(app_name="sluice-reports")
+
+
+@worker_ready.connect
+def _fail_orphaned_runs(sender: Any = None, **_: Any) -> None:
+    from controlplane.reports.runner import runs_fail_orphaned
+
+    hostname = getattr(sender, "hostname", "")
+    if hostname:
+        count = runs_fail_orphaned(worker=hostname)
+        if count:
+            log.warning("%d report run(s) left running by this worker's previous life were failed", count)
 
 
 @worker_shutdown.connect

@@ -207,3 +207,18 @@ def test_update_asks_the_cluster_only_about_changed_topics(world_a: TenantWorld)
     actions = list(AuditEvent.objects.filter(tenant=world_a.tenant, target_id=str(report.pk))
                    .values_list("action", "actor_display"))
     assert actions == [("report.update", f"{world_a.tenant.slug}-member")]
+
+
+@pytest.mark.django_db
+def test_a_restarted_worker_fails_what_its_previous_life_left_running(world_a: TenantWorld) -> None:
+    from controlplane.reports.models import Report, ReportRun
+    from controlplane.reports.runner import runs_fail_orphaned
+
+    report = Report.objects.create(cluster=ClusterFactory(tenant=world_a.tenant), name="r", kind="top_keys",
+                                   params={"topic": "t", "limit": 10})
+    mine = ReportRun.objects.create(report=report, status="running", worker="reports@h1")
+    other = ReportRun.objects.create(report=report, status="running", worker="reports@h2")
+    assert runs_fail_orphaned(worker="reports@h1") == 1
+    mine.refresh_from_db()
+    other.refresh_from_db()
+    assert mine.status == "failed" and "run it again" in mine.error and other.status == "running"

@@ -230,3 +230,27 @@ def test_unknown_topic_and_bad_offsets_are_400(reports_stack: ReportsStack, clus
         format="json")
     assert response.status_code == 400, response.json()
     assert "startingOffsets" in response.json()["message"] and "JSON" in response.json()["message"]
+
+
+def test_runs_of_a_gone_worker_are_failed(reports_stack: ReportsStack, cluster_for: Any) -> None:
+    import socket
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from controlplane.reports.models import Report, ReportRun
+    from controlplane.reports.tasks import reap_lost_runs
+
+    world = make_world("rep-reap")
+    report = Report.objects.create(cluster=cluster_for(world.tenant), name="r", kind="top_keys",
+                                   params={"topic": "t", "limit": 10})
+    before = timezone.now() - timedelta(minutes=5)
+    runs = {name: ReportRun.objects.create(report=report, status="running", started_at=started, worker=worker)
+            for name, started, worker in [
+                ("gone", before, "gone@nowhere"),
+                ("young", timezone.now(), "gone@nowhere"),  # its worker may not have been asked yet
+                ("alive", before, f"{reports_stack.queue}@{socket.gethostname()}")]}  # answers the ping
+    assert reap_lost_runs() == 1
+    states = {name: ReportRun.objects.get(pk=run.pk) for name, run in runs.items()}
+    assert states["gone"].status == "failed" and "gone@nowhere" in states["gone"].error
+    assert states["young"].status == "running" and states["alive"].status == "running"
