@@ -222,3 +222,29 @@ def test_a_restarted_worker_fails_what_its_previous_life_left_running(world_a: T
     mine.refresh_from_db()
     other.refresh_from_db()
     assert mine.status == "failed" and "run it again" in mine.error and other.status == "running"
+
+
+@pytest.mark.django_db
+def test_result_pages_and_bad_paging(world_a: TenantWorld) -> None:
+    from controlplane.reports.models import Report, ReportResultRow, ReportRun
+
+    report = Report.objects.create(cluster=ClusterFactory(tenant=world_a.tenant), name="r", kind="top_keys",
+                                   params={"topic": "t", "limit": 10})
+    run = ReportRun.objects.create(report=report, status="succeeded", storage="rows", row_count=3,
+                                   columns=[{"name": "key", "type": "string"}, {"name": "records", "type": "bigint"}],
+                                   definition={"chart": {"kind": "bar", "x": "key", "y": ["records"]}})
+    ReportResultRow.objects.bulk_create([ReportResultRow(run=run, ordinal=i, values=[k, n])
+                                         for i, (k, n) in enumerate([("a", 3), (None, 2), ("c,d", 1)])])
+    url = f"{world_a.base}/clusters/{report.cluster_id}/reports/{report.pk}/runs/{run.pk}"
+    viewer = world_a.client(Role.VIEWER)
+    page = viewer.get(f"{url}/results?limit=2").json()
+    assert page["results"] == [{"key": "a", "records": 3}, {"key": None, "records": 2}] and page["count"] == 3
+    assert page["chart"] == {"kind": "bar", "x": "key", "y": ["records"]} and page["next"].endswith("offset=2")
+    assert viewer.get(f"{url}/results?offset=2").json()["results"] == [{"key": "c,d", "records": 1}]
+    for bad in ("limit=abc", "offset=-1", "limit=0"):
+        response = viewer.get(f"{url}/results?{bad}")
+        assert response.status_code == 400 and response.json()["code"] == "validation_error", bad
+    csv_text = b"".join(viewer.get(f"{url}/download").streaming_content).decode()
+    assert csv_text == 'key,records\r\na,3\r\n,2\r\n"c,d",1\r\n'
+    assert b"".join(viewer.get(f"{url}/download?format=json").streaming_content) == \
+        b'[{"key":"a","records":3},{"key":null,"records":2},{"key":"c,d","records":1}]'
