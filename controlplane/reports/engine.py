@@ -132,7 +132,7 @@ def _offsets_view(spark: SparkSession, connection: dict[str, str], group: str, t
     if info is None:
         raise ReportError("The cluster has no committed offsets yet (no consumer group has committed).")
     partition = partition_for_group(group, len(info.partitions))
-    spark.udf.register("sluice_offset_commit", udf(offset_commit, OFFSET_COMMIT))
+    spark.udf.register("sluice_offset_commit", udf(offset_commit, OFFSET_COMMIT, useArrow=False))
     options = {**connection, "assign": json.dumps({"__consumer_offsets": [partition]}),
                **_time_options(time_range, start=False)}
     return _view(spark, "offsets_log", options)
