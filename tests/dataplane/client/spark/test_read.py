@@ -235,7 +235,8 @@ def test_internal_topics_are_read_when_named_and_skipped_by_patterns(spark: Any,
     admin = AdminClient({"bootstrap.servers": kafka})
     count = len(admin.list_topics(timeout=30).topics["__consumer_offsets"].partitions)
     log = read(spark, kafka, assign={"__consumer_offsets": [partition_for_group(group, count)]})
-    decoded = log.select(udf(offset_commit, OFFSET_COMMIT, useArrow=False)("key", "value").alias("c")).where("c IS NOT NULL") \
+    decode = udf(offset_commit, OFFSET_COMMIT, useArrow=False)
+    decoded = log.select(decode("key", "value").alias("c")).where("c IS NOT NULL") \
         .where(f"c.`group` = '{group}'").select("c.topic", "c.partition", "c.offset").collect()
     assert [tuple(r) for r in decoded] == [(topic, 0, 7)]
     assert read(spark, kafka, subscribePattern="__consumer_off.*").count() == 0
