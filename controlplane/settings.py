@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "controlplane.streams",
     "controlplane.agent",
     "controlplane.kafkarest",
+    "controlplane.reports",
 ]
 
 MIDDLEWARE = [
@@ -165,12 +166,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_DEFAULT_QUEUE", "sluice")
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Spark reports run on a queue of their own: its workers hold a Spark session (a JVM) each, and a long report
+# never holds up reconcile. ``sluice up`` runs one such worker; SPARK_MASTER picks the Spark master.
+SLUICE_REPORTS_QUEUE = os.environ.get("SLUICE_REPORTS_QUEUE", "reports")
+CELERY_TASK_ROUTES = {"reports.*": {"queue": SLUICE_REPORTS_QUEUE}}
 CELERY_TIMEZONE = "UTC"
 # Installed into django-celery-beat's tables by the scheduler at start (schedules live in the database).
 CELERY_BEAT_SCHEDULE = {
     "clusters-resync": {"task": "clusters.resync_all",
                         "schedule": float(os.environ.get("SLUICE_RESYNC_SECONDS", "15"))},
     "clusters-throughput": {"task": "clusters.sample_throughput", "schedule": 60.0},
+    # On the default queue: the reports worker whose runs are lost may be the one that is gone.
+    "reports-reap-lost-runs": {"task": "reports.reap_lost_runs", "schedule": 60.0,
+                               "options": {"queue": CELERY_TASK_DEFAULT_QUEUE}},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -226,6 +234,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RoleEnum": "controlplane.tenancy.models.Role.choices",
         "ServiceAccountRoleEnum": "controlplane.tenancy.serializers.NON_OWNER_ROLES",
+        "StatusEnum": ["up", "down"],  # a broker's; named so that other status enums do not rename it
+        "ReportRunStatusEnum": "controlplane.reports.models.RunStatus.choices",
+        "ReportKindEnum": "controlplane.reports.models.Kind.choices",
     },
 }
 

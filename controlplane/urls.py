@@ -11,6 +11,7 @@ from controlplane.audit.views import AuditEventViewSet
 from controlplane.clusters.views import ClusterViewSet, RebalanceViewSet
 from controlplane.core.views import HealthView
 from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
+from controlplane.reports.views import ReportRunViewSet, ReportViewSet
 from controlplane.streams.views import AclViewSet, TopicViewSet
 from controlplane.tenancy.auth_views import LoginView, LogoutView
 from controlplane.tenancy.views import (
@@ -42,6 +43,8 @@ router.register(TENANT + r"/clusters", ClusterViewSet, basename="cluster")
 router.register(CLUSTER + r"/topics", TopicViewSet, basename="topic")
 router.register(CLUSTER + r"/acls", AclViewSet, basename="acl")
 router.register(CLUSTER + r"/rebalances", RebalanceViewSet, basename="rebalance")
+router.register(CLUSTER + r"/reports", ReportViewSet, basename="report")
+router.register(CLUSTER + r"/reports/(?P<report_pk>[^/]+)/runs", ReportRunViewSet, basename="report-run")
 
 api_v1 = [
     re_path(r"^me/?$", MeView.as_view(), name="me"),

@@ -118,6 +118,11 @@ def cmd_up(args: argparse.Namespace) -> int:
               {"DB_POOL_SIZE": "10", **env}),
         Child("worker", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", "INFO",
                          "--concurrency", str(args.workers), "--hostname", f"worker-{os.getpid()}@%h"], env),
+        # Spark reports on their own queue: one process, one Spark session (a JVM) shared by its threads.
+        Child("reports", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", "INFO",
+                          "--pool", "threads", "--concurrency", "2", "--queues",
+                          os.environ.get("SLUICE_REPORTS_QUEUE", "reports"), "--hostname",
+                          f"reports-{os.getpid()}@%h"], env),
         # Beat's SIGTERM shutdown saves its schedule to the database, which died with the supervisor if the
         # supervisor was SIGKILLed: it would wait forever, an orphan. It keeps no state worth that wait.
         Child("beat", [python, "-m", "celery", "-A", "controlplane.celery_app", "beat", "--loglevel", "INFO",

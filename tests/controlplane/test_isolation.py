@@ -17,6 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from controlplane.audit.models import AuditEvent
 from controlplane.clusters.models import Cluster, Rebalance
+from controlplane.reports.models import Report, ReportRun
 from controlplane.streams.models import AclBinding, Topic
 from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant
 from tests.controlplane.conftest import TenantWorld
@@ -65,6 +66,9 @@ def _objects(world: TenantWorld) -> dict[type[Model], Model]:
                                               actor_id="system", actor_display="system", action="test.event",
                                               target_type="test", target_id="1"),
     }
+    report = Report.objects.create(cluster=cluster, name="r", kind="top_keys", params={"topic": "t", "limit": 10})
+    objects[Report] = report
+    objects[ReportRun] = ReportRun.objects.create(report=report, status="succeeded", storage="rows")
     return objects
 
 
@@ -79,6 +83,8 @@ def _snapshot(tenant: Tenant) -> dict[str, list[tuple[Any, ...]]]:
         "topics": list(Topic.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
         "acls": list(AclBinding.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
         "rebalances": list(Rebalance.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
+        "reports": list(Report.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
+        "runs": list(ReportRun.objects.filter(report__cluster__tenant=tenant).order_by("pk").values_list()),
         "audit": list(AuditEvent.objects.filter(tenant=tenant).order_by("pk").values_list("pk")),
     }
 
@@ -88,7 +94,7 @@ def _kwargs_for(view_model: type[Model], lookup: str, objects: dict[type[Model],
     if view_model not in objects:
         pytest.fail(f"No isolation fixture for {view_model.__name__}: add one to _objects()")
     obj = objects[view_model]
-    kwargs = {"tenant_slug": tenant_slug, "cluster_pk": str(objects[Cluster].pk)}
+    kwargs = {"tenant_slug": tenant_slug, "cluster_pk": str(objects[Cluster].pk), "report_pk": str(objects[Report].pk)}
     kwargs[lookup] = str(getattr(obj, "slug" if view_model is Tenant else lookup if lookup != "pk" else "pk"))
     return kwargs
 

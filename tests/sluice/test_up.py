@@ -151,8 +151,20 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var
         assert status == 201, created
         status, health = _call(port, "/healthz", key)
         assert status == 200 and health["status"] == "ok", health
+        # A Spark report on the reports worker `up` runs (its JVM is one of the children that must go at stop).
+        reports = f"/api/v1/tenants/demo/clusters/{clusters['results'][0]['id']}/reports"
+        status, made = _call(port, reports, key, {"name": "keys", "kind": "top_keys", "params": {"topic": "demo"}})
+        assert status == 201, made
+        status, run = _call(port, f"{reports}/{made['id']}/run", key, {"now": True})
+        assert status == 202, run
+        deadline = time.monotonic() + 300
+        while run["status"] in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.5)  # polling the run's status (the condition), not waiting for time to pass
+            run = _call(port, f"{reports}/{made['id']}/runs/{run['id']}", key)[1]
+        assert run["status"] == "succeeded" and run["records_scanned"] == 2, run
         children = _tree(proc.pid)
-        assert len(children) >= 6  # redis, web, worker (+ pool), beat, agent, the demo broker
+        assert len(children) >= 7  # redis, web, worker (+ pool), reports (+ its JVM), beat, agent, the demo broker
+        assert any("java" in p.name() for p in children), [p.name() for p in children]
         assert any("broker" in p.cmdline() for p in children)
         postgres = _postgres_pid(var)
         assert postgres is not None and psutil.pid_exists(postgres)

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``sluice`` data source on ``spark``."""
+    """Register the ``sluice`` data source on ``spark`` (and the Kafka sink's save modes, see ``savemode``)."""
+    from dataplane.client.spark.savemode import install
     from dataplane.client.spark.source import SluiceDataSource
 
+    install()
     spark.dataSource.register(SluiceDataSource)

@@ -103,9 +103,12 @@ class OffsetLookup:
         """The partitions the selector names, sorted; an unknown topic or partition is an error."""
         selector = self.options.selector
         try:
-            topics = {name: len(info.partitions) for name, info in self._admin.topics().items()}
+            # Internal topics (__consumer_offsets) are read when named, as Kafka's consumer reads them; a
+            # pattern skips them (the consumer's exclude.internal.topics default).
+            described = self._admin.topics(include_internal=True)
         except AdminError as e:
             raise SparkSourceError(f"cannot list topics of {self._bootstrap}: {e.message}") from None
+        topics = {name: len(info.partitions) for name, info in described.items()}
         if isinstance(selector, Subscribe):
             missing = [t for t in selector.topics if t not in topics]
             if missing:
@@ -118,7 +121,8 @@ class OffsetLookup:
                 raise SparkSourceError(f"unknown topic or partition {', '.join(_name(tp) for tp in absent)} "
                                        f"(option 'assign') on {self._bootstrap}")
             return list(selector.partitions)
-        return sorted((t, p) for t, n in topics.items() if selector.matches(t) for p in range(n))
+        return sorted((t, p) for t, n in topics.items() if selector.matches(t) and not described[t].internal
+                      for p in range(n))
 
     def offsets(self, partitions: Iterable[TopicPartition], spec: str | int) -> dict[TopicPartition, int]:
         tps = list(partitions)

@@ -53,6 +53,7 @@ from dataplane.client.spark.plan import (
     stream_ranges,
 )
 from dataplane.client.spark.produce import check_sink_columns, produce_batches
+from dataplane.client.spark.savemode import check_mode
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 SCHEMA = StructType([
@@ -236,6 +237,8 @@ class SluiceDataSource(DataSource):
         return SluiceStreamReader(self._source(streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        if overwrite:  # reached when savemode.install() did not run (a session without register())
+            check_mode("overwrite")
         sink = parse_sink_options(dict(self.options))
         check_sink_columns(_sink_columns(schema), topic_option=sink.topic)
         return SluiceWriter(dict(self.options))

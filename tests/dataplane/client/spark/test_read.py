@@ -215,3 +215,28 @@ def test_bad_input_is_one_clear_error(spark: Any, kafka: str, options: dict[str,
     with pytest.raises(Exception, match=message) as caught:
         reader.load().count()
     assert "SparkSourceError" in str(caught.value)
+
+
+def test_internal_topics_are_read_when_named_and_skipped_by_patterns(spark: Any, kafka: str, new_topic: Any) -> None:
+    """``__consumer_offsets`` named by ``assign`` is read (as Kafka's consumer reads it) and its commits decode
+    with ``offset_commit``; a pattern that matches it skips it (exclude.internal.topics)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from pyspark.sql.functions import udf
+
+    from dataplane.client.spark.records import OFFSET_COMMIT, offset_commit
+    from dataplane.coordinator.records import partition_for_group
+
+    topic = new_topic(1)
+    group = f"g-{topic}"
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    consumer.close()
+    admin = AdminClient({"bootstrap.servers": kafka})
+    count = len(admin.list_topics(timeout=30).topics["__consumer_offsets"].partitions)
+    log = read(spark, kafka, assign={"__consumer_offsets": [partition_for_group(group, count)]})
+    decode = udf(offset_commit, OFFSET_COMMIT, useArrow=False)
+    decoded = log.select(decode("key", "value").alias("c")).where("c IS NOT NULL") \
+        .where(f"c.`group` = '{group}'").select("c.topic", "c.partition", "c.offset").collect()
+    assert [tuple(r) for r in decoded] == [(topic, 0, 7)]
+    assert read(spark, kafka, subscribePattern="__consumer_off.*").count() == 0

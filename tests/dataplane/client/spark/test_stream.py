@@ -78,8 +78,8 @@ def test_batch_writer_round_trips(spark: Any, kafka: str, new_topic: Any) -> Non
     data = [(f"k{i}", f"v{i}".encode(), i % 3, [("h", f"{i}".encode())] if i % 2 else None) for i in range(50)]
     df = spark.createDataFrame(data, "key string, value binary, partition int, "
                                      "headers array<struct<key:string,value:binary>>")
-    # Python data sources take Append or Overwrite only (Spark's Kafka sink also takes its default, ErrorIfExists).
-    df.write.format("sluice").mode("append").option("kafka.bootstrap.servers", kafka).option("topic", topic).save()
+    # No .mode(): Spark's Kafka sink's default (ErrorIfExists) produces the rows, as Append does.
+    df.write.format("sluice").option("kafka.bootstrap.servers", kafka).option("topic", topic).save()
     back = (spark.read.format("sluice").option("kafka.bootstrap.servers", kafka).option("subscribe", topic)
             .option("includeHeaders", "true").load())
     got = {(bytes(r["key"]).decode(), bytes(r["value"]), r["partition"],
@@ -92,6 +92,15 @@ def test_batch_writer_round_trips(spark: Any, kafka: str, new_topic: Any) -> Non
         .option("kafka.bootstrap.servers", kafka).save()
     assert [bytes(r["value"]) for r in spark.read.format("sluice").option("kafka.bootstrap.servers", kafka)
             .option("subscribe", other).load().collect()] == [b"only"]
+    # save(format=..., mode=...) and mode("errorifexists") as well; Overwrite and Ignore are refused, as Kafka's.
+    spark.createDataFrame([(other, "two")], "topic string, value string").write.mode("errorifexists") \
+        .option("kafka.bootstrap.servers", kafka).save(format="sluice")
+    for refused in ("overwrite", "ignore"):
+        with pytest.raises(Exception, match=f"Save mode {refused} not allowed for Kafka"):
+            spark.createDataFrame([(other, "x")], "topic string, value string").write.format("sluice") \
+                .mode(refused).option("kafka.bootstrap.servers", kafka).save()
+    assert sorted(bytes(r["value"]) for r in spark.read.format("sluice").option("kafka.bootstrap.servers", kafka)
+                  .option("subscribe", other).load().collect()) == [b"only", b"two"]
     with pytest.raises(Exception, match="needs a 'value' column"):
         spark.createDataFrame([("k",)], "key string").write.format("sluice").mode("append") \
             .option("kafka.bootstrap.servers", kafka).option("topic", topic).save()

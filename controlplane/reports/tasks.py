@@ -1,0 +1,32 @@
+"""Report tasks: thin callers of ``reports.runner``. They run on the reports queue
+(``SLUICE_REPORTS_QUEUE``), whose workers hold the Spark session."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+
+
+@shared_task(name="reports.run", acks_late=False, bind=True)
+def run_report(self: Task, run_id: str) -> str:
+    # acks_late off: a run killed with its worker is not re-run by itself (it may have been the run that
+    # killed it); reap_lost_runs, or the worker's next start, records it failed.
+    from controlplane.reports.runner import run_execute
+
+    return run_execute(run_id=run_id, worker=self.request.hostname or "")
+
+
+@shared_task(name="reports.run_scheduled")
+def run_scheduled(report_id: str) -> str | None:
+    from controlplane.reports.runner import run_scheduled as queue_run
+
+    return queue_run(report_id=report_id)
+
+
+@shared_task(name="reports.reap_lost_runs")
+def reap_lost_runs() -> int:
+    """Beat, every minute: runs whose worker no longer answers a ping are failed."""
+    from controlplane.celery_app import app
+    from controlplane.reports.runner import runs_reap_lost
+
+    live = {name for reply in app.control.ping(timeout=2.0) or [] for name in reply}
+    return runs_reap_lost(live_workers=live)

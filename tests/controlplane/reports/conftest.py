@@ -1,0 +1,100 @@
+"""A real reports stack: one broker, and a Celery worker on a queue of its own that runs reports on its Spark.
+
+Module-scoped (started once per module, stopped by pid), in the ``spark`` xdist group so the JVMs of Spark
+tests never run two at a time on the 2 cores. Tests use ``transactional_db`` so the worker sees their rows;
+``cluster_for`` points a tenant's cluster row at the broker (an agent row and a broker node row, as
+provisioning would write them).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from tests.controlplane.managed.conftest import Process, _database_url, wait_for
+from tests.dataplane.server.conftest import BrokerProcess
+
+
+@dataclass
+class ReportsStack:
+    env: dict[str, str]
+    queue: str
+    worker: Process
+    bootstrap: str
+    root: Path
+
+    def beat(self) -> Process:
+        """A real ``celery beat`` on the database scheduler (not started); stop it before the test ends."""
+        env = {**self.env, "SLUICE_RESYNC_SECONDS": "86400", "CELERY_DEFAULT_QUEUE": f"unused-{self.queue}"}
+        return Process("beat", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "beat",
+                                "--loglevel", "INFO", "--pidfile=", "--max-interval", "1",
+                                "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"],
+                       env, self.root / f"beat-{uuid.uuid4().hex[:6]}.log")
+
+
+@pytest.fixture(scope="module")
+def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[ReportsStack]:
+    import os
+
+    from django.conf import settings
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        db_name = connection.settings_dict["NAME"]
+    root = Path(tempfile.mkdtemp(prefix="sluice-reports-"))
+    broker = BrokerProcess(root / "broker", f"reports-{uuid.uuid4().hex[:8]}")
+    broker.start()
+    queue = f"reports-test-{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
+           "SLUICE_REPORTS_QUEUE": queue, "SLUICE_VAR_DIR": str(root / "var"), "SPARK_MASTER": "local[2]",
+           "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+    worker = Process("reports worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
+                                        "--pool", "threads", "--concurrency", "2", "--queues", queue,
+                                        "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",
+                                        "--without-mingle"], env, root / "worker.log")
+    previous = (settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR)
+    settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = queue, root / "var"
+    worker.start()
+    try:
+        yield ReportsStack(env, queue, worker, broker.bootstrap, root)
+    finally:
+        settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = previous
+        worker.stop()
+        broker.stop(signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster_for(reports_stack: ReportsStack) -> Callable[[Any], Any]:
+    from controlplane.clusters.models import Agent, BrokerNode
+    from tests.controlplane.factories import ClusterFactory
+
+    def make(tenant: Any) -> Any:
+        cluster = ClusterFactory(tenant=tenant)
+        now = timezone.now()
+        host, port = reports_stack.bootstrap.rsplit(":", 1)
+        agent = Agent.objects.create(host=f"reports-{uuid.uuid4().hex[:8]}", advertised_host=host,
+                                     port_min=int(port), port_max=int(port), last_seen=now, started_at=now)
+        BrokerNode.objects.create(cluster=cluster, node_id=1, agent=agent, port=int(port))
+        return cluster
+    return make
+
+
+def wait_for_run(client: Any, url: str, stack: ReportsStack, *, statuses: tuple[str, ...] = (
+        "succeeded", "failed", "cancelled"), timeout: float = 240) -> dict[str, Any]:
+    """Poll a run until its status is one of ``statuses``; the worker's log tail on timeout."""
+    def check() -> dict[str, Any] | None:
+        body: dict[str, Any] = client.get(url).json()
+        return body if body["status"] in statuses else None
+    return wait_for(check, timeout, f"run {url} to reach {statuses}",
+                    detail=lambda: f"{client.get(url).json()}\n{stack.worker.tail(80)}")
