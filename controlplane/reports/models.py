@@ -51,6 +51,8 @@ class Report(models.Model):
     periodic_task = models.OneToOneField("django_celery_beat.PeriodicTask", null=True, blank=True,
                                          on_delete=models.SET_NULL, related_name="+")
     created_by = models.CharField(max_length=255, blank=True, default="")
+    # The Kafka principal the report's runs read as (its creator's), so the cluster's ACLs decide what it sees.
+    owner_principal = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -146,7 +146,8 @@ def report_create(*, cluster: Cluster, actor: Actor, name: str, kind: str, param
         if Report.objects.filter(cluster=cluster, name=name).exists():
             raise Conflict(f"A report named '{name}' already exists in this cluster.", code="report_exists")
         report = Report.objects.create(cluster=cluster, name=name, description=description,
-                                       created_by=actor.display, **definition)
+                                       created_by=actor.display, owner_principal=actor.principal or "",
+                                       **definition)
         _sync_schedule(report)
         audit_record(tenant=cluster.tenant, actor=actor, action="report.create", target_type="report",
                      target_id=str(report.pk), data={"name": name, "kind": kind})
