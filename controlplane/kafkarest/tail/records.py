@@ -14,6 +14,8 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message
 
+from controlplane.kafkarest import fastjson
+
 OVERHEAD_BYTES = 200  # what a record costs beyond its key, value and headers (objects, JSON framing)
 
 
@@ -54,12 +56,13 @@ class Record:
         self.key, self.key_encoding = _text(key)
         self.value, self.value_encoding = _text(value)
         self.headers = [(name, *_text(data)) for name, data in headers]
-        self.json = json.dumps({
+        # UTF-8 JSON bytes (orjson: a fifth of the cost of json.dumps), joined into frames without re-encoding.
+        self.json = fastjson.dumps({
             "partition": partition, "offset": offset, "timestamp": timestamp_ms, "timestamp_type": timestamp_type,
             "key": self.key, "key_encoding": self.key_encoding,
             "value": self.value, "value_encoding": self.value_encoding,
             "headers": [{"key": name, "value": text, "encoding": enc} for name, text, enc in self.headers],
-        }, separators=(",", ":"), ensure_ascii=False)
+        })
         self.size = len(self.json) + OVERHEAD_BYTES
         self._document: dict[str, Any] | None = None
 
