@@ -97,6 +97,9 @@ class ConsumerInstance:
             "enable.auto.offset.store": False,  # stored when returned to the client, see _take
             "allow.auto.create.topics": False,
             "socket.timeout.ms": int(KAFKA_CALL_SECONDS * 1000),
+            # Once librdkafka's prefetch is full it waits fetch.queue.backoff.ms (1 s) before fetching again: a
+            # client reading faster than one prefetch a second stalled on every refill.
+            "fetch.queue.backoff.ms": 5,
         }
         if config.auto_offset_reset is not None:
             settings["auto.offset.reset"] = config.auto_offset_reset
