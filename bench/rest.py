@@ -18,7 +18,9 @@ both Karapace's defaults otherwise) at that same broker. For 100 B and 1 KiB rec
 * Sluice, each path as Confluent's spec has it, measured when served (a path answering 404 prints
   "not served yet"): v3 single-record produce (as Karapace's single), v3 ``records:batch`` of 100
   and v3 streaming produce (records/s against Karapace's 100/request and the direct producer), v2
-  produce (1 and 100/request), v2 consumer ``records`` against Karapace's and the direct loop;
+  produce (1 and 100/request), v2 consumer ``records`` against Karapace's and the direct loop; and
+  Karapace's and Sluice's 100-record requests again from 4x the connections (a closed loop with few
+  connections measures round trips, not what a server takes);
   WebSocket tail: records/s delivered to one viewer, produce-to-viewer latency p99 at 1,000 rec/s,
   and the broker's Fetch requests for 50 viewers against 1 (counted on the wire: a packet socket on
   the loopback device parses the Kafka request headers sent to the broker's port; needs root).
@@ -69,7 +71,7 @@ from sluice.embedded import free_port
 
 SIZES = (100, 1024)
 BATCH = 100
-TOPICS_AHEAD = 40  # topics made in one go (one size of the run uses 15)
+TOPICS_AHEAD = 40  # topics made in one go (one size of the run uses 17)
 TAIL_LIMIT = 64 << 20  # SLUICE_TAIL_BYTES_PER_SECOND for the run, unless the environment sets one
 FIXED_RATE = 1000.0  # req/s (and rec/s for the WebSocket latency)
 MAX_BYTES = 1 << 20  # of a v2 consumer's GET records, so a run takes many (and the first can be left out)
@@ -801,20 +803,31 @@ class Bench:
         print(f"{size} B records: produce, {BATCH} records/request ({s.batch_workers} connections) and streaming "
               f"({s.streams} streams); direct producer {fmt(direct_rate)} rec/s", flush=True)
         batch: dict[str, float] = {}
-        runs: list[tuple[str, Target, str, Callable[[str], Awaitable[LoadResult]]]] = []
+        # (label, target, what it needs served, the run, the Karapace label it is compared with)
+        runs: list[tuple[str, Target, str, Callable[[str], Awaitable[LoadResult]], str]] = []
+        wide = s.batch_workers * 4
+        kp_wide = f"karapace v2 x100, {wide} conns"
         if self.karapace:
             kp = self.karapace
             runs.append(("karapace v2 x100", kp, "", lambda t: closed_loop(
-                kp.connect, v2_produce(kp, t, value, BATCH), s.batch_workers, s.seconds)))
+                kp.connect, v2_produce(kp, t, value, BATCH), s.batch_workers, s.seconds), ""))
         runs.append(("sluice v3 records:batch x100", sl, "v3-batch", lambda t: closed_loop(
-            sl.connect, v3_batch(sl, t, value, BATCH), s.batch_workers, s.seconds)))
+            sl.connect, v3_batch(sl, t, value, BATCH), s.batch_workers, s.seconds), "karapace v2 x100"))
         runs.append(("sluice v3 streaming", sl, "v3-produce", lambda t: v3_stream(sl, t, value, s.streams,
-                                                                                  s.seconds)))
+                                                                                  s.seconds), "karapace v2 x100"))
         runs.append(("sluice v2 x100", sl, "v2-produce", lambda t: closed_loop(
-            sl.connect, v2_produce(sl, t, value, BATCH), s.batch_workers, s.seconds)))
-        for label, target, key, run in runs:
+            sl.connect, v2_produce(sl, t, value, BATCH), s.batch_workers, s.seconds), "karapace v2 x100"))
+        # The same 100-record requests from 4x the connections, both proxies: with few connections a closed loop
+        # measures a request's round trip (in-flight records / latency), not what the server can take.
+        if self.karapace:
+            kp = self.karapace
+            runs.append((kp_wide, kp, "", lambda t: closed_loop(
+                kp.connect, v2_produce(kp, t, value, BATCH), wide, s.seconds), ""))
+        runs.append((f"sluice v3 records:batch x100, {wide} conns", sl, "v3-batch", lambda t: closed_loop(
+            sl.connect, v3_batch(sl, t, value, BATCH), wide, s.seconds), kp_wide))
+        for label, target, key, run, base in runs:
             topic = self.topic(f"pb-{size}")
-            if key == "v3-batch":
+            if key == "v3-batch" and key not in self.missing:
                 body = json.dumps({"entries": [{"id": "1", "value": {"type": "BINARY", "data": b64(value)}}]})
                 await self.sluice_serves(key, "POST", f"{sl.v3_prefix}/topics/{topic}/records:batch",
                                          body.encode(), {"Content-Type": "application/json"})
@@ -828,9 +841,11 @@ class Bench:
                 continue
             batch[label] = result.item_rate
             vs = [f"x{ratio(result.item_rate, direct_rate):.2f} direct"]
-            if "karapace v2 x100" in batch and label != "karapace v2 x100":
-                vs.insert(0, f"x{ratio(result.item_rate, batch['karapace v2 x100']):.2f} karapace x100")
-            self.line(label, f"{fmt(result.item_rate):>8} rec/s  {', '.join(vs)}  "
+            if base in batch:
+                vs.insert(0, f"x{ratio(result.item_rate, batch[base]):.2f} {base}")
+            p50, p99, _ = percentiles(result.latencies_ns) if result.latencies_ns else (0.0, 0.0, 0.0)
+            lat = f"  p50 {p50:.1f} ms, p99 {p99:.1f} ms" if result.latencies_ns else ""
+            self.line(label, f"{fmt(result.item_rate):>8} rec/s  {', '.join(vs)}{lat}  "
                              f"({cpu_note(result, server)}){errors_note(result)}")
             self.keep(f"{size} B  {label}: {fmt(result.item_rate)} rec/s ({', '.join(vs)})")
 
