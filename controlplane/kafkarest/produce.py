@@ -20,7 +20,13 @@ from confluent_kafka import KafkaError, Message
 
 from controlplane.kafkarest.errors import KAFKA_RETRIABLE, RestError
 from controlplane.kafkarest.producer import ClusterProducer, Delivered, Outcome, rest_error_for
-from controlplane.kafkarest.records import ProduceRecord, delivery_report, parse_batch, parse_produce_request
+from controlplane.kafkarest.records import (
+    ProduceRecord,
+    batch_success,
+    delivery_report,
+    parse_batch,
+    parse_produce_request,
+)
 
 DELIVERY_WAIT_SECONDS = 40.0  # longer than the producer's own delivery timeout, which reports first
 PENDING: Any = object()
@@ -175,12 +181,12 @@ def batch_response(outcomes: Outcomes, ids: list[str], cluster_id: str, topic: s
     successes: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     for index, entry_id in enumerate(ids):
-        result = outcomes.report(index, cluster_id, topic)
-        if result["error_code"] == 200:
-            result.pop("error_code")
-            successes.append({"id": entry_id, **result})
+        result, record = outcomes.results[index], outcomes.records[index]
+        if isinstance(result, Message) and record is not None:  # built at once: one dict per entry, not three
+            successes.append(batch_success(entry_id, cluster_id, topic, record, result.partition() or 0,
+                                           result.offset() or 0, result.timestamp()[1]))
         else:
-            failures.append({"id": entry_id, **result})
+            failures.append({"id": entry_id, **outcomes.report(index, cluster_id, topic)})
     return {"successes": successes, "failures": failures}
 
 

@@ -184,6 +184,14 @@ def delivery_report(cluster_id: str, topic: str, record: ProduceRecord, partitio
             "key": _size(record.key_type, record.key), "value": _size(record.value_type, record.value)}
 
 
+def batch_success(entry_id: str, cluster_id: str, topic: str, record: ProduceRecord, partition: int, offset: int,
+                  timestamp_ms: int | None) -> dict[str, Any]:
+    """A ``records:batch`` success: the delivery report without ``error_code``, after the entry's ``id``."""
+    return {"id": entry_id, "cluster_id": cluster_id, "topic_name": topic, "partition_id": partition,
+            "offset": offset, "timestamp": format_timestamp(timestamp_ms),
+            "key": _size(record.key_type, record.key), "value": _size(record.value_type, record.value)}
+
+
 _DECODER = json.JSONDecoder()
 # Inside a value only brackets and strings matter; a lone quote is a string not yet complete.
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]|"')
