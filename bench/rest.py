@@ -1,7 +1,7 @@
 """REST proxy benchmark: Sluice's REST Proxy against Aiven's Karapace, on one broker, same records, same load.
 
     python bench/rest.py               # full run (100 B and 1 KiB), ~12 minutes on 2 cores
-    python bench/rest.py --quick       # 100 B only, shorter runs: ~3 minutes
+    python bench/rest.py --quick       # 100 B only, shorter runs: ~4-5 minutes
     python bench/rest.py --karapace-git /path/to/karapace.git   # (re)build var/bench/karapace-venv first
 
 Starts ``sluice up`` in a temp SLUICE_VAR_DIR (embedded Postgres and Redis, never the servers
@@ -996,7 +996,7 @@ def leftovers(tmp: Path) -> list[psutil.Process]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="100 B only, shorter runs, fewer records (~3 minutes)")
+    ap.add_argument("--quick", action="store_true", help="100 B only, shorter runs, fewer records (~4-5 minutes)")
     ap.add_argument("--sizes", type=int, nargs="*", help="record sizes (default 100 1024; quick 100)")
     ap.add_argument("--karapace-git", type=Path, default=None,
                     help="a git clone of Aiven-Open/karapace to (re)build var/bench/karapace-venv from")
