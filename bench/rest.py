@@ -1,7 +1,7 @@
 """REST proxy benchmark: Sluice's REST Proxy against Aiven's Karapace, on one broker, same records, same load.
 
     python bench/rest.py               # full run (100 B and 1 KiB), ~12 minutes on 2 cores
-    python bench/rest.py --quick       # 100 B only, shorter runs: ~3 minutes
+    python bench/rest.py --quick       # 100 B only, shorter runs: ~4-5 minutes
     python bench/rest.py --karapace-git /path/to/karapace.git   # (re)build var/bench/karapace-venv first
 
 Starts ``sluice up`` in a temp SLUICE_VAR_DIR (embedded Postgres and Redis, never the servers
@@ -18,7 +18,9 @@ both Karapace's defaults otherwise) at that same broker. For 100 B and 1 KiB rec
 * Sluice, each path as Confluent's spec has it, measured when served (a path answering 404 prints
   "not served yet"): v3 single-record produce (as Karapace's single), v3 ``records:batch`` of 100
   and v3 streaming produce (records/s against Karapace's 100/request and the direct producer), v2
-  produce (1 and 100/request), v2 consumer ``records`` against Karapace's and the direct loop;
+  produce (1 and 100/request), v2 consumer ``records`` against Karapace's and the direct loop; and
+  Karapace's and Sluice's 100-record requests again from 4x the connections (a closed loop with few
+  connections measures round trips, not what a server takes);
   WebSocket tail: records/s delivered to one viewer, produce-to-viewer latency p99 at 1,000 rec/s,
   and the broker's Fetch requests for 50 viewers against 1 (counted on the wire: a packet socket on
   the loopback device parses the Kafka request headers sent to the broker's port; needs root).
@@ -69,7 +71,7 @@ from sluice.embedded import free_port
 
 SIZES = (100, 1024)
 BATCH = 100
-TOPICS_AHEAD = 40  # topics made in one go (one size of the run uses 15)
+TOPICS_AHEAD = 40  # topics made in one go (one size of the run uses 17)
 TAIL_LIMIT = 64 << 20  # SLUICE_TAIL_BYTES_PER_SECOND for the run, unless the environment sets one
 FIXED_RATE = 1000.0  # req/s (and rec/s for the WebSocket latency)
 MAX_BYTES = 1 << 20  # of a v2 consumer's GET records, so a run takes many (and the first can be left out)
@@ -92,9 +94,9 @@ class Settings:
     viewers: int
 
 
-QUICK = Settings(seconds=3, workers=16, batch_workers=4, streams=2, fill=20_000, direct=50_000, ws_records=10_000,
+QUICK = Settings(seconds=3, workers=16, batch_workers=4, streams=2, fill=100_000, direct=50_000, ws_records=100_000,
                  viewers=50)
-FULL = Settings(seconds=10, workers=32, batch_workers=8, streams=4, fill=100_000, direct=200_000, ws_records=50_000,
+FULL = Settings(seconds=10, workers=32, batch_workers=8, streams=4, fill=200_000, direct=200_000, ws_records=200_000,
                 viewers=50)
 
 
@@ -536,11 +538,14 @@ class Viewer:
     """One WebSocket tail (the protocol of controlplane.kafkarest.tail): subscribes, counts records and,
     where values carry a send time, latencies. ``done`` is set by a bounded read's ``done`` frame."""
 
-    def __init__(self, url: str, auth: str, subscribe: dict[str, Any] | None = None) -> None:
+    def __init__(self, url: str, auth: str, subscribe: dict[str, Any] | None = None, latency: bool = True) -> None:
         self.url, self.auth = url, auth
         self.subscribe = {"type": "subscribe", "from": "latest", **(subscribe or {})}
+        self.latency = latency  # read each value's send time (else only count records: a cheaper client)
         self.count = 0
         self.latencies_ns: list[int] = []
+        self.first_at = 0.0  # when the first records frame came, and how many it held
+        self.first_count = 0
         self.last_at = 0.0
         self.task: asyncio.Task[None] | None = None
         self.error = ""
@@ -559,12 +564,15 @@ class Viewer:
                     frame = json.loads(message)
                     kind = frame.get("type")
                     if kind == "records":
-                        for record in frame["records"]:
-                            self.count += 1
-                            value = ws_value(record)
-                            if value is not None and value[:20].isdigit() and int(value[:20]):
-                                self.latencies_ns.append(now - int(value[:20]))
+                        if self.latency:
+                            for record in frame["records"]:
+                                value = ws_value(record)
+                                if value is not None and value[:20].isdigit() and int(value[:20]):
+                                    self.latencies_ns.append(now - int(value[:20]))
+                        self.count += len(frame["records"])
                         self.last_at = time.monotonic()
+                        if not self.first_at:
+                            self.first_at, self.first_count = self.last_at, self.count
                     elif kind == "subscribed":
                         self.ready.set()
                     elif kind == "done":
@@ -802,20 +810,31 @@ class Bench:
         print(f"{size} B records: produce, {BATCH} records/request ({s.batch_workers} connections) and streaming "
               f"({s.streams} streams); direct producer {fmt(direct_rate)} rec/s", flush=True)
         batch: dict[str, float] = {}
-        runs: list[tuple[str, Target, str, Callable[[str], Awaitable[LoadResult]]]] = []
+        # (label, target, what it needs served, the run, the Karapace label it is compared with)
+        runs: list[tuple[str, Target, str, Callable[[str], Awaitable[LoadResult]], str]] = []
+        wide = s.batch_workers * 4
+        kp_wide = f"karapace v2 x100, {wide} conns"
         if self.karapace:
             kp = self.karapace
             runs.append(("karapace v2 x100", kp, "", lambda t: closed_loop(
-                kp.connect, v2_produce(kp, t, value, BATCH), s.batch_workers, s.seconds)))
+                kp.connect, v2_produce(kp, t, value, BATCH), s.batch_workers, s.seconds), ""))
         runs.append(("sluice v3 records:batch x100", sl, "v3-batch", lambda t: closed_loop(
-            sl.connect, v3_batch(sl, t, value, BATCH), s.batch_workers, s.seconds)))
+            sl.connect, v3_batch(sl, t, value, BATCH), s.batch_workers, s.seconds), "karapace v2 x100"))
         runs.append(("sluice v3 streaming", sl, "v3-produce", lambda t: v3_stream(sl, t, value, s.streams,
-                                                                                  s.seconds)))
+                                                                                  s.seconds), "karapace v2 x100"))
         runs.append(("sluice v2 x100", sl, "v2-produce", lambda t: closed_loop(
-            sl.connect, v2_produce(sl, t, value, BATCH), s.batch_workers, s.seconds)))
-        for label, target, key, run in runs:
+            sl.connect, v2_produce(sl, t, value, BATCH), s.batch_workers, s.seconds), "karapace v2 x100"))
+        # The same 100-record requests from 4x the connections, both proxies: with few connections a closed loop
+        # measures a request's round trip (in-flight records / latency), not what the server can take.
+        if self.karapace:
+            kp = self.karapace
+            runs.append((kp_wide, kp, "", lambda t: closed_loop(
+                kp.connect, v2_produce(kp, t, value, BATCH), wide, s.seconds), ""))
+        runs.append((f"sluice v3 records:batch x100, {wide} conns", sl, "v3-batch", lambda t: closed_loop(
+            sl.connect, v3_batch(sl, t, value, BATCH), wide, s.seconds), kp_wide))
+        for label, target, key, run, base in runs:
             topic = self.topic(f"pb-{size}")
-            if key == "v3-batch":
+            if key == "v3-batch" and key not in self.missing:
                 body = json.dumps({"entries": [{"id": "1", "value": {"type": "BINARY", "data": b64(value)}}]})
                 await self.sluice_serves(key, "POST", f"{sl.v3_prefix}/topics/{topic}/records:batch",
                                          body.encode(), {"Content-Type": "application/json"})
@@ -829,16 +848,20 @@ class Bench:
                 continue
             batch[label] = result.item_rate
             vs = [f"x{ratio(result.item_rate, direct_rate):.2f} direct"]
-            if "karapace v2 x100" in batch and label != "karapace v2 x100":
-                vs.insert(0, f"x{ratio(result.item_rate, batch['karapace v2 x100']):.2f} karapace x100")
-            self.line(label, f"{fmt(result.item_rate):>8} rec/s  {', '.join(vs)}  "
+            if base in batch:
+                vs.insert(0, f"x{ratio(result.item_rate, batch[base]):.2f} {base}")
+            p50, p99, _ = percentiles(result.latencies_ns) if result.latencies_ns else (0.0, 0.0, 0.0)
+            lat = f"  p50 {p50:.1f} ms, p99 {p99:.1f} ms" if result.latencies_ns else ""
+            self.line(label, f"{fmt(result.item_rate):>8} rec/s  {', '.join(vs)}{lat}  "
                              f"({cpu_note(result, server)}){errors_note(result)}")
             self.keep(f"{size} B  {label}: {fmt(result.item_rate)} rec/s ({', '.join(vs)})")
 
     async def consume(self, size: int) -> None:
         s = self.s
         topic = self.topic(f"fill-{size}")
-        direct_produce(self.stack.kafka, topic, value_of(size), s.fill)
+        # More records than are read: a GET that reaches max_bytes returns at once, while the last one of an
+        # exact fill would wait its whole timeout for records that never come (and that wait was measured).
+        direct_produce(self.stack.kafka, topic, value_of(size), s.fill + 2 * (MAX_BYTES // size + 1))
         print(f"{size} B records: consume {s.fill:,} records", flush=True)
         n, span = direct_consume(self.stack.kafka, topic, s.fill)
         direct = n / span if span else float("nan")
@@ -880,8 +903,9 @@ class Bench:
         topic = self.topic(f"ws-{size}")
         url = f"ws://127.0.0.1:{st.port}/ws/clusters/{st.cluster_id}/topics/{topic}/tail"
         await asyncio.to_thread(direct_produce, st.kafka, topic, value_of(size), s.ws_records)
-        # Delivery rate: a bounded read of records already there, from the subscribe to the "done" frame.
-        viewer = Viewer(url, st.auth, {"from": "earliest", "until": "end"})
+        # Delivery rate: a bounded read of records already there, from the first records frame to the last (as
+        # the direct consume loop is timed: from its first batch), so connecting and subscribing are not in it.
+        viewer = Viewer(url, st.auth, {"from": "earliest", "until": "end"}, latency=False)
         t0 = time.monotonic()
         viewer.start()
         await viewer.ready.wait()
@@ -893,13 +917,16 @@ class Bench:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(viewer.done.wait(), 120)
-        rate = viewer.count / (viewer.last_at - t0) if viewer.last_at > t0 else float("nan")
+        span = viewer.last_at - viewer.first_at
+        rate = (viewer.count - viewer.first_count) / span if span > 0 else float("nan")
+        first_after = viewer.first_at - t0 if viewer.first_at else float("nan")
         await viewer.stop()
         note = "" if viewer.count >= s.ws_records else f"  (only {viewer.count:,} of {s.ws_records:,} arrived)"
         vs = f"x{ratio(rate, direct_consume_rate):.2f} direct consume loop"
         tail = f"  {viewer.error}" if viewer.error else ""
         self.line("1 viewer, records delivered", f"{fmt(rate):>8} rec/s  {vs}  (bounded read of "
-                                                 f"{s.ws_records:,}){note}{tail}")
+                                                 f"{s.ws_records:,}; first records after {first_after:.2f} s)"
+                                                 f"{note}{tail}")
         self.keep(f"{size} B  websocket 1 viewer: {fmt(rate)} rec/s delivered ({vs}){note}")
 
         fetch_rate: dict[int, float] = {}
@@ -976,7 +1003,7 @@ def leftovers(tmp: Path) -> list[psutil.Process]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="100 B only, shorter runs, fewer records (~3 minutes)")
+    ap.add_argument("--quick", action="store_true", help="100 B only, shorter runs, fewer records (~4-5 minutes)")
     ap.add_argument("--sizes", type=int, nargs="*", help="record sizes (default 100 1024; quick 100)")
     ap.add_argument("--karapace-git", type=Path, default=None,
                     help="a git clone of Aiven-Open/karapace to (re)build var/bench/karapace-venv from")

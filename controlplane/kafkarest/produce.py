@@ -3,69 +3,110 @@
 A request's records are tracked by an ``Outcomes`` (one slot per record, in request order): the producer's
 poll thread fills slots as the cluster acknowledges records, and the request -- a thread in the DRF views,
 the event loop on the ASGI paths -- reads them in order. One object per request rather than a future per
-record, because at tens of thousands of records a second the futures were most of the cost.
+record, because at tens of thousands of records a second the futures were most of the cost. For the same
+reason a slot holds librdkafka's delivered ``Message`` as it came (turned into a :class:`Delivered` only when
+read), and the poll thread wakes the reader only for the slot it waits on (py-spy: the per-record objects and
+wake-ups were a third of the event loop's time in ``records:batch``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from typing import Any
 
+from confluent_kafka import KafkaError, Message
+
 from controlplane.kafkarest.errors import KAFKA_RETRIABLE, RestError
-from controlplane.kafkarest.producer import ClusterProducer, Delivered, Outcome
-from controlplane.kafkarest.records import ProduceRecord, delivery_report, parse_batch, parse_produce_request
+from controlplane.kafkarest.producer import ClusterProducer, Delivered, Outcome, rest_error_for
+from controlplane.kafkarest.records import (
+    ProduceRecord,
+    batch_success,
+    delivery_report,
+    parse_batch,
+    parse_produce_request,
+)
 
 DELIVERY_WAIT_SECONDS = 40.0  # longer than the producer's own delivery timeout, which reports first
 PENDING: Any = object()
+NOT_ACKNOWLEDGED = "The cluster did not acknowledge the record in time."
 
 
 class Outcomes:
     """Outcomes of one request's records, by position. Owned by the request; slots are written by the producer's
-    poll thread (each once) and read by the request's own thread or loop through the subclasses."""
+    poll thread (each once) and read by the request's own thread or loop through the subclasses.
+
+    A slot is PENDING, a delivered ``Message`` or a RestError; :meth:`outcome` reads it as a :data:`Outcome`.
+    """
 
     def __init__(self) -> None:
         self.records: list[ProduceRecord | None] = []
         self.results: list[Any] = []
+        # Slots queued (written by the request only) and acknowledged (by the poll thread only): one writer each,
+        # so no lock; every slot has its outcome once acked == queued after the request added its last record.
+        self.queued = 0
+        self.acked = 0
+        self._awaited = -1  # the slot the request waits on: only its delivery wakes the request
 
     def __len__(self) -> int:
         return len(self.results)
 
     def add(self, producer: ClusterProducer, topic: str, body: Any) -> None:
         """Parse and queue one record (a RestError, or a body that fails to parse, takes its slot as the error)."""
-        index = len(self.results)
-        try:
-            record = body if isinstance(body, ProduceRecord) else (
-                None if isinstance(body, RestError) else parse_produce_request(body))
-        except RestError as exc:
-            record, body = None, exc
+        if isinstance(body, ProduceRecord):
+            record: ProduceRecord | None = body
+        elif isinstance(body, RestError):
+            record = None
+        else:
+            try:
+                record = parse_produce_request(body)
+            except RestError as exc:
+                record, body = None, exc
         self.records.append(record)
         if record is None:
             self.results.append(body)
             return
+        index = len(self.results)
         self.results.append(PENDING)
-
-        def done(outcome: Outcome) -> None:
-            self.results[index] = outcome
-            self._arrived()
-
+        self.queued += 1
         try:
-            producer.send(topic, done, value=record.value, key=record.key, partition=record.partition,
-                          headers=record.headers, timestamp_ms=record.timestamp_ms)
+            producer.produce(topic, functools.partial(self._delivered, index), record.value, record.key,
+                             record.partition, record.headers, record.timestamp_ms)
         except RestError as exc:
             self.results[index] = exc
+            self.queued -= 1
+
+    def all_in(self) -> bool:
+        """Whether every slot has its outcome (meaningful once the request has added its last record)."""
+        return self.acked >= self.queued
+
+    def _delivered(self, index: int, error: KafkaError | None, message: Message) -> None:
+        """librdkafka's delivery callback, on the poll thread."""
+        self.results[index] = message if error is None else rest_error_for(error)
+        self.acked += 1
+        if index == self._awaited or self.acked == self.queued:
+            self._arrived()
 
     def _arrived(self) -> None:
-        """Called on the poll thread after a slot was filled."""
+        """Called on the poll thread after the awaited slot (or the last one) was filled."""
+
+    def outcome(self, index: int) -> Outcome:
+        """Where record ``index`` landed, or why not (a record still pending when the wait ran out is 50003)."""
+        result = self.results[index]
+        if isinstance(result, Message):
+            return Delivered(result.partition() or 0, result.offset() or 0, result.timestamp()[1])
+        if result is PENDING:
+            return RestError(KAFKA_RETRIABLE, NOT_ACKNOWLEDGED)
+        assert isinstance(result, RestError)
+        return result
 
     def report(self, index: int, cluster_id: str, topic: str) -> dict[str, Any]:
-        outcome = self.results[index]
+        outcome = self.outcome(index)
         record = self.records[index]
         if isinstance(outcome, Delivered) and record is not None:
             return delivery_report(cluster_id, topic, record, outcome.partition, outcome.offset,
                                    outcome.timestamp_ms)
-        if outcome is PENDING:
-            outcome = RestError(KAFKA_RETRIABLE, "The cluster did not acknowledge the record in time.")
         assert isinstance(outcome, RestError)
         return outcome.body()
 
@@ -82,58 +123,70 @@ class BlockingOutcomes(Outcomes):
             self._changed.notify_all()
 
     def wait(self, timeout: float = DELIVERY_WAIT_SECONDS) -> None:
+        self._awaited = len(self.results)  # no single slot: woken by the last delivery
         with self._changed:
-            self._changed.wait_for(lambda: PENDING not in self.results, timeout)
+            self._changed.wait_for(self.all_in, timeout)
 
 
 class AsyncOutcomes(Outcomes):
-    """For a request served on an event loop: :meth:`ready` awaits one slot. Wake-ups from the poll thread are
-    coalesced, so a burst of acknowledgements costs one loop wake-up, not one per record."""
+    """For a request served on an event loop: :meth:`ready` awaits one slot, :meth:`all_ready` every slot.
+
+    The poll thread wakes the loop only for the slot awaited (records of one partition are acknowledged in
+    order, so the ones after it are usually in by then) or for the last one, through a future that the
+    loop arms before it waits.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self._loop = loop
-        self._event = asyncio.Event()
-        self._lock = threading.Lock()
-        self._wake_scheduled = False
+        self._waiter: asyncio.Future[None] | None = None
 
     def _arrived(self) -> None:
-        with self._lock:
-            if self._wake_scheduled:
-                return
-            self._wake_scheduled = True
-        self._loop.call_soon_threadsafe(self._wake)
+        waiter = self._waiter
+        if waiter is not None:
+            self._loop.call_soon_threadsafe(_wake, waiter)
 
-    def _wake(self) -> None:
-        with self._lock:
-            self._wake_scheduled = False
-        self._event.set()
+    async def _wait(self, done: Any, awaited: int, timeout: float) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                while not done():
+                    self._waiter = self._loop.create_future()
+                    self._awaited = awaited
+                    if done():  # filled between the check and the arming: no wake-up is coming
+                        break
+                    await self._waiter
+        except TimeoutError:
+            pass
+        finally:
+            self._waiter = None
+            self._awaited = -1
 
     async def ready(self, index: int, timeout: float = DELIVERY_WAIT_SECONDS) -> None:
-        deadline = self._loop.time() + timeout
-        while self.results[index] is PENDING:
-            self._event.clear()
-            if self.results[index] is not PENDING:
-                return
-            left = deadline - self._loop.time()
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(self._event.wait(), left)
-            except TimeoutError:
-                return
+        if self.results[index] is not PENDING:
+            return
+        await self._wait(lambda: self.results[index] is not PENDING, index, timeout)
+
+    async def all_ready(self, timeout: float = DELIVERY_WAIT_SECONDS) -> None:
+        if self.all_in():
+            return
+        await self._wait(self.all_in, len(self.results), timeout)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def batch_response(outcomes: Outcomes, ids: list[str], cluster_id: str, topic: str) -> dict[str, Any]:
     successes: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     for index, entry_id in enumerate(ids):
-        result = outcomes.report(index, cluster_id, topic)
-        if result["error_code"] == 200:
-            result.pop("error_code")
-            successes.append({"id": entry_id, **result})
+        result, record = outcomes.results[index], outcomes.records[index]
+        if isinstance(result, Message) and record is not None:  # built at once: one dict per entry, not three
+            successes.append(batch_success(entry_id, cluster_id, topic, record, result.partition() or 0,
+                                           result.offset() or 0, result.timestamp()[1]))
         else:
-            failures.append({"id": entry_id, **result})
+            failures.append({"id": entry_id, **outcomes.report(index, cluster_id, topic)})
     return {"successes": successes, "failures": failures}
 
 

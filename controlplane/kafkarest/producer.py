@@ -99,15 +99,13 @@ class ClusterProducer:
 
     def knows(self, topic: str) -> bool:
         """Whether the topic's partition count is cached (so :meth:`send` will not block to read it)."""
-        with self._lock:
-            cached = self._partitions.get(topic)
+        cached = self._partitions.get(topic)  # a dict read is atomic: no lock on the hot path
         return cached is not None and cached[0] > time.monotonic()
 
     def partition_count(self, topic: str) -> int:
         """The topic's partition count (cached briefly); TOPIC_NOT_FOUND when it does not exist."""
         now = time.monotonic()
-        with self._lock:
-            cached = self._partitions.get(topic)
+        cached = self._partitions.get(topic)
         if cached is not None and cached[0] > now:
             return cached[1]
         try:
@@ -134,8 +132,6 @@ class ClusterProducer:
 
         A record refused before it is queued (a partition the topic does not have) raises the RestError.
         """
-        if partition is not None:
-            self._check_partition(topic, partition)
 
         def delivered(error: KafkaError | None, message: Any) -> None:
             if error is not None:
@@ -143,14 +139,27 @@ class ClusterProducer:
             else:
                 on_done(Delivered(message.partition(), message.offset(), message.timestamp()[1]))
 
-        kwargs: dict[str, Any] = {"value": value, "key": key, "headers": headers, "on_delivery": delivered}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if timestamp_ms is not None:
-            kwargs["timestamp"] = timestamp_ms
+        self.produce(topic, delivered, value, key, partition, headers, timestamp_ms)
+
+    def produce(self, topic: str, on_delivery: Callable[[KafkaError | None, Any], None], value: bytes | None,
+                key: bytes | None, partition: int | None, headers: list[tuple[str, bytes | None]] | None,
+                timestamp_ms: int | None) -> None:
+        """:meth:`send` for the hot path: ``on_delivery`` is librdkafka's own ``(error, message)`` callback, so
+        no object is made per record here (REST produce queues tens of thousands of records a second)."""
+        if partition is None:
+            partition = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
+        else:
+            cached = self._partitions.get(topic)  # a dict read is atomic: no lock on the hot path
+            if cached is None or not 0 <= partition < cached[1] or cached[0] <= time.monotonic():
+                self._check_partition(topic, partition)
         while True:
             try:
-                self._producer.produce(topic, **kwargs)
+                if timestamp_ms is None and not headers:
+                    self._producer.produce(topic, value, key, partition, on_delivery)
+                else:
+                    listed: Any = headers or None  # list[tuple[str, bytes | None]]: the stubs' list is invariant
+                    self._producer.produce(topic, value, key, partition, on_delivery, timestamp=timestamp_ms or 0,
+                                           headers=listed)
                 return
             except BufferError:
                 self._producer.poll(0.01)  # the local queue is full: let deliveries drain it

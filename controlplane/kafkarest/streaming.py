@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -26,12 +25,12 @@ from urllib.parse import unquote
 
 from django.db import close_old_connections
 
-from controlplane.kafkarest import errors
+from controlplane.kafkarest import errors, fastjson
 from controlplane.kafkarest.access import caller_for_authorization, cluster_access
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
 from controlplane.kafkarest.producer import ClusterProducer, pool
-from controlplane.kafkarest.records import ConcatenatedJson, ProduceRecord, parse_batch, parse_produce_request
+from controlplane.kafkarest.records import ConcatenatedJson, ProduceRecord, parse_batch
 from controlplane.kafkarest.v2 import produce as v2_produce
 from controlplane.tenancy.models import Role
 
@@ -81,7 +80,7 @@ def _header(scope: Scope, name: bytes) -> str:
 
 
 def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
+    return fastjson.dumps(body)
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any],
@@ -104,15 +103,15 @@ def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterPr
         close_old_connections()
 
 
-async def _add(outcomes: AsyncOutcomes, producer: ClusterProducer, topic: str, value: Any) -> None:
-    """Parse and queue one record without blocking the loop (a metadata read goes to a thread)."""
-    try:
-        record = value if isinstance(value, ProduceRecord | RestError) else parse_produce_request(value)
-    except RestError as exc:
-        record = exc
-    if isinstance(record, ProduceRecord) and record.partition is not None and not producer.knows(topic):
+async def _add_all(outcomes: AsyncOutcomes, producer: ClusterProducer, topic: str, values: list[Any]) -> None:
+    """Parse and queue records without blocking the loop: one loop over them, no ``await`` per record; a
+    partition count not cached yet (needed to check a ``partition_id``) is read once, on a thread, first."""
+    if not producer.knows(topic) and any((isinstance(v, dict) and v.get("partition_id") is not None)
+                                         or (isinstance(v, ProduceRecord) and v.partition is not None)
+                                         for v in values):
         await asyncio.to_thread(_partition_count, producer, topic)
-    outcomes.add(producer, topic, record)
+    for value in values:
+        outcomes.add(producer, topic, value)
 
 
 def _partition_count(producer: ClusterProducer, topic: str) -> None:
@@ -154,18 +153,16 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
         return
     try:
         try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            body = fastjson.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
             raise RestError(errors.BAD_REQUEST, f"Malformed JSON: {exc}") from exc
         entries = parse_batch(body)
     except RestError as exc:
         await _respond(send, exc.status, exc.body())
         return
     outcomes = AsyncOutcomes(asyncio.get_running_loop())
-    for _, record in entries:
-        await _add(outcomes, producer, topic, record)
-    for index in range(len(outcomes)):
-        await outcomes.ready(index)
+    await _add_all(outcomes, producer, topic, [record for _, record in entries])
+    await outcomes.all_ready()
     await _respond(send, 207, batch_response(outcomes, [entry_id for entry_id, _ in entries], kafka_cluster_id,
                                              topic))
 
@@ -208,11 +205,9 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
         await _respond(send, error.status, error.body(), V2_HEADERS)
         return
     outcomes = AsyncOutcomes(asyncio.get_running_loop())
-    for record in records:
-        await _add(outcomes, producer, topic, v2_produce.as_produce_record(record, partition))
-    for index in range(len(outcomes)):
-        await outcomes.ready(index)
-    await _respond(send, 200, v2_produce.produce_response(outcomes.results), V2_HEADERS)
+    await _add_all(outcomes, producer, topic, [v2_produce.as_produce_record(record, partition) for record in records])
+    await outcomes.all_ready()
+    await _respond(send, 200, v2_produce.produce_response(outcomes), V2_HEADERS)
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -263,8 +258,7 @@ async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, p
         await _respond(send, error.status, error.body())
         return
     outcomes = AsyncOutcomes(asyncio.get_running_loop())
-    for value in values:
-        await _add(outcomes, producer, topic, value)
+    await _add_all(outcomes, producer, topic, values)
     if len(values) == 1:
         await outcomes.ready(0)
         body = outcomes.report(0, cluster_id, topic)
@@ -307,14 +301,15 @@ async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, produ
                 writer.cancel()
                 return
             outcomes = AsyncOutcomes(loop)
+            values: list[Any] = []
             try:
-                for value in decoder.feed(message.get("body", b"")):
-                    await _add(outcomes, producer, topic, value)
+                values.extend(decoder.feed(message.get("body", b"")))
                 if not message.get("more_body"):
                     decoder.finish()
             except RestError as exc:  # the stream cannot be split any further: report it and end
-                await _add(outcomes, producer, topic, exc)
+                values.append(exc)
                 message = {"more_body": False}
+            await _add_all(outcomes, producer, topic, values)
             if len(outcomes):
                 await queue.put(outcomes)
             if not message.get("more_body"):

@@ -10,6 +10,7 @@ huge record can still be shown.
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,12 +23,17 @@ class Item:
     """Records for one viewer (in offset order per partition) and every position they advance to."""
 
     records: tuple[Record, ...]
-    positions: Mapping[int, int]  # partition -> next offset, after these records (and any gap after them)
+    # partition -> next offset, after these records (and any gap after them): every partition with a record here
+    # is in it, so the sender moves its cursor from these alone
+    positions: Mapping[int, int]
     size: int
 
 
 def item(records: tuple[Record, ...], positions: Mapping[int, int]) -> Item:
-    return Item(records, positions, sum(r.size for r in records) + 16 * len(positions))
+    return Item(records, positions, sum(map(_SIZE, records)) + 16 * len(positions))
+
+
+_SIZE = operator.attrgetter("size")
 
 
 class ViewerBuffer:

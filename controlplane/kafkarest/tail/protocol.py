@@ -143,9 +143,10 @@ def cursor_json(cursor: Mapping[int, int]) -> str:
     return json.dumps({str(p): cursor[p] for p in sorted(cursor)}, separators=(",", ":"))
 
 
-def records_frame(records: Iterable[str], cursor: Mapping[int, int]) -> str:
-    """Records already rendered as JSON text (shared by every viewer), joined without re-encoding."""
-    return '{"type":"records","records":[' + ",".join(records) + '],"cursor":' + cursor_json(cursor) + "}"
+def records_frame(records: Iterable[bytes], cursor: Mapping[int, int]) -> str:
+    """Records already rendered as UTF-8 JSON (shared by every viewer), joined without re-encoding them."""
+    return (b'{"type":"records","records":[' + b",".join(records) + b'],"cursor":'
+            + cursor_json(cursor).encode() + b"}").decode()
 
 
 def progress_frame(cursor: Mapping[int, int], skipped: int) -> str:

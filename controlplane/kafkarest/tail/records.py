@@ -14,6 +14,8 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message
 
+from controlplane.kafkarest import fastjson
+
 OVERHEAD_BYTES = 200  # what a record costs beyond its key, value and headers (objects, JSON framing)
 
 
@@ -48,29 +50,44 @@ class Record:
 
     def __init__(self, partition: int, offset: int, timestamp_ms: int, timestamp_type: str, key: bytes | None,
                  value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None:
+        # Runs for every record a tail reads (hundreds of thousands a second): the common cases inline.
         self.partition = partition
         self.offset = offset
         self.timestamp_ms = timestamp_ms
-        self.key, self.key_encoding = _text(key)
-        self.value, self.value_encoding = _text(value)
-        self.headers = [(name, *_text(data)) for name, data in headers]
-        self.json = json.dumps({
+        self.key, self.key_encoding = (None, None) if key is None else _text(key)
+        if value is None:
+            self.value = self.value_encoding = None
+        else:
+            try:
+                self.value, self.value_encoding = value.decode(), "utf-8"
+            except UnicodeDecodeError:
+                self.value, self.value_encoding = _text(value)
+        if headers:
+            self.headers = [(name, *_text(data)) for name, data in headers]
+            rendered: list[dict[str, Any]] = [{"key": name, "value": text, "encoding": enc}
+                                              for name, text, enc in self.headers]
+        else:
+            self.headers, rendered = [], []
+        # UTF-8 JSON bytes (orjson: a fifth of the cost of json.dumps), joined into frames without re-encoding.
+        self.json = fastjson.dumps({
             "partition": partition, "offset": offset, "timestamp": timestamp_ms, "timestamp_type": timestamp_type,
             "key": self.key, "key_encoding": self.key_encoding,
-            "value": self.value, "value_encoding": self.value_encoding,
-            "headers": [{"key": name, "value": text, "encoding": enc} for name, text, enc in self.headers],
-        }, separators=(",", ":"), ensure_ascii=False)
+            "value": self.value, "value_encoding": self.value_encoding, "headers": rendered,
+        })
         self.size = len(self.json) + OVERHEAD_BYTES
         self._document: dict[str, Any] | None = None
 
     @classmethod
     def from_message(cls, message: Message) -> Record:
         kind, timestamp = message.timestamp()
-        raw: Any = message.headers() or []
-        headers = [(str(name), _bytes(data)) for name, data in raw]
+        raw: Any = message.headers()
+        headers = [(str(name), _bytes(data)) for name, data in raw] if raw else []
+        key: Any = message.key()
+        value: Any = message.value()
         return cls(message.partition() or 0, message.offset() or 0, timestamp,
-                   "log_append" if kind == TIMESTAMP_LOG_APPEND_TIME else "create", _bytes(message.key()),
-                   _bytes(message.value()), headers)
+                   "log_append" if kind == TIMESTAMP_LOG_APPEND_TIME else "create",
+                   key if key is None or isinstance(key, bytes) else _bytes(key),
+                   value if value is None or isinstance(value, bytes) else _bytes(value), headers)
 
     def document(self) -> dict[str, Any]:
         """What a filter sees (see :mod:`controlplane.kafkarest.tail.filters`)."""

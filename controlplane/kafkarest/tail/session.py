@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import operator
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -49,10 +50,11 @@ T = TypeVar("T")
 
 # Blocking Kafka calls of backlog readers; a consume waits at most POLL_SECONDS, so threads turn over.
 EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="tail-backlog")
-BACKLOG_MESSAGES = 200
+BACKLOG_MESSAGES = 2000  # per thread hop; what librdkafka has prefetched, no wait beyond the first
 POLL_SECONDS = 0.5
 READY_SECONDS = 30.0
-FRAME_BYTES = 256 * 1024
+FRAME_BYTES = 512 * 1024  # of record sizes (flow.Item), about half of it on the wire: under 1 MiB, clients' usual
+_JSON = operator.attrgetter("json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,26 +65,28 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One message from a backlog consume, digested on the reading thread."""
+    """What a backlog consume returned other than a record: a partition's end (offset = the high watermark)
+    or an error."""
 
     partition: int
     offset: int
-    record: Record | None  # None: the partition's end (offset = the high watermark)
     error: KafkaError | None = None
 
 
-def _digest(consumer: Consumer, count: int) -> list[Read]:
-    reads = []
+def _digest(consumer: Consumer, count: int) -> tuple[list[Record], list[Read]]:
+    """The records of a backlog consume, rendered, in order; and partition ends and errors apart (no wrapper
+    per record: this runs for every record of a backlog)."""
+    records: list[Record] = []
+    reads: list[Read] = []
     for message in take(consumer, count, POLL_SECONDS):
         error = message.error()
-        partition, offset = message.partition() or 0, message.offset() or 0
         if error is None:
-            reads.append(Read(partition, offset, Record.from_message(message)))
+            records.append(Record.from_message(message))
         elif error.code() == KafkaError._PARTITION_EOF:
-            reads.append(Read(partition, offset, None))
+            reads.append(Read(message.partition() or 0, message.offset() or 0))
         else:
-            reads.append(Read(partition, offset, None, error))
-    return reads
+            reads.append(Read(message.partition() or 0, message.offset() or 0, error))
+    return records, reads
 
 
 class TailSession:
@@ -242,26 +246,31 @@ class TailSession:
         consumer = self._consumer
         assert consumer is not None
         while self._own:
-            reads = await self._call(_digest, consumer, BACKLOG_MESSAGES)
-            records: list[Record] = []
+            fetched, reads = await self._call(_digest, consumer, BACKLOG_MESSAGES)
+            own, read, end = self._own, self._read, self._end
+            for failed in reads:
+                if failed.error is not None and failed.partition in own \
+                        and (fatal := fatal_error(failed.error)) is not None:
+                    raise fatal
+            # A partition's records come in offset order, so each one's next offset is its last record's + 1
+            # (bounded: at most its end, and a record past the end means everything before it is read).
+            if end is None:
+                records = [r for r in fetched if r.partition in own and r.offset >= read[r.partition]]
+            else:
+                records = [r for r in fetched
+                           if r.partition in own and read[r.partition] <= r.offset < end[r.partition]]
+            advanced = {r.partition: r.offset + 1 for r in fetched}
+            for ended in reads:  # a partition's end: the high watermark
+                if ended.error is None and ended.offset > advanced.get(ended.partition, -1):
+                    advanced[ended.partition] = ended.offset
             positions: dict[int, int] = {}
-            for read in reads:
-                p = read.partition
-                if p not in self._own:
+            for p, position in advanced.items():
+                if p not in own:
                     continue
-                if read.error is not None:
-                    if (fatal := fatal_error(read.error)) is not None:
-                        raise fatal
-                    continue
-                end = self._end[p] if self._end is not None else None
-                if read.record is None or (end is not None and read.offset >= end):
-                    # The partition's end (or, bounded, a record past the end: everything before it is read).
-                    position = read.offset if end is None else min(read.offset, end)
-                    if position > self._read[p]:
-                        self._read[p] = positions[p] = position
-                elif read.offset >= self._read[p]:
-                    records.append(read.record)
-                    self._read[p] = positions[p] = read.offset + 1
+                if end is not None:
+                    position = min(position, end[p])
+                if position > read[p]:
+                    read[p] = positions[p] = position
             if records or positions:
                 await self._buffer.put(item(tuple(records), positions))
                 self.stats.buffered(self._buffer.bytes)
@@ -290,17 +299,19 @@ class TailSession:
         bucket = TokenBucket(self.limits.bytes_per_second, FRAME_BYTES)
         skipped = 0
         while not self._finished():
-            texts: list[str] = []
+            texts: list[bytes] = []
             moved = False
             for entry in await self._buffer.take(FRAME_BYTES):
-                for record in entry.records:
-                    if self.filter is None or self.filter.matches(record):
-                        texts.append(record.json)
-                    else:
-                        skipped += 1
-                    if record.offset + 1 > self.cursor[record.partition]:
-                        self.cursor[record.partition] = record.offset + 1
-                        moved = True
+                # The cursor moves by the entry's positions, which cover its records (see flow.Item): no work
+                # per record beyond its filter.
+                if self.filter is None:
+                    texts.extend(map(_JSON, entry.records))
+                else:
+                    for record in entry.records:
+                        if self.filter.matches(record):
+                            texts.append(record.json)
+                        else:
+                            skipped += 1
                 for p, position in entry.positions.items():
                     if position > self.cursor[p]:
                         self.cursor[p] = position

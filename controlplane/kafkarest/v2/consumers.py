@@ -15,13 +15,14 @@ for commit only once a record has been returned, so "commit what was consumed" m
 
 from __future__ import annotations
 
-import base64
 import collections
 import concurrent.futures
+import contextlib
 import json
 import logging
 import threading
 import time
+from binascii import b2a_base64
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 
 FORMATS = ("binary", "json")
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # Confluent's consumer.request.max.bytes
+CONSUME_MESSAGES = 5000  # taken from librdkafka's prefetch per call (no wait beyond the first)
 CONSUME_SLICE_SECONDS = 0.05  # how often a read that waits looks at what it has gathered
 KAFKA_CALL_SECONDS = 10.0
 
@@ -96,6 +98,9 @@ class ConsumerInstance:
             "enable.auto.offset.store": False,  # stored when returned to the client, see _take
             "allow.auto.create.topics": False,
             "socket.timeout.ms": int(KAFKA_CALL_SECONDS * 1000),
+            # Once librdkafka's prefetch is full it waits fetch.queue.backoff.ms (1 s) before fetching again: a
+            # client reading faster than one prefetch a second stalled on every refill.
+            "fetch.queue.backoff.ms": 5,
         }
         if config.auto_offset_reset is not None:
             settings["auto.offset.reset"] = config.auto_offset_reset
@@ -268,29 +273,43 @@ class ConsumerInstance:
         min_bytes = self.config.fetch_min_bytes if self.config.fetch_min_bytes >= 0 else None
         deadline = time.monotonic() + wait_ms / 1000
         records: list[dict[str, Any]] = []
+        returned: dict[tuple[str, int], int] = {}  # the next offset per partition, after the records returned
+        self._read_into(records, returned, limit, min_bytes, deadline)
+        if returned:  # one call for the whole answer (a call per record had been a third of a read's time)
+            offsets = [TopicPartition(t, p, o) for (t, p), o in returned.items()]
+            try:
+                self._consumer.store_offsets(offsets=offsets)
+            except KafkaException:  # a partition revoked during the read: store the others
+                for offset in offsets:
+                    with contextlib.suppress(KafkaException):
+                        self._consumer.store_offsets(offsets=[offset])
+        return records
+
+    def _read_into(self, records: list[dict[str, Any]], returned: dict[tuple[str, int], int], limit: int,
+                   min_bytes: int | None, deadline: float) -> None:
         size = 0
         while True:
             while self._buffer:
                 message = self._buffer[0]
                 length = len(message.key() or b"") + len(message.value() or b"")
                 if size + length >= limit:
-                    return records
+                    return
                 try:
                     rendered = self._render(message)
                 except RestError:
                     if records:  # hand over what came before; the bad record stays first for the next read
-                        return records
+                        return
                     raise
                 records.append(rendered)
                 self._buffer.popleft()
-                self._consumer.store_offsets(message)
+                returned[(rendered["topic"], rendered["partition"])] = rendered["offset"] + 1
                 size += length
                 if min_bytes is not None and size > min_bytes:
-                    return records
+                    return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return records
-            for message in take(self._consumer, 500, min(remaining, CONSUME_SLICE_SECONDS)):
+                return
+            for message in take(self._consumer, CONSUME_MESSAGES, min(remaining, CONSUME_SLICE_SECONDS)):
                 error = message.error()
                 if error is None:
                     self._buffer.append(message)
@@ -308,8 +327,8 @@ class ConsumerInstance:
                 raise RestError(KAFKA_ERROR, f"Kafka error: the record at {message.topic()}-{message.partition()}"
                                              f"@{message.offset()} is not JSON; read it with a binary "
                                              "consumer instance, or seek past it.") from exc
-        return {"topic": message.topic(), "key": None if key is None else base64.b64encode(key).decode(),
-                "value": None if value is None else base64.b64encode(value).decode(),
+        return {"topic": message.topic(), "key": None if key is None else b2a_base64(key, newline=False).decode(),
+                "value": None if value is None else b2a_base64(value, newline=False).decode(),
                 "partition": message.partition(), "offset": message.offset()}
 
     def _op_commit(self, offsets: list[dict[str, Any]] | None) -> list[dict[str, Any]]:

@@ -8,24 +8,22 @@ cluster refuses gets its own ``error_code`` and ``error`` in the answer, the oth
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from controlplane.kafkarest import fastjson
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import (
     INVALID_PAYLOAD,
-    KAFKA_RETRIABLE,
     PARTITION_NOT_FOUND,
     UNSUPPORTED_MEDIA_TYPE,
     UNSUPPORTED_SCHEMA,
     RestError,
 )
-from controlplane.kafkarest.produce import BlockingOutcomes
-from controlplane.kafkarest.producer import Delivered, pool
-from controlplane.kafkarest.records import ProduceRecord
+from controlplane.kafkarest.produce import BlockingOutcomes, Outcomes
+from controlplane.kafkarest.producer import Delivered, Outcome, pool
+from controlplane.kafkarest.records import ProduceRecord, b64decode
 
 ROOT_REFUSAL = ("Root paths need an API key scoped to one cluster: this key reaches every cluster of its tenant, "
                 "so the path does not say which one you mean. Create a scoped key (POST /api/v1/tenants/{slug}/"
@@ -65,11 +63,11 @@ def _data(fmt: str, value: Any, what: str) -> bytes | None:
     if value is None:
         return None
     if fmt == "json":
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return fastjson.dumps(value)
     if not isinstance(value, str):
         raise _payload_error(f"{what} must be a base64 string for the binary format.")
     try:
-        return base64.b64decode(value, validate=True)
+        return b64decode(value)
     except (binascii.Error, ValueError) as exc:
         raise _payload_error(f"{what} is not valid base64.") from exc
 
@@ -77,7 +75,7 @@ def _data(fmt: str, value: Any, what: str) -> bytes | None:
 def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
     """A ``ProduceRequest`` body: ``{"records": [{"key", "value", "partition"}]}``; 42206 when malformed."""
     try:
-        body = json.loads(raw)
+        body = fastjson.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _payload_error("the body is not valid JSON.") from exc
     if not isinstance(body, dict) or not isinstance(body.get("records"), list):
@@ -97,16 +95,15 @@ def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
     return records
 
 
-def _offset(outcome: Any) -> dict[str, Any]:
+def _offset(outcome: Outcome) -> dict[str, Any]:
     if isinstance(outcome, Delivered):
         return {"partition": outcome.partition, "offset": outcome.offset, "error_code": None, "error": None}
-    if not isinstance(outcome, RestError):  # still pending when the wait ran out
-        outcome = RestError(KAFKA_RETRIABLE, "The cluster did not acknowledge the record in time.")
     return {"partition": None, "offset": None, "error_code": outcome.error_code, "error": outcome.message}
 
 
-def produce_response(results: list[Any]) -> dict[str, Any]:
-    return {"offsets": [_offset(outcome) for outcome in results], "key_schema_id": None, "value_schema_id": None}
+def produce_response(outcomes: Outcomes) -> dict[str, Any]:
+    return {"offsets": [_offset(outcomes.outcome(i)) for i in range(len(outcomes))], "key_schema_id": None,
+            "value_schema_id": None}
 
 
 def as_produce_record(record: V2Record, partition: int | None) -> ProduceRecord:
@@ -125,4 +122,4 @@ def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
     for record in parse_records(fmt, raw):
         outcomes.add(producer, topic, as_produce_record(record, partition))
     outcomes.wait()
-    return produce_response(outcomes.results)
+    return produce_response(outcomes)
