@@ -266,6 +266,10 @@ def test_confluent_broker_configs_are_cluster_defaults(broker: BrokerProcess, ad
     assert retention.value == "1234" and retention.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     own = describe(admin, ConfigResource(ResourceType.TOPIC, "own"))["retention.ms"]
     assert own.value == "5000" and own.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    # In one request (where topics with equal overrides share their described entries), each its own.
+    both = [ConfigResource(ResourceType.TOPIC, "inherits"), ConfigResource(ResourceType.TOPIC, "own")]
+    described_both = {r.name: f.result(30)["retention.ms"].value for r, f in admin.describe_configs(both).items()}
+    assert described_both == {"inherits": "1234", "own": "5000"}
     # The cluster default reaches existing logs too.
     errors = produce(broker, "inherits", [b"x" * 5000])
     assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
