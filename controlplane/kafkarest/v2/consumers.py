@@ -245,8 +245,21 @@ class ConsumerInstance:
                 low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
                                                                  timeout=KAFKA_CALL_SECONDS)
                 offset = low if offset == OFFSET_BEGINNING else high
-            self._consumer.seek(TopicPartition(topic, partition, offset))
+            try:
+                self._consumer.seek(TopicPartition(topic, partition, offset))
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._STATE:
+                    raise
+                # Assigned a moment ago (its fetcher not started yet -- connecting and authenticating takes a
+                # while): librdkafka refuses to seek it. Assigning again at the offset does the same thing.
+                self._assign_at(topic, partition, offset)
         self._drop_buffered((t, p) for t, p, _ in targets)
+
+    def _assign_at(self, topic: str, partition: int, offset: int) -> None:
+        """The current assignment again, every other partition at its position, this one at ``offset``."""
+        current = self._consumer.position(self._consumer.assignment())
+        self._consumer.assign([TopicPartition(tp.topic, tp.partition, offset)
+                               if (tp.topic, tp.partition) == (topic, partition) else tp for tp in current])
 
     def _op_seek(self, offsets: list[dict[str, Any]], timestamps: list[dict[str, Any]]) -> None:
         targets = [(*_tp(o), int(o["offset"])) for o in offsets]

@@ -160,7 +160,8 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
                 found = admin.get(f"{base}/rebalances").json()["results"]
                 return next((r for r in found if r["state"] == "ProposalReady"), None)
 
-            ready = wait_for(proposal, 60, "the scale-out proposal", stack)
+            ready = wait_for(proposal, 60, "the scale-out proposal", stack,
+                             lambda: admin.get(f"{base}/rebalances").json()["results"])
             assert ready["reason"] == "scale-out" and ready["proposal"]["summary"]["replica_moves"] > 0
             assert all(4 in m["target"] for m in ready["proposal"]["moves"] if m["current"] != m["target"]
                        and set(m["target"]) != set(m["current"]))
