@@ -10,7 +10,7 @@ import { ClusterFrame, ClustersPage } from "./pages/Clusters";
 import { ConsumerGroupPage, ConsumerGroupsPage } from "./pages/ConsumerGroups";
 import { Layout } from "./pages/Layout";
 import { MembersPage } from "./pages/Members";
-import { NotFound } from "./pages/NotFound";
+import { NotFound, RouteError } from "./pages/NotFound";
 import { ServiceAccountsPage } from "./pages/ServiceAccounts";
 import { SignIn } from "./pages/SignIn";
 import { TopicPage } from "./pages/Topic";
@@ -21,6 +21,7 @@ export const routes = [
   {
     path: "/",
     element: <Layout />,
+    errorElement: <RouteError />,
     children: [
       { path: "t/:tenant", children: [
         { path: "clusters", element: <ClustersPage /> },

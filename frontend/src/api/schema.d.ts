@@ -2101,21 +2101,6 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["AuditEvent"][];
         };
-        PaginatedBrokerViewList: {
-            /** @example 123 */
-            count: number;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=400&limit=100
-             */
-            next?: string | null;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=200&limit=100
-             */
-            previous?: string | null;
-            results: components["schemas"]["BrokerView"][];
-        };
         PaginatedClusterList: {
             /** @example 123 */
             count: number;
@@ -2131,36 +2116,6 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Cluster"][];
         };
-        PaginatedGroupSummaryList: {
-            /** @example 123 */
-            count: number;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=400&limit=100
-             */
-            next?: string | null;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=200&limit=100
-             */
-            previous?: string | null;
-            results: components["schemas"]["GroupSummary"][];
-        };
-        PaginatedLowWatermarkList: {
-            /** @example 123 */
-            count: number;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=400&limit=100
-             */
-            next?: string | null;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=200&limit=100
-             */
-            previous?: string | null;
-            results: components["schemas"]["LowWatermark"][];
-        };
         PaginatedMembershipList: {
             /** @example 123 */
             count: number;
@@ -2175,21 +2130,6 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Membership"][];
-        };
-        PaginatedPartitionViewList: {
-            /** @example 123 */
-            count: number;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=400&limit=100
-             */
-            next?: string | null;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=200&limit=100
-             */
-            previous?: string | null;
-            results: components["schemas"]["PartitionView"][];
         };
         PaginatedRebalanceList: {
             /** @example 123 */
@@ -2235,21 +2175,6 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Tenant"][];
-        };
-        PaginatedThroughputPointList: {
-            /** @example 123 */
-            count: number;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=400&limit=100
-             */
-            next?: string | null;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?offset=200&limit=100
-             */
-            previous?: string | null;
-            results: components["schemas"]["ThroughputPoint"][];
         };
         PaginatedTopicList: {
             /** @example 123 */
@@ -3715,16 +3640,7 @@ export interface operations {
     };
     tenants_clusters_topics_delete_records_create: {
         parameters: {
-            query?: {
-                /** @description Number of results to return per page. */
-                limit?: number;
-                name?: string;
-                /** @description The initial index from which to return the results. */
-                offset?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                prefix?: string;
-            };
+            query?: never;
             header?: never;
             path: {
                 cluster_pk: string;
@@ -3744,23 +3660,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PaginatedLowWatermarkList"];
+                    "application/json": components["schemas"]["LowWatermark"][];
                 };
             };
         };
     };
     tenants_clusters_topics_partitions_list: {
         parameters: {
-            query?: {
-                /** @description Number of results to return per page. */
-                limit?: number;
-                name?: string;
-                /** @description The initial index from which to return the results. */
-                offset?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                prefix?: string;
-            };
+            query?: never;
             header?: never;
             path: {
                 cluster_pk: string;
@@ -3776,7 +3683,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PaginatedPartitionViewList"];
+                    "application/json": components["schemas"]["PartitionView"][];
                 };
             };
         };
@@ -3886,21 +3793,7 @@ export interface operations {
     };
     tenants_clusters_brokers_list: {
         parameters: {
-            query?: {
-                /** @description Number of results to return per page. */
-                limit?: number;
-                name?: string;
-                /** @description The initial index from which to return the results. */
-                offset?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /**
-                 * @description * `basic` - Basic
-                 *     * `standard` - Standard
-                 *     * `dedicated` - Dedicated
-                 */
-                plan?: "basic" | "dedicated" | "standard";
-            };
+            query?: never;
             header?: never;
             path: {
                 id: string;
@@ -3915,28 +3808,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PaginatedBrokerViewList"];
+                    "application/json": components["schemas"]["BrokerView"][];
                 };
             };
         };
     };
     tenants_clusters_consumer_groups_list: {
         parameters: {
-            query?: {
-                /** @description Number of results to return per page. */
-                limit?: number;
-                name?: string;
-                /** @description The initial index from which to return the results. */
-                offset?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /**
-                 * @description * `basic` - Basic
-                 *     * `standard` - Standard
-                 *     * `dedicated` - Dedicated
-                 */
-                plan?: "basic" | "dedicated" | "standard";
-            };
+            query?: never;
             header?: never;
             path: {
                 id: string;
@@ -3951,7 +3830,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PaginatedGroupSummaryList"];
+                    "application/json": components["schemas"]["GroupSummary"][];
                 };
             };
         };
@@ -4011,20 +3890,7 @@ export interface operations {
             query?: {
                 /** @description Only this broker id (scope broker). */
                 broker?: number | null;
-                /** @description Number of results to return per page. */
-                limit?: number;
                 minutes?: number;
-                name?: string;
-                /** @description The initial index from which to return the results. */
-                offset?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /**
-                 * @description * `basic` - Basic
-                 *     * `standard` - Standard
-                 *     * `dedicated` - Dedicated
-                 */
-                plan?: "basic" | "dedicated" | "standard";
                 /**
                  * @description * `topic` - topic
                  *     * `broker` - broker
@@ -4047,7 +3913,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PaginatedThroughputPointList"];
+                    "application/json": components["schemas"]["ThroughputPoint"][];
                 };
             };
         };

@@ -117,16 +117,16 @@ function CreateAcls({ slug, cluster, onDone }: { slug: string; cluster: string; 
       ) : (
         <div className="inline-form">
           <label>Principal <input list="principals" value={custom.principal} onChange={(e) => setCustom({ ...custom, principal: e.target.value })} /></label>
-          <label>Permission <select value={custom.permission} onChange={(e) => setCustom({ ...custom, permission: e.target.value as AclWrite["permission"] })}>
+          <label>Permission <select aria-label="Permission" value={custom.permission} onChange={(e) => setCustom({ ...custom, permission: e.target.value as AclWrite["permission"] })}>
             <option>ALLOW</option><option>DENY</option></select></label>
-          <label>Operation <select value={custom.operation} onChange={(e) => setCustom({ ...custom, operation: e.target.value as AclWrite["operation"] })}>
+          <label>Operation <select aria-label="Operation" value={custom.operation} onChange={(e) => setCustom({ ...custom, operation: e.target.value as AclWrite["operation"] })}>
             {["ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"].map((o) => <option key={o}>{o}</option>)}
           </select></label>
-          <label>Resource <select value={custom.resource_type} onChange={(e) => setCustom({ ...custom, resource_type: e.target.value as AclWrite["resource_type"] })}>
+          <label>Resource <select aria-label="Resource" value={custom.resource_type} onChange={(e) => setCustom({ ...custom, resource_type: e.target.value as AclWrite["resource_type"] })}>
             {["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"].map((o) => <option key={o}>{o}</option>)}
           </select></label>
           <label>Resource name <input value={custom.resource_name} onChange={(e) => setCustom({ ...custom, resource_name: e.target.value })} /></label>
-          <label>Pattern <select value={custom.pattern_type} onChange={(e) => setCustom({ ...custom, pattern_type: e.target.value as AclWrite["pattern_type"] })}>
+          <label>Pattern <select aria-label="Pattern" value={custom.pattern_type} onChange={(e) => setCustom({ ...custom, pattern_type: e.target.value as AclWrite["pattern_type"] })}>
             <option>LITERAL</option><option>PREFIXED</option></select></label>
         </div>
       )}

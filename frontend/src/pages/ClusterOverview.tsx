@@ -51,7 +51,7 @@ export function ClusterOverview() {
       <h2>Brokers</h2>
       <ErrorText error={brokers.error} />
       {brokers.data && (
-        <DataTable caption="Brokers" data={brokers.data.results} columns={[
+        <DataTable caption="Brokers" data={brokers.data} columns={[
           brokerCol.accessor("node_id", { header: "Node" }),
           brokerCol.accessor("address", { header: "Address", cell: (x) => `${x.getValue()}:${x.row.original.port}` }),
           brokerCol.accessor("status", { header: "Health", cell: (x) => <Badge tone={String(x.getValue()) === "up" ? "ok" : "bad"}>{String(x.getValue())}</Badge> }),

@@ -72,7 +72,7 @@ function CreateCluster({ slug }: { slug: string }) {
       </label>
       <label>
         Plan{" "}
-        <select {...register("plan")}>
+        <select aria-label="Plan" {...register("plan")}>
           <option value="basic">Basic (1 broker)</option>
           <option value="standard">Standard (3 brokers)</option>
           <option value="dedicated">Dedicated</option>

@@ -17,7 +17,7 @@ export function ConsumerGroupsPage() {
   const { cluster = "" } = useParams();
   const groups = useQuery({
     queryKey: ["groups", slug, cluster],
-    queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/clusters/{id}/consumer-groups/", { params: { path: { tenant_slug: slug, id: cluster }, query: { limit: 500 } } })),
+    queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/clusters/{id}/consumer-groups/", { params: { path: { tenant_slug: slug, id: cluster } } })),
     refetchInterval: 5000,
   });
   return (
@@ -25,7 +25,7 @@ export function ConsumerGroupsPage() {
       <h1>Consumer groups</h1>
       {groups.isPending ? <Loading what="consumer groups" /> : <ErrorText error={groups.error} />}
       {groups.data && (
-        <DataTable caption="Consumer groups" data={groups.data.results} empty="No consumer groups." columns={[
+        <DataTable caption="Consumer groups" data={groups.data} empty="No consumer groups." columns={[
           groupCol.accessor("group_id", { header: "Group", cell: (x) => <Link to={encodeURIComponent(x.getValue())}>{x.getValue()}</Link> }),
           groupCol.accessor("state", { header: "State" }),
           groupCol.accessor("members", { header: "Members" }),
@@ -105,7 +105,7 @@ function ResetOffsets({ path, state }: { path: { tenant_slug: string; id: string
       <form className="inline-form" onSubmit={(e) => e.preventDefault()}>
         <label>
           To{" "}
-          <select value={to} onChange={(e) => setTo(e.target.value as Schemas["ToEnum"])}>
+          <select aria-label="To" value={to} onChange={(e) => setTo(e.target.value as Schemas["ToEnum"])}>
             <option value="earliest">Earliest</option>
             <option value="latest">Latest</option>
             <option value="offset">An offset</option>

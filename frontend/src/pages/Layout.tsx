@@ -34,7 +34,7 @@ export function Layout() {
         <a className="brand" href={`${base}/clusters`}>Sluice</a>
         <label>
           Tenant{" "}
-          <select
+          <select aria-label="Tenant"
             value={slug}
             onChange={(e) => navigate(`/t/${e.target.value}/clusters`)}
           >

@@ -62,7 +62,7 @@ export function LiveTail({ kafkaId, topic }: { kafkaId: string; topic: string })
       <form className="inline-form" onSubmit={(e) => { e.preventDefault(); setApplied({ ...fields }); }}>
         <label>
           Start{" "}
-          <select value={from} onChange={(e) => setFrom(e.target.value as "latest" | "last")}>
+          <select aria-label="Start" value={from} onChange={(e) => setFrom(e.target.value as "latest" | "last")}>
             <option value="last">Last 20 per partition, then live</option>
             <option value="latest">Only new records</option>
           </select>

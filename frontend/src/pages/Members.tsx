@@ -66,7 +66,7 @@ function Invite({ slug, onDone }: { slug: string; onDone: () => void }) {
     <form className="inline-form" aria-label="Add a member" onSubmit={(e) => { e.preventDefault(); add.mutate(); }}>
       <h2>Add a member</h2>
       <label>Email of an existing user <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} /></label>
-      <label>Role <select value={role} onChange={(e) => setRole(e.target.value as Role)}>{ROLES.map((r) => <option key={r}>{r}</option>)}</select></label>
+      <label>Role <select aria-label="Role" value={role} onChange={(e) => setRole(e.target.value as Role)}>{ROLES.map((r) => <option key={r}>{r}</option>)}</select></label>
       <button type="submit" disabled={add.isPending}>Add</button>
       <ErrorText error={add.error} />
     </form>

@@ -73,14 +73,14 @@ function Browse({ kafkaId, topic, partitions }: { kafkaId: string; topic: string
       <form className="inline-form" onSubmit={(e) => { e.preventDefault(); browse(); }}>
         <label>
           Partition{" "}
-          <select value={partition} onChange={(e) => setPartition(e.target.value)}>
+          <select aria-label="Partition" value={partition} onChange={(e) => setPartition(e.target.value)}>
             <option value="all">All</option>
             {Array.from({ length: partitions }, (_, p) => <option key={p} value={p}>{p}</option>)}
           </select>
         </label>
         <label>
           From{" "}
-          <select value={mode} onChange={(e) => setMode(e.target.value as Mode)}>
+          <select aria-label="From" value={mode} onChange={(e) => setMode(e.target.value as Mode)}>
             <option value="last">Newest records</option>
             <option value="earliest">The beginning</option>
             <option value="offset">An offset</option>
@@ -156,21 +156,21 @@ function Produce({ kafkaId, topic, partitions }: { kafkaId: string; topic: strin
           <label>Key <input value={key} onChange={(e) => setKey(e.target.value)} placeholder="none" /></label>
           <label>
             Partition{" "}
-            <select value={partition} onChange={(e) => setPartition(e.target.value)}>
+            <select aria-label="Partition" value={partition} onChange={(e) => setPartition(e.target.value)}>
               <option value="">By key</option>
               {Array.from({ length: partitions }, (_, p) => <option key={p} value={p}>{p}</option>)}
             </select>
           </label>
           <label>
             Value type{" "}
-            <select value={valueType} onChange={(e) => setValueType(e.target.value as ValueType)}>
+            <select aria-label="Value type" value={valueType} onChange={(e) => setValueType(e.target.value as ValueType)}>
               <option value="STRING">Text</option>
               <option value="JSON">JSON</option>
               <option value="BINARY">Bytes (base64)</option>
             </select>
           </label>
         </div>
-        <label className="stack">Value <textarea rows={4} value={value} onChange={(e) => setValue(e.target.value)} /></label>
+        <label className="stack">Value <textarea aria-label="Value" rows={4} value={value} onChange={(e) => setValue(e.target.value)} /></label>
         {headers.map((h, index) => (
           <div className="inline-form" key={index}>
             <label>Header name <input value={h.name} onChange={(e) => setHeaders(headers.map((x, i) => (i === index ? { ...x, name: e.target.value } : x)))} /></label>

@@ -87,7 +87,7 @@ function CreateAccount({ slug, onDone }: { slug: string; onDone: () => void }) {
       <h2>Create a service account</h2>
       <label>Name <input value={name} onChange={(e) => setName(e.target.value)} /></label>
       <label>Description <input value={description} onChange={(e) => setDescription(e.target.value)} /></label>
-      <label>Role <select value={role} onChange={(e) => setRole(e.target.value as Schemas["ServiceAccountRoleEnum"])}>
+      <label>Role <select aria-label="Role" value={role} onChange={(e) => setRole(e.target.value as Schemas["ServiceAccountRoleEnum"])}>
         <option>viewer</option><option>member</option><option>admin</option></select></label>
       <button type="submit" disabled={create.isPending}>Create</button>
       <ErrorText error={create.error} />
@@ -111,7 +111,7 @@ function IssueKey({ slug, accounts, onDone }: { slug: string; accounts: Schemas[
     <form className="stack" aria-label="Create an API key" onSubmit={(e) => { e.preventDefault(); issue.mutate(); }}>
       <h2>Create an API key</h2>
       <div className="inline-form">
-        <label>For <select value={owner} onChange={(e) => setOwner(e.target.value)}>
+        <label>For <select aria-label="For" value={owner} onChange={(e) => setOwner(e.target.value)}>
           <option value="">Me</option>
           {accounts.map((a) => <option key={a.id} value={a.id}>{a.name}</option>)}
         </select></label>

@@ -75,7 +75,7 @@ function Partitions({ slug, cluster, topic }: { slug: string; cluster: string; t
   const partitions = useQuery({
     queryKey: ["partitions", slug, cluster, topic],
     queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/{name}/partitions/", {
-      params: { path: { tenant_slug: slug, cluster_pk: cluster, name: topic }, query: { limit: 1000 } },
+      params: { path: { tenant_slug: slug, cluster_pk: cluster, name: topic } },
     })),
     refetchInterval: 5000,
   });
@@ -83,7 +83,7 @@ function Partitions({ slug, cluster, topic }: { slug: string; cluster: string; t
   return (
     <>
       <ErrorText error={partitions.error} />
-      <DataTable caption="Partitions" data={partitions.data?.results ?? []} columns={[
+      <DataTable caption="Partitions" data={partitions.data ?? []} columns={[
         partCol.accessor("partition", { header: "Partition" }),
         partCol.accessor("leader", { header: "Leader", cell: (x) => (x.getValue() < 0 ? "none" : x.getValue()) }),
         partCol.accessor("replicas", { header: "Replicas", enableSorting: false, cell: (x) => x.getValue().join(", ") }),

@@ -106,7 +106,7 @@ function CreateTopic({ slug, cluster }: { slug: string; cluster: string }) {
       <label>Retention (ms) <input placeholder="cluster default" {...register("retention")} /></label>
       <label>
         Cleanup{" "}
-        <select {...register("cleanup")}>
+        <select aria-label="Cleanup" {...register("cleanup")}>
           <option value="delete">delete</option>
           <option value="compact">compact</option>
         </select>
