@@ -25,7 +25,7 @@ def browser() -> Iterator[Browser]:
 def context(browser: Browser, rest_stack: RestStack) -> Iterator[BrowserContext]:  # noqa: F811
     """A fresh browser profile (cookies, storage) per test, so sign-ins do not leak between tests."""
     context = browser.new_context(base_url=rest_stack.base, viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(60_000)
+    context.set_default_timeout(30_000)
     yield context
     context.close()
 

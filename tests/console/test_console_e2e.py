@@ -182,7 +182,8 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     page.get_by_label("Value of retention.ms").fill("3600000")
     page.get_by_role("button", name="Save").click()
     expect(page.get_by_text("saved; applying…")).to_be_visible()
-    expect(page.get_by_role("row").filter(has_text="retention.ms").first).to_contain_text("3600000", timeout=LONG)
+    retention = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="retention.ms", exact=True))
+    expect(retention).to_contain_text("3600000", timeout=LONG)  # once the reconciler has applied it
     check_page(page, "topic-configs")
 
     # The group's lag per partition (2 records after its commit on partition 1; the others it never read).

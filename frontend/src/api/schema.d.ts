@@ -2326,6 +2326,15 @@ export interface components {
             /** @description base64 */
             value?: string | null;
         };
+        ProduceRequestRequest: {
+            /** @description Omit to partition by key (murmur2, as the Java client). */
+            partition_id?: number | null;
+            headers?: components["schemas"]["ProduceHeaderRequest"][];
+            key?: components["schemas"]["ProduceDataRequest"] | null;
+            value?: components["schemas"]["ProduceDataRequest"] | null;
+            /** Format: date-time */
+            timestamp?: string | null;
+        };
         ProduceResponse: {
             error_code: number;
             message?: string;
@@ -6853,7 +6862,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ProduceRequestRequest"];
+            };
+        };
         responses: {
             200: {
                 headers: {

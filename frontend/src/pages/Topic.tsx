@@ -113,6 +113,7 @@ function Configs({ slug, cluster, kafkaId, topic, canEdit }: { slug: string; clu
   const configs = useQuery({
     queryKey: ["configs", kafkaId, topic],
     queryFn: () => unwrap(api.GET("/kafka/v3/clusters/{cluster_id}/topics/{topic_name}/configs/", { params: { path: { cluster_id: kafkaId, topic_name: topic } } })),
+    refetchInterval: 5000, // an edit reaches the brokers through the reconciler a moment after it is saved
   });
   if (configs.isPending) return <Loading what="configs" />;
   const rows = (configs.data?.data ?? []).filter((c) => c.name.includes(filter));
