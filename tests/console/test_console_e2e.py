@@ -216,27 +216,28 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     key_row.get_by_role("button", name="Revoke").click()
     key_row.get_by_role("button", name="Confirm revoke").click()
     expect(key_row).to_contain_text("revoked")
-    assert stack.request("GET", f"/kafka/v3/clusters/{stack.cluster_id}/topics/{topic}",
-                         key=f"{key_id}:{secret}").status == 401
+    # The REST Proxy remembers a key for up to 2 s (controlplane.tenancy.authentication.CACHE_SECONDS).
+    wait_until(lambda: stack.request("GET", f"/kafka/v3/clusters/{stack.cluster_id}/topics/{topic}",
+                                     key=f"{key_id}:{secret}").status == 401, "the revoked key to be refused")
 
     # ACLs through the producer wizard, then deleted.
     principal = page.get_by_role("row").filter(has_text=account).locator("code").inner_text()
     page.goto(f"{demo}/acls")
     wizard = page.get_by_role("form", name="Create ACLs")
     wizard.get_by_label("Principal").fill(principal)
-    wizard.get_by_label("Topic").fill(topic)
+    wizard.get_by_label("Topic", exact=True).fill(topic)
     wizard.get_by_role("button", name="Create").click()
     expect(wizard.get_by_role("status")).to_have_text("2 ACLs created.")
     rows = page.get_by_role("table", name="ACLs").get_by_role("row").filter(has_text=principal)
     expect(rows).to_have_count(2)
     check_page(page, "acls")
-    for _ in range(2):
+    for left in (1, 0):
         rows.first.get_by_role("button", name="Delete").click()
         rows.first.get_by_role("button", name="Confirm delete").click()
-    expect(rows).to_have_count(0)
+        expect(rows).to_have_count(left)
 
     page.goto(f"{tenant}/members")
-    expect(page.get_by_role("table", name="Members").get_by_text(stack.username, exact=True)).to_be_visible()
+    expect(page.get_by_role("table", name="Members").get_by_role("cell", name=stack.username, exact=True)).to_be_visible()
     check_page(page, "members")
     page.goto(f"{tenant}/audit")
     expect(page.get_by_role("table", name="Audit events").get_by_text("topic.create").first).to_be_visible()

@@ -91,7 +91,7 @@ export function ReadyBadge({ status }: { status: unknown }) {
 
 /** A table. Sorting is client-side unless ``sorting``/``onSortingChange`` are given (then the server sorts). */
 export function DataTable<T>({
-  data, columns, caption, sorting, onSortingChange, empty = "Nothing here yet.",
+  data, columns, caption, sorting, onSortingChange, empty = "Nothing here yet.", rowId,
 }: {
   data: T[];
   columns: ColumnDef<T, any>[];
@@ -99,6 +99,8 @@ export function DataTable<T>({
   sorting?: SortingState;
   onSortingChange?: OnChangeFn<SortingState>;
   empty?: string;
+  /** A stable key per row, so a row's local state (a pending confirmation) never moves to another row. */
+  rowId?: (row: T) => string;
 }) {
   const [localSorting, setLocalSorting] = useState<SortingState>([]);
   const manual = onSortingChange !== undefined;
@@ -109,6 +111,7 @@ export function DataTable<T>({
     onSortingChange: manual ? onSortingChange : setLocalSorting,
     manualSorting: manual,
     enableMultiSort: false,
+    getRowId: rowId ? (row) => rowId(row) : undefined,
     getCoreRowModel: getCoreRowModel(),
     getSortedRowModel: getSortedRowModel(),
   });

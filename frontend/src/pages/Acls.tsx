@@ -42,7 +42,7 @@ export function AclsPage() {
       {admin && <CreateAcls slug={slug} cluster={cluster} onDone={refresh} />}
       {acls.isPending ? <Loading what="ACLs" /> : <ErrorText error={acls.error ?? remove.error} />}
       {acls.data && (
-        <DataTable caption="ACLs" data={acls.data.results} empty="No ACLs." columns={[
+        <DataTable caption="ACLs" data={acls.data.results} empty="No ACLs." rowId={(a) => a.id} columns={[
           col.accessor("principal", { header: "Principal" }),
           col.accessor("permission", { header: "Permission" }),
           col.accessor("operation", { header: "Operation" }),

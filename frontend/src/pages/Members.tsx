@@ -33,7 +33,7 @@ export function MembersPage() {
       {owner && <Invite slug={slug} onDone={refresh} />}
       {members.isPending ? <Loading what="members" /> : <ErrorText error={members.error ?? change.error ?? remove.error} />}
       {members.data && (
-        <DataTable caption="Members" data={members.data.results} columns={[
+        <DataTable caption="Members" data={members.data.results} rowId={(m) => m.id} columns={[
           col.accessor("username", { header: "User" }),
           col.accessor("email", { header: "Email" }),
           col.accessor("role", {

@@ -41,7 +41,7 @@ export function ServiceAccountsPage() {
       {admin && <CreateAccount slug={slug} onDone={refresh} />}
       {accounts.isPending ? <Loading what="service accounts" /> : <ErrorText error={accounts.error ?? removeAccount.error} />}
       {accounts.data && (
-        <DataTable caption="Service accounts" data={accounts.data.results} empty="No service accounts." columns={[
+        <DataTable caption="Service accounts" data={accounts.data.results} empty="No service accounts." rowId={(a) => a.id} columns={[
           saCol.accessor("name", { header: "Name" }),
           saCol.accessor("role", { header: "Role" }),
           saCol.accessor("principal", { header: "Principal", cell: (x) => <code>{x.getValue()}</code> }),
@@ -57,7 +57,7 @@ export function ServiceAccountsPage() {
       {can("member") && <IssueKey slug={slug} accounts={admin ? accounts.data?.results ?? [] : []} onDone={refresh} />}
       {keys.isPending ? <Loading what="API keys" /> : <ErrorText error={keys.error ?? revoke.error} />}
       {keys.data && (
-        <DataTable caption="API keys" data={keys.data.results} empty="No API keys." columns={[
+        <DataTable caption="API keys" data={keys.data.results} empty="No API keys." rowId={(k) => k.key_id} columns={[
           keyCol.accessor("key_id", { header: "Key", cell: (x) => <code>{x.getValue()}</code> }),
           keyCol.accessor("description", { header: "Description" }),
           keyCol.accessor("principal", { header: "Acts as", cell: (x) => <code>{x.getValue()}</code> }),
