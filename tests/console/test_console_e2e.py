@@ -237,7 +237,8 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
         expect(rows).to_have_count(left)
 
     page.goto(f"{tenant}/members")
-    expect(page.get_by_role("table", name="Members").get_by_role("cell", name=stack.username, exact=True)).to_be_visible()
+    members = page.get_by_role("table", name="Members")
+    expect(members.get_by_role("cell", name=stack.username, exact=True)).to_be_visible()
     check_page(page, "members")
     page.goto(f"{tenant}/audit")
     expect(page.get_by_role("table", name="Audit events").get_by_text("topic.create").first).to_be_visible()

@@ -13,7 +13,8 @@ from django.test.utils import override_settings
 @pytest.fixture
 def built(tmp_path: Path) -> Path:
     (tmp_path / "assets").mkdir()
-    (tmp_path / "index.html").write_text('<!doctype html><div id="root"></div><script src="/assets/app-1a2b.js"></script>')
+    index = '<!doctype html><div id="root"></div><script src="/assets/app-1a2b.js"></script>'
+    (tmp_path / "index.html").write_text(index)
     (tmp_path / "assets" / "app-1a2b.js").write_text("console.log('sluice')")
     return tmp_path
 
