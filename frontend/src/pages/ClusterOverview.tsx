@@ -1,11 +1,14 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
-import { useState } from "react";
+import { lazy, Suspense, useState } from "react";
 import { useParams } from "react-router";
 import { api, type Schemas, unwrap } from "../api/client";
 import { Badge, type Condition, ConfirmButton, DataTable, ErrorText, Loading, when } from "../components/ui";
 import { useTenant } from "../session";
 import { useCluster } from "./Clusters";
+
+// The chart library loads only with a page that draws a chart (first-page budget).
+const ThroughputChart = lazy(() => import("../components/ThroughputChart"));
 
 const conditionCol = createColumnHelper<Condition>();
 const brokerCol = createColumnHelper<Schemas["BrokerView"]>();
@@ -20,6 +23,13 @@ export function ClusterOverview() {
     queryKey: ["brokers", slug, id],
     queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/clusters/{id}/brokers/", { params: { path: { tenant_slug: slug, id } } })),
     refetchInterval: 5000,
+  });
+  const throughput = useQuery({
+    queryKey: ["throughput", slug, id],
+    queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/clusters/{id}/throughput/", {
+      params: { path: { tenant_slug: slug, id }, query: { scope: "broker", minutes: 60 } },
+    })),
+    refetchInterval: 60_000,
   });
   const remove = useMutation({
     mutationFn: () => unwrap(api.DELETE("/api/v1/tenants/{tenant_slug}/clusters/{id}/", { params: { path: { tenant_slug: slug, id } } })),
@@ -61,6 +71,13 @@ export function ClusterOverview() {
           brokerCol.accessor("disk_bytes", { header: "Disk", cell: (x) => bytes(x.getValue()) }),
           brokerCol.accessor("retiring", { header: "Retiring", cell: (x) => (x.getValue() ? "yes" : "") }),
         ]} />
+      )}
+      <h2>Throughput (last hour)</h2>
+      <ErrorText error={throughput.error} />
+      {throughput.data && (
+        <Suspense fallback={<Loading what="the chart" />}>
+          <ThroughputChart points={throughput.data} />
+        </Suspense>
       )}
       {can("admin") && <Scale slug={slug} cluster={c} />}
       <Rebalances slug={slug} id={id} canWrite={can("admin")} />
