@@ -61,8 +61,9 @@ def make_topics(stack: Stack, count: int) -> float:
     admin = AdminClient({"bootstrap.servers": stack.bootstrap})
     start = time.monotonic()
     names = [f"bench-{i:05d}" for i in range(count)]
-    for at in range(0, count, 500):
-        futures = admin.create_topics([NewTopic(n, 1, 1) for n in names[at:at + 500]], operation_timeout=120)
+    for at in range(0, count, 100):
+        futures = admin.create_topics([NewTopic(n, 1, 1) for n in names[at:at + 100]], operation_timeout=120,
+                                      request_timeout=180)
         for future in futures.values():
             future.result()
 

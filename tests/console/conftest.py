@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.console.browser import ARTIFACTS, check_prerequisites, launch
 from tests.kafkarest.conftest import RestStack, rest_stack  # noqa: F401  (the session's service)
+
+# Assertions poll until true or this deadline (a busy 2-core CI machine runs other suites alongside).
+expect.set_options(timeout=30_000)
 
 
 @pytest.fixture(scope="session")

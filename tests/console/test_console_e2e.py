@@ -193,6 +193,10 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     expect(page.get_by_role("figure", name="Lag per partition chart")).to_be_visible()
     expect(page.get_by_test_id("total-lag")).not_to_have_text("0")
     check_page(page, "consumer-group")
+    reset = page.get_by_role("region", name="Reset offsets")
+    reset.get_by_role("button", name="Preview (dry run)").click()
+    expect(reset.get_by_role("status")).to_contain_text("Preview — nothing changed")
+    expect(page.get_by_test_id("total-lag")).not_to_have_text("0")  # a preview changes nothing
 
     # A service account and its API key: the secret is shown once, and it works against the API.
     account = f"e2e-sa-{suffix()}"
