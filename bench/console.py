@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import Procs, ratio
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import Page, sync_playwright
 from rest import Stack, paced_producer
@@ -61,11 +62,23 @@ def make_topics(stack: Stack, count: int) -> float:
     admin = AdminClient({"bootstrap.servers": stack.bootstrap})
     start = time.monotonic()
     names = [f"bench-{i:05d}" for i in range(count)]
-    for at in range(0, count, 100):
-        futures = admin.create_topics([NewTopic(n, 1, 1) for n in names[at:at + 100]], operation_timeout=120,
-                                      request_timeout=180)
-        for future in futures.values():
-            future.result()
+    for at in range(0, count, 50):
+        batch = names[at:at + 50]
+        for attempt in range(6):  # a broker busy creating the previous batch can time a request out: ask again
+            futures = admin.create_topics([NewTopic(n, 1, 1) for n in batch], operation_timeout=120,
+                                          request_timeout=180)
+            failed = []
+            for name, future in futures.items():
+                try:
+                    future.result()
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        failed.append(name)
+            if not failed:
+                break
+            if attempt == 5:
+                raise SystemExit(f"creating topics failed: {failed[:5]}")
+            batch = failed
 
     def listed() -> bool:
         path = f"/api/v1/tenants/{stack.tenant}/clusters/{stack.cluster_pk}/topics?limit=1"
