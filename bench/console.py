@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -235,6 +236,7 @@ def main() -> int:
             browser.close()
     finally:
         procs.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
