@@ -194,6 +194,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# The web console's build (`make console`; frontend/dist), served at "/" by controlplane.core.console.
+CONSOLE_DIR = Path(os.environ.get("SLUICE_CONSOLE_DIR", BASE_DIR / "frontend" / "dist"))
 
 # WebSocket live tail (controlplane/kafkarest/tail): browser origins allowed besides this site's own
 # (scheme://host[:port], comma-separated; "*" for any), and each viewer's send rate and buffer.

@@ -9,6 +9,7 @@ from rest_framework.routers import SimpleRouter
 
 from controlplane.audit.views import AuditEventViewSet
 from controlplane.clusters.views import ClusterViewSet, RebalanceViewSet
+from controlplane.core.console import NOT_CONSOLE, console_asset, console_index
 from controlplane.core.views import HealthView
 from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
 from controlplane.reports.views import ReportRunViewSet, ReportViewSet
@@ -63,6 +64,10 @@ urlpatterns = [
     # REST Proxy v2 at the root of the host (/topics, /consumers, /brokers), as v2 clients build their paths:
     # for API keys scoped to one cluster.
     *rest_v2_root,
+    # The web console (frontend/dist): hashed assets, then index.html for every client route (last: the API's
+    # paths above always win).
+    re_path(r"^assets/(?P<path>.+)$", console_asset, name="console-asset"),
+    re_path(NOT_CONSOLE, console_index, name="console"),
 ]
 
 handler400 = "controlplane.core.errors.json_bad_request"

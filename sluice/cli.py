@@ -151,6 +151,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("\n".join([
             "",
             "Sluice is up.",
+            f"  Console     {base}/   (sign in as '{demo.username}', password '{demo.password}')" if _console_built()
+            else "  Console     not built: `make console` (Node 20+), then reload",
             f"  API         {base}/api/v1/",
             f"  API docs    {base}/api/docs/",
             f"  Health      {base}/healthz",
@@ -181,6 +183,13 @@ def _port_pool(text: str) -> tuple[int, int]:
     if not 0 < first <= last < 65536:
         raise argparse.ArgumentTypeError(f"expected 1 <= FIRST <= LAST <= 65535, got {text!r}")
     return first, last
+
+
+def _console_built() -> bool:
+    """Whether the web console's build is there to serve (``make run`` builds it; a bare ``sluice up`` does not)."""
+    from django.conf import settings
+
+    return (Path(settings.CONSOLE_DIR) / "index.html").is_file()
 
 
 def cmd_agent(args: argparse.Namespace) -> int:

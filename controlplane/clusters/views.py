@@ -27,7 +27,7 @@ from controlplane.clusters.serializers import (
     ThroughputPointSerializer,
     ThroughputQuerySerializer,
 )
-from controlplane.core.viewsets import TenantScopedViewSet
+from controlplane.core.viewsets import WHOLE_LIST, TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
 
 
@@ -65,13 +65,13 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         return Response(ClusterSerializer(cluster).data)
 
     @extend_schema(responses={200: BrokerViewSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], **WHOLE_LIST)
     def brokers(self, request: Request, tenant_slug: str, pk: str) -> Response:
         """Each broker: host, port, rack, up or down, partitions led and followed, bytes on disk."""
         return Response(observability.brokers(self.get_object()))
 
     @extend_schema(responses={200: GroupSummarySerializer(many=True)})
-    @action(detail=True, methods=["get"], url_path="consumer-groups")
+    @action(detail=True, methods=["get"], url_path="consumer-groups", **WHOLE_LIST)
     def consumer_groups(self, request: Request, tenant_slug: str, pk: str) -> Response:
         """Every consumer group: state, members and total lag."""
         return Response(observability.groups(self.get_object()))
@@ -93,7 +93,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         return Response(observability.reset_offsets(cluster, group_id, actor=self.actor, **data.validated_data))
 
     @extend_schema(parameters=[ThroughputQuerySerializer], responses={200: ThroughputPointSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], **WHOLE_LIST)
     def throughput(self, request: Request, tenant_slug: str, pk: str) -> Response:
         """Per-minute records and bytes in, records consumed and bytes sent to consumers, per topic or per broker,
         for charts (48 h)."""

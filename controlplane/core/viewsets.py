@@ -65,3 +65,9 @@ class TenantScopedViewSet(GenericViewSet):  # type: ignore[type-arg]
         if getattr(self, "swagger_fake_view", False):
             return self.model._default_manager.none()
         return self.tenant_queryset(self.tenant)
+
+
+# For detail actions that answer with one whole list (a cluster's brokers or groups, a topic's partitions): no
+# pagination envelope and no list filters, so the schema says what the response is (a plain array) and a
+# query parameter named like a list filter cannot hide the object.
+WHOLE_LIST: dict[str, Any] = {"pagination_class": None, "filter_backends": []}

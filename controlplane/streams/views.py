@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from controlplane.clusters import observability
 from controlplane.clusters.views import ClusterChildViewSet
+from controlplane.core.viewsets import WHOLE_LIST
 from controlplane.streams import services
 from controlplane.streams.models import AclBinding, Topic
 from controlplane.streams.serializers import (
@@ -72,13 +73,13 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChil
         return Role.ADMIN if self.action == "delete_records" else self.write_role
 
     @extend_schema(responses={200: PartitionViewSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], **WHOLE_LIST)
     def partitions(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
         """Leader, replicas, ISR, size and start/end offsets of each partition, as the cluster reports them."""
         return Response(observability.partitions(self.cluster, self.get_object().name))
 
     @extend_schema(request=DeleteRecordsSerializer, responses={200: LowWatermarkSerializer(many=True)})
-    @action(detail=True, methods=["post"], url_path="delete-records")
+    @action(detail=True, methods=["post"], url_path="delete-records", **WHOLE_LIST)
     def delete_records(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
         """Delete each named partition's records below an offset (-1: all of them). Admins only."""
         topic = self.get_object()  # first: another tenant's topic is a 404, whatever the body

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -31,9 +32,19 @@ def _json_content(request: Request) -> None:
         raise RestError(errors.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json.")
 
 
+class UnreadJsonParser(BaseParser):
+    """Accepts JSON without reading it, so the view can decode ``request.body`` as concatenated records. Without
+    a parser, a session caller's CSRF check (which looks at ``request.POST``) failed with a 415."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> dict[str, Any]:
+        return {}
+
+
 @extend_schema(tags=["Records (v3)"])
 class RecordsView(KafkaRestView):
-    parser_classes: list[type] = []
+    parser_classes = [UnreadJsonParser]
 
     @extend_schema(
         operation_id="kafka_v3_produce_record", request=s.ProduceRequestSerializer,

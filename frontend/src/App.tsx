@@ -1,0 +1,64 @@
+// Routes. Console pages live under /t/{tenant}/... so they never meet the API's paths (/api, /kafka, /ws,
+// /admin, /healthz, and the REST Proxy v2's root paths /topics, /consumers, /brokers).
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { createBrowserRouter, RouterProvider } from "react-router";
+import { ApiError } from "./api/client";
+import { AclsPage } from "./pages/Acls";
+import { AuditPage } from "./pages/Audit";
+import { ClusterOverview } from "./pages/ClusterOverview";
+import { ClusterFrame, ClustersPage } from "./pages/Clusters";
+import { ConsumerGroupPage, ConsumerGroupsPage } from "./pages/ConsumerGroups";
+import { Layout } from "./pages/Layout";
+import { MembersPage } from "./pages/Members";
+import { NotFound, RouteError } from "./pages/NotFound";
+import { ServiceAccountsPage } from "./pages/ServiceAccounts";
+import { SignIn } from "./pages/SignIn";
+import { TopicPage } from "./pages/Topic";
+import { TopicsPage } from "./pages/Topics";
+
+export const routes = [
+  { path: "/login", element: <SignIn /> },
+  {
+    path: "/",
+    element: <Layout />,
+    errorElement: <RouteError />,
+    children: [
+      { path: "t/:tenant", children: [
+        { path: "clusters", element: <ClustersPage /> },
+        { path: "clusters/:cluster", element: <ClusterFrame />, children: [
+          { index: true, element: <ClusterOverview /> },
+          { path: "topics", element: <TopicsPage /> },
+          { path: "topics/:topic", element: <TopicPage /> },
+          { path: "consumer-groups", element: <ConsumerGroupsPage /> },
+          { path: "consumer-groups/:group", element: <ConsumerGroupPage /> },
+          { path: "acls", element: <AclsPage /> },
+        ] },
+        { path: "members", element: <MembersPage /> },
+        { path: "service-accounts", element: <ServiceAccountsPage /> },
+        { path: "audit", element: <AuditPage /> },
+        { path: "*", element: <NotFound /> },
+      ] },
+      { path: "*", element: <NotFound /> },
+    ],
+  },
+];
+
+const queryClient = new QueryClient({
+  defaultOptions: {
+    queries: {
+      // A refusal will not change on retry; a dropped connection might.
+      retry: (count, error) => !(error instanceof ApiError && error.status >= 400 && error.status < 500) && count < 2,
+      refetchOnWindowFocus: false,
+    },
+  },
+});
+
+const router = createBrowserRouter(routes);
+
+export function App() {
+  return (
+    <QueryClientProvider client={queryClient}>
+      <RouterProvider router={router} />
+    </QueryClientProvider>
+  );
+}

@@ -1,0 +1,74 @@
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { createColumnHelper } from "@tanstack/react-table";
+import { useState } from "react";
+import { api, type Role, type Schemas, unwrap } from "../api/client";
+import { ConfirmButton, DataTable, ErrorText, Loading, when } from "../components/ui";
+import { useTenant } from "../session";
+
+const col = createColumnHelper<Schemas["Membership"]>();
+const ROLES: Role[] = ["viewer", "member", "admin", "owner"];
+
+export function MembersPage() {
+  const { slug, can } = useTenant();
+  const queryClient = useQueryClient();
+  const path = { tenant_slug: slug };
+  const members = useQuery({
+    queryKey: ["members", slug],
+    queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/members/", { params: { path, query: { limit: 500 } } })),
+  });
+  const refresh = () => queryClient.invalidateQueries({ queryKey: ["members", slug] });
+  const change = useMutation({
+    mutationFn: ({ id, role }: { id: string; role: Role }) => unwrap(api.PATCH("/api/v1/tenants/{tenant_slug}/members/{id}/", { params: { path: { ...path, id } }, body: { role } })),
+    onSettled: refresh,
+  });
+  const remove = useMutation({
+    mutationFn: (id: string) => unwrap(api.DELETE("/api/v1/tenants/{tenant_slug}/members/{id}/", { params: { path: { ...path, id } } })),
+    onSettled: refresh,
+  });
+  const owner = can("owner");
+  return (
+    <>
+      <h1>Members and roles</h1>
+      <p className="muted">Viewers read; members also produce and manage topics; admins manage clusters, ACLs, service accounts and every key; owners manage members.</p>
+      {owner && <Invite slug={slug} onDone={refresh} />}
+      {members.isPending ? <Loading what="members" /> : <ErrorText error={members.error ?? change.error ?? remove.error} />}
+      {members.data && (
+        <DataTable caption="Members" data={members.data.results} rowId={(m) => m.id} columns={[
+          col.accessor("username", { header: "User" }),
+          col.accessor("email", { header: "Email" }),
+          col.accessor("role", {
+            header: "Role", cell: (x) => owner ? (
+              <select aria-label={`Role of ${x.row.original.username}`} value={x.getValue()} onChange={(e) => change.mutate({ id: x.row.original.id, role: e.target.value as Role })}>
+                {ROLES.map((r) => <option key={r}>{r}</option>)}
+              </select>
+            ) : x.getValue(),
+          }),
+          col.accessor("principal", { header: "Principal" }),
+          col.accessor("created_at", { header: "Since", cell: (x) => when(x.getValue()) }),
+          col.display({
+            id: "actions", header: "Actions",
+            cell: (x) => owner && <ConfirmButton label="Remove" question={`Remove ${x.row.original.username} from the tenant?`} onConfirm={() => remove.mutate(x.row.original.id)} />,
+          }),
+        ]} />
+      )}
+    </>
+  );
+}
+
+function Invite({ slug, onDone }: { slug: string; onDone: () => void }) {
+  const [email, setEmail] = useState("");
+  const [role, setRole] = useState<Role>("member");
+  const add = useMutation({
+    mutationFn: () => unwrap(api.POST("/api/v1/tenants/{tenant_slug}/members/", { params: { path: { tenant_slug: slug } }, body: { email, role } })),
+    onSuccess: () => { setEmail(""); onDone(); },
+  });
+  return (
+    <form className="inline-form" aria-label="Add a member" onSubmit={(e) => { e.preventDefault(); add.mutate(); }}>
+      <h2>Add a member</h2>
+      <label>Email of an existing user <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} /></label>
+      <label>Role <select aria-label="Role" value={role} onChange={(e) => setRole(e.target.value as Role)}>{ROLES.map((r) => <option key={r}>{r}</option>)}</select></label>
+      <button type="submit" disabled={add.isPending}>Add</button>
+      <ErrorText error={add.error} />
+    </form>
+  );
+}

@@ -1,0 +1,96 @@
+"""Driving the web console in a real browser: Debian's Chromium through Playwright (no browser download),
+axe-core injected from the console's node_modules, and screenshots kept as test artifacts.
+
+Used by the e2e tests and by ``bench/console.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
+DIST = ROOT / "frontend" / "dist"
+ARTIFACTS = ROOT / "var" / "test-artifacts" / "console"
+TIMEOUT_MS = 60_000
+
+
+def check_prerequisites() -> None:
+    """What the e2e tests need, said in one line each (``make test`` provides all three)."""
+    if not CHROMIUM.exists():
+        raise RuntimeError("/usr/bin/chromium is missing: `make chromium` (apt-get install chromium) installs it")
+    if not (DIST / "index.html").exists():
+        raise RuntimeError("frontend/dist is not built: run `make console`")
+    if not AXE.exists():
+        raise RuntimeError("frontend/node_modules has no axe-core: run `make console`")
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    check_prerequisites()
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def launch(playwright: Playwright) -> Browser:
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--disable-dev-shm-usage"])
+
+
+def sign_in(page: Page, base: str, username: str, password: str) -> None:
+    page.goto(base + "/login")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=TIMEOUT_MS)
+
+
+def serious_violations(page: Page) -> list[dict[str, Any]]:
+    """axe-core on the page as it is now: the violations of impact serious or critical."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(content=AXE.read_text())
+    result = page.evaluate("async () => (await window.axe.run(document, {resultTypes: ['violations']})).violations")
+    return [{"id": v["id"], "impact": v["impact"], "help": v["help"],
+             "nodes": [n["target"] for n in v["nodes"]][:5]}
+            for v in result if v["impact"] in ("serious", "critical")]
+
+
+def check_page(page: Page, name: str) -> None:
+    """Every page the suite visits: a screenshot kept under var/test-artifacts/console/, and axe-core clean of
+    serious and critical violations."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    violations = serious_violations(page)
+    assert not violations, f"{name}: accessibility violations {json.dumps(violations, indent=1)}"
+
+
+def create_user(env: dict[str, str], username: str, password: str, email: str) -> None:
+    """A user account on the running stack's database (the API adds members by the email of an existing user)."""
+    code = ("from django.contrib.auth import get_user_model; "
+            f"get_user_model().objects.create_user({username!r}, {email!r}, {password!r})")
+    subprocess.run([sys.executable, "-m", "sluice", "manage", "shell", "-c", code], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=120)
+
+
+def wait_until(condition: Any, what: str, timeout: float = 60.0) -> Any:
+    """Poll ``condition()`` until it returns something truthy, within a deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)  # a poll interval, not a synchronisation
