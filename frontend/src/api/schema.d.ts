@@ -319,6 +319,145 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Report definitions: a Spark SQL query over topic views or a built-in kind, with an optional schedule. */
+        get: operations["tenants_clusters_reports_list"];
+        put?: never;
+        /** @description Report definitions: a Spark SQL query over topic views or a built-in kind, with an optional schedule. */
+        post: operations["tenants_clusters_reports_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Report definitions: a Spark SQL query over topic views or a built-in kind, with an optional schedule. */
+        get: operations["tenants_clusters_reports_retrieve"];
+        put?: never;
+        post?: never;
+        /** @description Report definitions: a Spark SQL query over topic views or a built-in kind, with an optional schedule. */
+        delete: operations["tenants_clusters_reports_destroy"];
+        options?: never;
+        head?: never;
+        /** @description Report definitions: a Spark SQL query over topic views or a built-in kind, with an optional schedule. */
+        patch: operations["tenants_clusters_reports_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/{id}/run/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Run now: queue a run of the report as it is defined now. */
+        post: operations["tenants_clusters_reports_run_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/{report_pk}/runs/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A report's runs: status, timings, records scanned, the error; results paged or downloaded. */
+        get: operations["tenants_clusters_reports_runs_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/{report_pk}/runs/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A report's runs: status, timings, records scanned, the error; results paged or downloaded. */
+        get: operations["tenants_clusters_reports_runs_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/{report_pk}/runs/{id}/cancel/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Cancel a queued or running run (Spark's jobs are interrupted); 409 when it has finished. */
+        post: operations["tenants_clusters_reports_runs_cancel_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/{report_pk}/runs/{id}/download/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The whole result as CSV (a header row) or JSON (an array of objects), streamed. */
+        get: operations["tenants_clusters_reports_runs_download_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/{report_pk}/runs/{id}/results/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A page of the result's rows, with the columns and the report's chart description. */
+        get: operations["tenants_clusters_reports_runs_results_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/": {
         parameters: {
             query?: never;
@@ -481,7 +620,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Per-minute records and bytes in and records consumed, per topic or per broker, for charts (48 h). */
+        /**
+         * @description Per-minute records and bytes in, records consumed and bytes sent to consumers, per topic or per broker,
+         *     for charts (48 h).
+         */
         get: operations["tenants_clusters_throughput_list"];
         put?: never;
         post?: never;
@@ -1600,6 +1742,8 @@ export interface components {
              * @description The one cluster this key reaches (its id); null: every cluster of the tenant.
              */
             readonly cluster: string | null;
+            /** @description How the key authenticates to the tenant's Kafka clusters (username = key id, password = secret). Keys made before SCRAM credentials were derived have PLAIN only. */
+            readonly sasl_mechanisms: string[];
             /** Format: date-time */
             readonly created_at: string;
             /** Format: date-time */
@@ -1651,6 +1795,8 @@ export interface components {
          * @enum {string}
          */
         "Auto.offset.resetEnum": "earliest" | "latest" | "none";
+        /** @enum {unknown} */
+        BlankEnum: "";
         BrokerView: {
             node_id: number;
             host: string;
@@ -1777,6 +1923,8 @@ export interface components {
              * @description The one cluster this key reaches (its id); null: every cluster of the tenant.
              */
             readonly cluster: string | null;
+            /** @description How the key authenticates to the tenant's Kafka clusters (username = key id, password = secret). Keys made before SCRAM credentials were derived have PLAIN only. */
+            readonly sasl_mechanisms: string[];
             /** Format: date-time */
             readonly created_at: string;
             /** Format: date-time */
@@ -2146,6 +2294,36 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Rebalance"][];
         };
+        PaginatedReportList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["Report"][];
+        };
+        PaginatedReportRunList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["ReportRun"][];
+        };
         PaginatedServiceAccountList: {
             /** @example 123 */
             count: number;
@@ -2234,6 +2412,14 @@ export interface components {
         };
         PatchedMembershipUpdateRequest: {
             role?: components["schemas"]["RoleEnum"];
+        };
+        PatchedReportUpdateRequest: {
+            name?: string;
+            description?: string;
+            params?: unknown;
+            time_range?: unknown;
+            chart?: unknown;
+            schedule?: unknown;
         };
         PatchedServiceAccountWriteRequest: {
             name?: string;
@@ -2361,6 +2547,7 @@ export interface components {
             readonly message: string;
             readonly proposal: unknown;
             readonly progress: unknown;
+            readonly replication_throttle: number;
             /** Format: date-time */
             readonly approved_at: string | null;
             /** Format: date-time */
@@ -2370,9 +2557,97 @@ export interface components {
             /** Format: date-time */
             readonly updated_at: string;
         };
+        RebalanceWriteRequest: {
+            /**
+             * Format: int64
+             * @description Bytes/s each broker may copy while partitions move (0: unlimited).
+             * @default 52428800
+             */
+            replication_throttle: number;
+        };
         Related: {
             related: string;
         };
+        Report: {
+            /** Format: uuid */
+            readonly id: string;
+            /** Format: uuid */
+            readonly cluster: string;
+            readonly name: string;
+            readonly description: string;
+            readonly kind: components["schemas"]["ReportKindEnum"];
+            readonly params: unknown;
+            readonly time_range: unknown;
+            readonly chart: unknown;
+            readonly schedule: unknown;
+            readonly created_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+            readonly last_run: {
+                [key: string]: unknown;
+            } | null;
+        };
+        ReportCreateRequest: {
+            name: string;
+            /** @default  */
+            description: string;
+            kind: components["schemas"]["ReportKindEnum"];
+            /** @description sql: {"sql": "SELECT …", "topics": ["orders"], "starting_offsets"?: "earliest"|JSON, "ending_offsets"?: "latest"|JSON}; throughput: {"topic", "window": "1 minute"}; top_keys: {"topic", "limit": 10}; value_size_histogram: {"topic", "bucket_bytes": 100}; json_aggregate: {"topic", "field": "$.total", "group_by"?: "$.region", "functions"?: ["count","sum","avg","min","max"]}; consumer_lag: {"topic", "group", "window": "1 minute"}. */
+            params: unknown;
+            /** @description {"last_minutes": N} or {"start": ISO, "end"?: ISO}. */
+            time_range?: unknown;
+            /** @description {"kind": "line"|"bar"|"table", "x": col, "y": [cols]}; built-in kinds have a default. */
+            chart?: unknown;
+            /** @description {"interval_seconds": N} or {"cron": "*\/5 * * * *"} (UTC). */
+            schedule?: unknown;
+        };
+        /**
+         * @description * `sql` - Spark SQL over topic views
+         *     * `throughput` - Records and bytes per time window
+         *     * `top_keys` - Most frequent keys
+         *     * `value_size_histogram` - Value sizes in fixed-width buckets
+         *     * `json_aggregate` - count/sum/avg/min/max of a JSON field
+         *     * `consumer_lag` - A consumer group's lag per time window
+         * @enum {string}
+         */
+        ReportKindEnum: "sql" | "throughput" | "top_keys" | "value_size_histogram" | "json_aggregate" | "consumer_lag";
+        ReportRun: {
+            /** Format: uuid */
+            readonly id: string;
+            /** Format: uuid */
+            readonly report: string;
+            readonly status: components["schemas"]["ReportRunStatusEnum"];
+            readonly trigger: components["schemas"]["TriggerEnum"];
+            readonly requested_by: string;
+            /** Format: date-time */
+            readonly queued_at: string;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            readonly duration_ms: number | null;
+            readonly records_scanned: number | null;
+            readonly error: string;
+            readonly columns: unknown;
+            readonly row_count: number | null;
+            readonly storage: components["schemas"]["StorageEnum"] | components["schemas"]["BlankEnum"];
+            /** Format: date-time */
+            readonly cancel_requested_at: string | null;
+            readonly progress: unknown;
+            readonly worker: string;
+            readonly definition: unknown;
+        };
+        /**
+         * @description * `queued` - Queued
+         *     * `running` - Running
+         *     * `succeeded` - Succeeded
+         *     * `failed` - Failed
+         *     * `cancelled` - Cancelled
+         * @enum {string}
+         */
+        ReportRunStatusEnum: "queued" | "running" | "succeeded" | "failed" | "cancelled";
         ResetOffsetsRequest: {
             to: components["schemas"]["ToEnum"];
             /** @description Reset this topic's partitions (default: every partition committed to). */
@@ -2397,6 +2672,23 @@ export interface components {
          * @enum {string}
          */
         ResourceTypeEnum: "TOPIC" | "GROUP" | "CLUSTER" | "TRANSACTIONAL_ID";
+        ResultPage: {
+            /** @description Rows in the whole result. */
+            count: number;
+            /** @description [{"name", "type"}] in order. */
+            columns: {
+                [key: string]: unknown;
+            }[];
+            chart: {
+                [key: string]: unknown;
+            };
+            /** @description This page's rows as objects keyed by column name. */
+            results: {
+                [key: string]: unknown;
+            }[];
+            next: string | null;
+            previous: string | null;
+        };
         /**
          * @description * `viewer` - Viewer
          *     * `member` - Member
@@ -2446,6 +2738,13 @@ export interface components {
          * @enum {string}
          */
         StatusEnum: "up" | "down";
+        /**
+         * @description * `` - none
+         *     * `rows` - rows
+         *     * `parquet` - parquet
+         * @enum {string}
+         */
+        StorageEnum: "rows" | "parquet";
         Tenant: {
             readonly slug: string;
             readonly name: string;
@@ -2470,12 +2769,15 @@ export interface components {
             records_in: number;
             bytes_in: number;
             records_out: number;
+            bytes_out: number;
             /** Format: double */
             records_in_per_sec: number;
             /** Format: double */
             bytes_in_per_sec: number;
             /** Format: double */
             records_out_per_sec: number;
+            /** Format: double */
+            bytes_out_per_sec: number;
         };
         /**
          * @description * `earliest` - earliest
@@ -2519,6 +2821,12 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /**
+         * @description * `manual` - manual
+         *     * `schedule` - schedule
+         * @enum {string}
+         */
+        TriggerEnum: "manual" | "schedule";
         /**
          * @description * `BINARY` - BINARY
          *     * `JSON` - JSON
@@ -3379,7 +3687,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RebalanceWriteRequest"];
+            };
+        };
         responses: {
             201: {
                 headers: {
@@ -3479,6 +3791,314 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Rebalance"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `sql` - Spark SQL over topic views
+                 *     * `throughput` - Records and bytes per time window
+                 *     * `top_keys` - Most frequent keys
+                 *     * `value_size_histogram` - Value sizes in fixed-width buckets
+                 *     * `json_aggregate` - count/sum/avg/min/max of a JSON field
+                 *     * `consumer_lag` - A consumer group's lag per time window
+                 */
+                kind?: "consumer_lag" | "json_aggregate" | "sql" | "throughput" | "top_keys" | "value_size_histogram";
+                /** @description Number of results to return per page. */
+                limit?: number;
+                name?: string;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+            };
+            header?: never;
+            path: {
+                cluster_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedReportList"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    tenants_clusters_reports_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedReportUpdateRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_run_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReportRun"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_runs_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /**
+                 * @description * `queued` - Queued
+                 *     * `running` - Running
+                 *     * `succeeded` - Succeeded
+                 *     * `failed` - Failed
+                 *     * `cancelled` - Cancelled
+                 */
+                status?: "cancelled" | "failed" | "queued" | "running" | "succeeded";
+                /**
+                 * @description * `manual` - manual
+                 *     * `schedule` - schedule
+                 */
+                trigger?: "manual" | "schedule";
+            };
+            header?: never;
+            path: {
+                cluster_pk: string;
+                report_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedReportRunList"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_runs_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                report_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReportRun"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_runs_cancel_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                report_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReportRun"];
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_runs_download_retrieve: {
+        parameters: {
+            query?: {
+                /** @description File type (default csv). */
+                format?: "csv" | "json";
+            };
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                report_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The whole result. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                    "application/json": unknown;
+                };
+            };
+        };
+    };
+    tenants_clusters_reports_runs_results_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Rows per page (at most 1000; default 100). */
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                report_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResultPage"];
                 };
             };
         };
