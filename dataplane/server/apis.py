@@ -25,9 +25,12 @@ class SaslSession:
     ``required`` on a SASL listener: until ``principal`` is set only ApiVersions,
     SaslHandshake and SaslAuthenticate are served. ``failed`` tells the
     connection to close once the failure's response is sent, as Kafka does.
+    ``expires_at`` is set when the mechanism gave the session a lifetime
+    (OAUTHBEARER: the token's expiry); the client must re-authenticate
+    (a new SaslHandshake + SaslAuthenticate, same principal) before it.
     """
 
-    __slots__ = ("failed", "mechanism", "principal", "required", "server")
+    __slots__ = ("expires_at", "failed", "mechanism", "principal", "required", "server")
 
     def __init__(self, required: bool) -> None:
         self.required = required
@@ -35,6 +38,8 @@ class SaslSession:
         self.server: Mechanism | None = None
         self.principal: str | None = None
         self.failed = False
+        # KIP-368: when the session ends (time.monotonic()); past it only a re-authentication is served.
+        self.expires_at: float | None = None
 
 
 

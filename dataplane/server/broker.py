@@ -49,6 +49,7 @@ from dataplane.replication.manager import ReplicaManager, ReplicaSettings
 from dataplane.replication.partition import Role
 from dataplane.security import scram
 from dataplane.security.acl import AclOperation, ResourceType
+from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.server.access import Access
 from dataplane.server.apis import REGISTRY, RequestContext
@@ -87,6 +88,8 @@ class Broker:
         self.metadata = MetadataCache(BrokerRegistration(config.node_id, host, port, config.rack, self.incarnation))
         supers = (*config.super_users, *filter(None, [config.inter_broker_principal]))
         self.access = Access(config.authorizer_enabled, supers)
+        self.token_validator = (TokenValidator(config.oauthbearer_token_key, config.cluster_id)
+                                if config.oauthbearer_token_key is not None else None)
         self._security_lock = asyncio.Lock()
         self.topic_configs = TopicConfigResolver(self.metadata)
         self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics)

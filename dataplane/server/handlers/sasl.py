@@ -5,11 +5,17 @@ connection's mechanism (``dataplane.security.sasl``) and its answer back. When
 the mechanism completes, the connection's principal becomes ``User:<name>``; a
 failure is answered with SASL_AUTHENTICATION_FAILED and the connection closes.
 Only handshake v1 is served: v0 would send raw SASL tokens outside Kafka framing.
+
+OAUTHBEARER (offered when the broker has a token key) gives the session a lifetime that ends with the
+token (KIP-368's ``session_lifetime_ms``, capped by ``connections.max.reauth.ms``); before it ends the
+client re-authenticates on the same connection, as the same principal, or the connection is closed.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
@@ -18,7 +24,8 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
-from dataplane.security.sasl import AuthenticationFailed, server_for
+from dataplane.security.oauthbearer import OAUTHBEARER, OAuthBearerServer
+from dataplane.security.sasl import AuthenticationFailed, Mechanism, server_for
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -31,16 +38,30 @@ log = logging.getLogger(__name__)
 @api(17, "SaslHandshake", 1, 1)
 async def sasl_handshake(broker: Broker, request: Request, context: RequestContext) -> Any:
     session = context.session
-    mechanisms = list(broker.config.sasl_mechanisms) if broker.config.sasl else []
+    mechanisms = list(broker.config.offered_mechanisms) if broker.config.sasl else []
     schema = load_response_schema(17, request.api_version)
-    if session is None or not session.required or session.mechanism is not None or session.principal is not None:
+    if session is None or not session.required:
+        return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
+    reauthenticating = session.principal is not None and session.expires_at is not None
+    if reauthenticating:
+        if request.body.mechanism != session.mechanism:  # KIP-368: the same mechanism, or the connection ends
+            session.failed = True
+            return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
+    elif session.mechanism is not None or session.principal is not None:
         return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
     if request.body.mechanism not in mechanisms:
         session.failed = True
         return build(schema, {"error_code": wire(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": mechanisms})
     session.mechanism = request.body.mechanism
-    session.server = server_for(request.body.mechanism, broker.access.credentials)
+    session.server = _server(broker, request.body.mechanism)
     return build(schema, {"error_code": WireError.none, "mechanisms": mechanisms})
+
+
+def _server(broker: Broker, mechanism: str) -> Mechanism:
+    if mechanism == OAUTHBEARER:
+        assert broker.token_validator is not None  # offered only with a token key
+        return OAuthBearerServer(broker.token_validator)
+    return server_for(mechanism, broker.access.credentials)
 
 
 @api(36, "SaslAuthenticate", 0, 2)
@@ -49,7 +70,7 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
     schema = load_response_schema(36, request.api_version)
     values: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "auth_bytes": b"",
                               "session_lifetime": ZERO}
-    if session is None or session.server is None or session.principal is not None:
+    if session is None or session.server is None or session.server.complete:
         if session is not None:
             session.failed = True
         values.update(error_code=wire(ErrorCode.ILLEGAL_SASL_STATE),
@@ -63,5 +84,25 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
         values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(exc))
         return build(schema, values)
     if session.server.complete:
-        session.principal = f"User:{session.server.username}"
+        principal = f"User:{session.server.username}"
+        if session.principal is not None and principal != session.principal:
+            session.failed = True  # KIP-368: re-authentication may not change who the connection is
+            log.debug("SASL re-authentication from %s as %s refused: the connection is %s", context.peer,
+                      principal, session.principal)
+            values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                          error_message="Re-authentication must keep the connection's principal", auth_bytes=b"")
+            return build(schema, values)
+        session.principal = principal
+        lifetime_ms = _lifetime_ms(broker, session.server)
+        session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
+        if request.api_version >= 1:
+            values["session_lifetime"] = datetime.timedelta(milliseconds=lifetime_ms)
     return build(schema, values)
+
+
+def _lifetime_ms(broker: Broker, server: Mechanism) -> int:
+    """KIP-368: a token's remaining life, capped by ``connections.max.reauth.ms``; 0 = the session never ends."""
+    limits = [broker.config.connections_max_reauth_ms] if broker.config.connections_max_reauth_ms else []
+    if isinstance(server, OAuthBearerServer):
+        limits.append(server.session_lifetime_ms())
+    return min(limits) if limits else 0
