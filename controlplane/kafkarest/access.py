@@ -25,6 +25,7 @@ from rest_framework.request import Request
 
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.observability import bootstrap
+from controlplane.clusters.principals import as_principal
 from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
 from controlplane.tenancy import keys
 from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
@@ -51,17 +52,44 @@ class Caller:
 
 @dataclass(frozen=True, slots=True)
 class ClusterAccess:
-    """A cluster the caller may use, with what it needs to talk Kafka to it."""
+    """A cluster the caller may use, with what it needs to talk Kafka to it (as the caller's principal)."""
 
     cluster_pk: Any
     kafka_cluster_id: str
     tenant_id: int
     bootstrap: str
     role: str
+    principal: str = ""  # the caller's Kafka principal: data paths reach the brokers as it
+    cluster_config: tuple[tuple[str, str], ...] = ()  # librdkafka settings to reach the cluster at all
 
     def require(self, role: str) -> None:
         if not role_at_least(self.role, role):
             raise RestError(FORBIDDEN, f"This needs the '{role}' role in the cluster's tenant; you have '{self.role}'.")
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings that act on the cluster as the caller's principal (its ACLs decide)."""
+        return principal_client_config(self, self.principal)
+
+    @property
+    def client_key(self) -> tuple[Any, ...]:
+        """What makes two accesses share a Kafka client: the cluster, how it is reached, and the principal."""
+        return self.kafka_cluster_id, self.bootstrap, self.cluster_config, self.principal
+
+
+def principal_client_config(access: ClusterAccess, principal: str) -> dict[str, Any]:
+    """The one function REST, WebSocket and (through :func:`controlplane.clusters.principals.spark_options`)
+    Spark paths use to get a Kafka client config for (cluster access, principal)."""
+    return as_principal(dict(access.cluster_config), kafka_cluster_id=access.kafka_cluster_id, principal=principal)
+
+
+def cluster_client_config(cluster: Cluster) -> dict[str, str]:
+    """librdkafka settings that reach ``cluster`` (bootstrap and the listener's security protocol, as its
+    status reports it); the credentials, if any, are the principal's (:func:`principal_client_config`)."""
+    config = {"bootstrap.servers": bootstrap(cluster)}
+    protocol = str((cluster.status or {}).get("security_protocol") or "PLAINTEXT")
+    if protocol != "PLAINTEXT":
+        config["security.protocol"] = protocol
+    return config
 
 
 class _TtlCache:
@@ -172,7 +200,9 @@ def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:
         return None
     role = caller.role_in(cluster.tenant_id)
     assert role is not None
-    return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, bootstrap(cluster), role)
+    config = cluster_client_config(cluster)
+    return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, config["bootstrap.servers"], role,
+                         caller.principal, tuple(sorted(config.items())))
 
 
 def clear_caches() -> None:

@@ -6,6 +6,10 @@ Produce request per partition, which is what makes REST produce cheap. Keys are 
 kafka-python producer would pick. Records are written with ``acks=all`` and idempotence on: a report of
 success means the record is replicated to the in-sync replicas.
 
+Producers act as the caller's principal (``ClusterAccess.client_config``: an OAUTHBEARER token per principal on
+a SASL cluster), so the cluster's ACLs decide REST produce as they decide any Kafka client's: the pool keeps one
+producer per (cluster, principal), and a denial is Confluent's 40301.
+
 Ownership: the module-level :data:`pool` belongs to the process. :meth:`ClusterProducer.send` is safe from
 any thread; a daemon thread per producer serves delivery callbacks, which run each record's ``on_done``.
 """
@@ -21,9 +25,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
     INVALID_PAYLOAD,
+    KAFKA_AUTHENTICATION,
+    KAFKA_AUTHORIZATION,
     KAFKA_ERROR,
     KAFKA_RETRIABLE,
     PARTITION_NOT_FOUND,
@@ -48,9 +55,22 @@ class Delivered:
 Outcome = Delivered | RestError
 
 
-def rest_error_for(error: KafkaError) -> RestError:
+def topic_denied(topic: str) -> RestError:
+    """The broker refused the caller's principal on ``topic`` (Confluent REST Proxy's body)."""
+    return RestError(KAFKA_AUTHORIZATION, f"Not authorized to access topics: [{topic}]")
+
+
+def rest_error_for(error: KafkaError, topic: str = "") -> RestError:
     """A librdkafka delivery or produce error as the REST Proxy reports it."""
     code = error.code()
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return topic_denied(topic)
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        return RestError(KAFKA_AUTHORIZATION, f"Not authorized to access the consumer group: {error.str()}")
+    if code in (KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        return RestError(KAFKA_AUTHORIZATION, f"Not authorized: {error.str()}")
+    if code == KafkaError.SASL_AUTHENTICATION_FAILED or code == KafkaError._AUTHENTICATION:
+        return RestError(KAFKA_AUTHENTICATION, f"The cluster refused the proxy's credentials: {error.str()}")
     if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
         return RestError(TOPIC_NOT_FOUND, "Topic not found.")
     if code == KafkaError._UNKNOWN_PARTITION:
@@ -67,10 +87,11 @@ def rest_error_for(error: KafkaError) -> RestError:
 class ClusterProducer:
     """A producer for one cluster; see the module docstring for who owns it and its threads."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, access: ClusterAccess) -> None:
+        self.key = access.client_key
+        self.bootstrap = access.bootstrap
         self._producer = Producer({
-            "bootstrap.servers": bootstrap,
+            **access.client_config(),
             "partitioner": "murmur2_random",
             "acks": "all",
             "enable.idempotence": True,
@@ -88,7 +109,8 @@ class ClusterProducer:
         self._partitions: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=f"rest-producer {bootstrap}", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"rest-producer {access.kafka_cluster_id}",
+                                        daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
@@ -113,6 +135,9 @@ class ClusterProducer:
         except KafkaException as exc:
             raise RestError(BROKER_NOT_AVAILABLE, f"The cluster did not answer: {exc}") from exc
         described = metadata.topics.get(topic)
+        if described is not None and described.error is not None \
+                and described.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise topic_denied(topic)
         missing = described is None or not described.partitions or (
             described.error is not None and described.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
         if missing:
@@ -137,7 +162,7 @@ class ClusterProducer:
 
         def delivered(error: KafkaError | None, message: Any) -> None:
             if error is not None:
-                on_done(rest_error_for(error))
+                on_done(rest_error_for(error, topic))
             else:
                 on_done(Delivered(message.partition(), message.offset(), message.timestamp()[1]))
 
@@ -153,7 +178,7 @@ class ClusterProducer:
             except BufferError:
                 self._producer.poll(0.01)  # the local queue is full: let deliveries drain it
             except KafkaException as exc:
-                raise rest_error_for(exc.args[0]) from exc
+                raise rest_error_for(exc.args[0], topic) from exc
 
     def _check_partition(self, topic: str, partition: int) -> None:
         if 0 <= partition < self.partition_count(topic):
@@ -179,29 +204,31 @@ def _close_all(producers: list[ClusterProducer]) -> None:
 
 
 class ProducerPool:
-    """Producers by bootstrap address, created on first use; one unused for ``IDLE_SECONDS`` is closed (its
-    cluster may be gone), by whichever ``get`` notices, on a thread of its own."""
+    """Producers by (cluster, bootstrap, principal), created on first use; one unused for ``IDLE_SECONDS`` is
+    closed (its cluster may be gone, its principal idle), by whichever ``get`` notices, on a thread of its own."""
 
     def __init__(self) -> None:
-        self._producers: dict[str, ClusterProducer] = {}
+        self._producers: dict[tuple[Any, ...], ClusterProducer] = {}
         self._lock = threading.Lock()
         self._swept = time.monotonic()
 
-    def get(self, bootstrap: str) -> ClusterProducer:
-        if not bootstrap:
+    def get(self, access: ClusterAccess) -> ClusterProducer:
+        """The producer that writes to ``access``'s cluster as its caller's principal."""
+        if not access.bootstrap:
             raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
         now = time.monotonic()
         idle: list[ClusterProducer] = []
+        key = access.client_key
         with self._lock:
-            producer = self._producers.get(bootstrap)
+            producer = self._producers.get(key)
             if producer is None:
-                producer = self._producers[bootstrap] = ClusterProducer(bootstrap)
+                producer = self._producers[key] = ClusterProducer(access)
             producer.last_used = now
             if now - self._swept > IDLE_SECONDS / 10:
                 self._swept = now
                 idle = [p for p in self._producers.values() if now - p.last_used > IDLE_SECONDS]
                 for stale in idle:
-                    del self._producers[stale.bootstrap]
+                    del self._producers[stale.key]
         if idle:
             threading.Thread(target=_close_all, args=(idle,), name="rest-producer-close", daemon=True).start()
         return producer

@@ -97,7 +97,7 @@ def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterPr
     close_old_connections()
     try:
         access = cluster_access(caller_for_authorization(authorization), cluster_id, role=Role.MEMBER)
-        producer = pool.get(access.bootstrap)
+        producer = pool.get(access)
         producer.partition_count(topic)
         return producer, access.kafka_cluster_id
     finally:
@@ -178,7 +178,7 @@ def _resolve_v2(authorization: str, cluster_id: str | None, topic: str) -> tuple
             cluster_id = caller.cluster_scope
             if cluster_id is None:
                 raise RestError(errors.BAD_REQUEST, v2_produce.ROOT_REFUSAL)
-        producer = pool.get(cluster_access(caller, cluster_id, role=Role.MEMBER).bootstrap)
+        producer = pool.get(cluster_access(caller, cluster_id, role=Role.MEMBER))
         return producer, producer.partition_count(topic)
     finally:
         close_old_connections()

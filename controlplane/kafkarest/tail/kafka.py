@@ -26,9 +26,11 @@ def fetch_requests(stats_json: str) -> int:
     return sum(int(broker.get("req", {}).get("Fetch", 0)) for broker in stats.get("brokers", {}).values())
 
 
-def make_consumer(bootstrap: str, *, on_stats: Callable[[str], None] | None, live: bool) -> Consumer:
+def make_consumer(client_config: Mapping[str, Any], *, on_stats: Callable[[str], None] | None,
+                  live: bool) -> Consumer:
+    """A tail consumer; ``client_config`` reaches the cluster as the viewer's principal (its ACLs decide)."""
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
+        **client_config,
         "group.id": "sluice-tail",  # required by librdkafka; never joined (assign only) and never committed
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

@@ -69,6 +69,9 @@ class InstanceConfig:
     instance_timeout_ms: int  # idle time after which the instance is closed
 
 
+DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)
+
+
 def _tp(entry: dict[str, Any]) -> tuple[str, int]:
     return str(entry["topic"]), int(entry["partition"])
 
@@ -85,11 +88,13 @@ def _kafka_error(exc: KafkaException) -> RestError:
 class ConsumerInstance:
     """A consumer instance; see the module docstring for its owner and its thread."""
 
-    def __init__(self, key: InstanceKey, bootstrap: str, config: InstanceConfig) -> None:
+    def __init__(self, key: InstanceKey, client_config: dict[str, Any], config: InstanceConfig,
+                 principal: str) -> None:
         self.key = key
         self.config = config
+        self.principal = principal  # the caller that made it: it reads as this principal, and serves only it
         settings: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
+            **client_config,
             "group.id": key.group,
             "client.id": f"sluice-rest-{key.name}"[:200],
             "enable.auto.offset.store": False,  # stored when returned to the client, see _take
@@ -293,6 +298,9 @@ class ConsumerInstance:
                 error = message.error()
                 if error is None:
                     self._buffer.append(message)
+                elif error.code() in DENIED:
+                    # The cluster's ACLs refused this instance's principal: the client is told (403), not starved.
+                    raise rest_error_for(error, message.topic() or "")
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.info("consumer instance %s: %s", self.key, error.str())
 
