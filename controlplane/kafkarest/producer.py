@@ -87,14 +87,16 @@ def rest_error_for(error: KafkaError, topic: str = "") -> RestError:
 class ClusterProducer:
     """A producer for one cluster; see the module docstring for who owns it and its threads."""
 
-    def __init__(self, access: ClusterAccess) -> None:
-        self.key = access.client_key
+    def __init__(self, access: ClusterAccess, *, idempotent: bool = True) -> None:
+        self.key: tuple[Any, ...] = (*access.client_key, idempotent)
         self.bootstrap = access.bootstrap
         self._producer = Producer({
             **access.client_config(),
             "partitioner": "murmur2_random",
             "acks": "all",
-            "enable.idempotence": True,
+            # Idempotence needs a producer id, which needs WRITE on some topic (KIP-679): a metadata-only
+            # client (the tail's topic check, for principals that may only read) goes without.
+            "enable.idempotence": idempotent,
             "linger.ms": 2,
             "message.timeout.ms": DELIVERY_TIMEOUT_MS,
             "message.max.bytes": 8 * 1024 * 1024,
@@ -104,8 +106,12 @@ class ClusterProducer:
             # failures reach clients in their delivery reports, and the log goes through Python's logging.
             "logger": librdkafka_log,
             "log_level": 4,
+            "error_cb": self._on_error,
         })
         self.last_used = time.monotonic()
+        # A fatal error (e.g. the principal may not get an idempotent producer id: no WRITE on any topic) ends
+        # this producer: its records fail with it, and the pool makes a new one for the next request.
+        self.fatal: KafkaError | None = None
         self._partitions: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -113,9 +119,25 @@ class ClusterProducer:
                                         daemon=True)
         self._thread.start()
 
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.fatal = error
+            librdkafka_log.info("REST producer for %s failed for good: %s", self.key[0], error.str())
+
     def _serve(self) -> None:
         while not self._closed.is_set():
-            self._producer.poll(0.05)
+            try:
+                self._producer.poll(0.05)
+            except KafkaException as exc:  # a fatal error surfaces here too once; deliveries still need polls
+                self._on_error(exc.args[0])
+
+    def _failure(self, error: KafkaError, topic: str) -> RestError:
+        fatal = self.fatal
+        if error.code() == KafkaError._FATAL and fatal is not None:
+            if fatal.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:  # KIP-679: no WRITE on any topic
+                return topic_denied(topic)
+            return rest_error_for(fatal, topic)
+        return rest_error_for(error, topic)
 
     def knows(self, topic: str) -> bool:
         """Whether the topic's partition count is cached (so :meth:`send` will not block to read it)."""
@@ -162,7 +184,7 @@ class ClusterProducer:
 
         def delivered(error: KafkaError | None, message: Any) -> None:
             if error is not None:
-                on_done(rest_error_for(error, topic))
+                on_done(self._failure(error, topic))
             else:
                 on_done(Delivered(message.partition(), message.offset(), message.timestamp()[1]))
 
@@ -178,7 +200,7 @@ class ClusterProducer:
             except BufferError:
                 self._producer.poll(0.01)  # the local queue is full: let deliveries drain it
             except KafkaException as exc:
-                raise rest_error_for(exc.args[0], topic) from exc
+                raise self._failure(exc.args[0], topic) from exc
 
     def _check_partition(self, topic: str, partition: int) -> None:
         if 0 <= partition < self.partition_count(topic):
@@ -212,23 +234,28 @@ class ProducerPool:
         self._lock = threading.Lock()
         self._swept = time.monotonic()
 
-    def get(self, access: ClusterAccess) -> ClusterProducer:
-        """The producer that writes to ``access``'s cluster as its caller's principal."""
+    def get(self, access: ClusterAccess, *, for_metadata: bool = False) -> ClusterProducer:
+        """The producer that writes to ``access``'s cluster as its caller's principal (``for_metadata``: one
+        that is only asked about topics, so it needs no producer id and works for read-only principals)."""
         if not access.bootstrap:
             raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
         now = time.monotonic()
         idle: list[ClusterProducer] = []
-        key = access.client_key
+        key = (*access.client_key, not for_metadata)
         with self._lock:
             producer = self._producers.get(key)
+            if producer is not None and producer.fatal is not None:
+                idle.append(producer)  # failed for good (e.g. the principal has been granted WRITE since): anew
+                producer = None
             if producer is None:
-                producer = self._producers[key] = ClusterProducer(access)
+                producer = self._producers[key] = ClusterProducer(access, idempotent=not for_metadata)
             producer.last_used = now
             if now - self._swept > IDLE_SECONDS / 10:
                 self._swept = now
-                idle = [p for p in self._producers.values() if now - p.last_used > IDLE_SECONDS]
-                for stale in idle:
+                unused = [p for p in self._producers.values() if now - p.last_used > IDLE_SECONDS]
+                for stale in unused:
                     del self._producers[stale.key]
+                idle += unused
         if idle:
             threading.Thread(target=_close_all, args=(idle,), name="rest-producer-close", daemon=True).start()
         return producer
