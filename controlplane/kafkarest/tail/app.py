@@ -92,7 +92,8 @@ async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClusterAccess:
     access: ClusterAccess = await database_sync_to_async(cluster_access)(caller, cluster_id, role=Role.VIEWER)
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
-    producer = pool.get(access, for_metadata=True)  # its metadata cache answers "does the topic exist (for this principal)" cheaply
+    # Its metadata cache answers "does the topic exist, for this principal" cheaply.
+    producer = pool.get(access, for_metadata=True)
     await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
     return access
 
