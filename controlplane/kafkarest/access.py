@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from rest_framework import exceptions
 from rest_framework.request import Request
 
+from controlplane.audit.security import REST_DENIED, WS_DENIED, security_event_record
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.observability import bootstrap
 from controlplane.clusters.principals import as_principal
@@ -181,13 +182,30 @@ def _caller_for_header(header: str) -> Caller:
     return _caller(user, api_key)
 
 
-def cluster_access(caller: Caller, cluster_id: str, *, role: str = Role.VIEWER) -> ClusterAccess:
-    """The cluster ``cluster_id`` (its Kafka cluster id) if the caller reaches it with ``role``, else 404/403."""
+def cluster_access(caller: Caller, cluster_id: str, *, role: str = Role.VIEWER, surface: str = "rest") -> ClusterAccess:
+    """The cluster ``cluster_id`` (its Kafka cluster id) if the caller reaches it with ``role``, else 404/403
+    (a 403 is audited; ``surface`` says where: "rest" or "ws")."""
     access = _clusters.get(("cluster", caller, cluster_id), lambda: _cluster_access(caller, cluster_id))
     if access is None:
         raise RestError(NOT_FOUND, f"Cluster {cluster_id} not found.")
-    access.require(role)
+    try:
+        access.require(role)
+    except RestError as refusal:
+        audit_refusal(access, refusal, surface=surface)
+        raise
     return access
+
+
+def audit_refusal(access: ClusterAccess, error: RestError, *, surface: str, topic: str = "") -> None:
+    """Audit a refused REST or WebSocket call (a tenant role too low, or the cluster's ACLs: 403s only) to the
+    cluster's tenant, under the caller's principal; rate-limited by ``security_event_record``."""
+    if error.status != FORBIDDEN:
+        return
+    security_event_record(
+        tenant_id=access.tenant_id, action=WS_DENIED if surface == "ws" else REST_DENIED, subject=access.principal,
+        subject_type="principal", target_type="topic" if topic else "cluster",
+        target_id=f"{access.kafka_cluster_id}/{topic}" if topic else access.kafka_cluster_id,
+        data={"error_code": error.error_code, "message": error.message[:500]})
 
 
 def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:

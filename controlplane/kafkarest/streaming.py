@@ -27,7 +27,7 @@ from urllib.parse import unquote
 from django.db import close_old_connections
 
 from controlplane.kafkarest import errors
-from controlplane.kafkarest.access import caller_for_authorization, cluster_access
+from controlplane.kafkarest.access import audit_refusal, caller_for_authorization, cluster_access
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
 from controlplane.kafkarest.producer import ClusterProducer, pool
@@ -98,7 +98,11 @@ def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterPr
     try:
         access = cluster_access(caller_for_authorization(authorization), cluster_id, role=Role.MEMBER)
         producer = pool.get(access)
-        producer.partition_count(topic)
+        try:
+            producer.partition_count(topic)
+        except RestError as exc:
+            audit_refusal(access, exc, surface="rest", topic=topic)
+            raise
         return producer, access.kafka_cluster_id
     finally:
         close_old_connections()
@@ -178,8 +182,13 @@ def _resolve_v2(authorization: str, cluster_id: str | None, topic: str) -> tuple
             cluster_id = caller.cluster_scope
             if cluster_id is None:
                 raise RestError(errors.BAD_REQUEST, v2_produce.ROOT_REFUSAL)
-        producer = pool.get(cluster_access(caller, cluster_id, role=Role.MEMBER))
-        return producer, producer.partition_count(topic)
+        access = cluster_access(caller, cluster_id, role=Role.MEMBER)
+        producer = pool.get(access)
+        try:
+            return producer, producer.partition_count(topic)
+        except RestError as exc:
+            audit_refusal(access, exc, surface="rest", topic=topic)
+            raise
     finally:
         close_old_connections()
 

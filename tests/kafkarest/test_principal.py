@@ -35,6 +35,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from django.utils import timezone
 
+from controlplane.audit.models import AuditEvent
+from controlplane.audit.security import REST_DENIED, WS_DENIED
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.principals import cluster_token_key
 from controlplane.kafkarest.access import clear_caches
@@ -181,6 +183,8 @@ def test_v3_produce_needs_write_on_the_topic_for_the_keys_owner(setting: Setting
     status, body = http(server, "POST", path, record, setting.key)
     assert (status, body["error_code"]) == (403, 40301), body
     assert topic in body["message"]
+    denied = AuditEvent.objects.get(action=REST_DENIED, tenant=setting.world.tenant)  # shown to its admins
+    assert (denied.actor_id, denied.target_id) == (setting.principal, f"{setting.cluster_id}/{topic}")
 
     setting.grant(topic, AclOperation.DESCRIBE)  # it may see the topic, still not write to it
     clear_caches()
@@ -279,6 +283,8 @@ def test_a_tail_without_read_gets_an_error_frame_then_a_close(setting: Setting, 
     frames = asyncio.run(_tail_frames(server, path, setting.key, 5))  # no ACL at all: the topic is invisible
     assert frames[0]["type"] == "error" and frames[0]["code"] == "not_authorized", frames
     assert frames[-1] == {"type": "closed", "code": 4403}
+    assert AuditEvent.objects.filter(action=WS_DENIED, tenant=setting.world.tenant, actor_id=setting.principal,
+                                     target_id=f"{setting.cluster_id}/{topic}").exists()
 
     setting.grant(topic, AclOperation.DESCRIBE)  # sees the topic, may not read it
     clear_caches()

@@ -19,7 +19,13 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from controlplane.kafkarest.access import ClusterAccess, caller_for_authorization, caller_for_user, cluster_access
+from controlplane.kafkarest.access import (
+    ClusterAccess,
+    audit_refusal,
+    caller_for_authorization,
+    caller_for_user,
+    cluster_access,
+)
 from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, FORBIDDEN, KAFKA_AUTHORIZATION, RestError
 from controlplane.kafkarest.producer import pool
 from controlplane.kafkarest.tail.fetcher import FetcherRegistry, registry
@@ -89,12 +95,17 @@ async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClusterAccess:
         caller = await database_sync_to_async(caller_for_authorization)(authorization)
     else:
         caller = await database_sync_to_async(caller_for_user)(scope.get("user"))
-    access: ClusterAccess = await database_sync_to_async(cluster_access)(caller, cluster_id, role=Role.VIEWER)
+    access: ClusterAccess = await database_sync_to_async(cluster_access)(caller, cluster_id, role=Role.VIEWER,
+                                                                         surface="ws")
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
     # Its metadata cache answers "does the topic exist, for this principal" cheaply.
     producer = pool.get(access, for_metadata=True)
-    await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
+    try:
+        await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
+    except RestError as refusal:
+        await database_sync_to_async(audit_refusal)(access, refusal, surface="ws", topic=topic)
+        raise
     return access
 
 
@@ -151,6 +162,9 @@ class Connection:
         except Disconnected:
             pass
         except ProtocolError as error:
+            if error.code == "not_authorized":  # the cluster's ACLs refused the read
+                await database_sync_to_async(audit_refusal)(
+                    self.access, RestError(KAFKA_AUTHORIZATION, error.message), surface="ws", topic=self.topic)
             await self._close_with(error)
         except Exception:
             await self._close_with(ProtocolError("internal_error", "The tail failed.", Close.INTERNAL))
