@@ -47,8 +47,10 @@ def _record(tenant_id: int | None, action: str, subject: str, subject_type: str,
             data: dict[str, Any]) -> None:
     now = timezone.now()
     minute = now.replace(second=0, microsecond=0)
-    recent = AuditEvent.objects.filter(tenant_id=tenant_id, action=action, actor_id=subject,
-                                       created_at__gte=minute, created_at__lt=minute + timedelta(minutes=1))
+    scope = AuditEvent.objects.filter(tenant__isnull=True) if tenant_id is None else \
+        AuditEvent.objects.filter(tenant_id=tenant_id)
+    recent = scope.filter(action=action, actor_id=subject, created_at__gte=minute,
+                          created_at__lt=minute + timedelta(minutes=1))
     with transaction.atomic():
         if recent.count() >= ROWS_PER_MINUTE:
             last = recent.order_by("-created_at").values_list("pk", flat=True).first()
