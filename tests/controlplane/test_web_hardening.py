@@ -66,6 +66,7 @@ def test_one_account_guessed_from_many_addresses_is_stopped(user: tuple[str, str
     client = Client()
     answers = [login(client, name, f"guess-{i}", fresh_address()) for i in range(RATE + 5)]
     assert answers[:RATE] == [401] * RATE and set(answers[RATE:]) == {429}
+    assert login(client, name, password, fresh_address()) == 429  # the account is held until the window passes
     assert login(client, f"someone-{uuid.uuid4().hex[:6]}", "x", fresh_address()) == 401  # others unaffected
 
 
