@@ -173,6 +173,7 @@ CELERY_BEAT_SCHEDULE = {
     "clusters-resync": {"task": "clusters.resync_all",
                         "schedule": float(os.environ.get("SLUICE_RESYNC_SECONDS", "15"))},
     "clusters-throughput": {"task": "clusters.sample_throughput", "schedule": 60.0},
+    "clusters-security-events": {"task": "clusters.ingest_security_events", "schedule": 10.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

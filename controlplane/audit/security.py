@@ -28,23 +28,26 @@ log = logging.getLogger(__name__)
 
 ROWS_PER_MINUTE = 10
 API_KEY_AUTH_FAILED = "security.api_key_auth_failed"
+KAFKA_AUTH_FAILED = "security.kafka_auth_failed"  # a SASL login refused by a broker of the tenant's cluster
+KAFKA_DENIED = "security.kafka_denied"  # a Kafka request refused by the cluster's ACLs
 REST_DENIED = "security.rest_denied"  # a REST Proxy call refused (tenant role, or the cluster's ACLs)
 WS_DENIED = "security.ws_denied"  # a WebSocket tail refused (tenant role, or the cluster's ACLs)
 UNKNOWN_SUBJECT = "unknown"
 
 
 def security_event_record(*, tenant_id: int | None, action: str, subject: str, subject_type: str,
-                          target_type: str = "", target_id: str = "", data: dict[str, Any] | None = None) -> None:
-    """Record one security failure (rate-limited, see the module docstring). Never raises: auditing a refusal
-    must not turn it into a server error."""
+                          target_type: str = "", target_id: str = "", data: dict[str, Any] | None = None,
+                          count: int = 1) -> None:
+    """Record ``count`` occurrences of one security failure (rate-limited, see the module docstring). Never
+    raises: auditing a refusal must not turn it into a server error."""
     try:
-        _record(tenant_id, action, subject[:64], subject_type, target_type, target_id[:300], data or {})
+        _record(tenant_id, action, subject[:64], subject_type, target_type, target_id[:300], data or {}, count)
     except DatabaseError:
         log.exception("could not audit %s for %s", action, subject)
 
 
 def _record(tenant_id: int | None, action: str, subject: str, subject_type: str, target_type: str, target_id: str,
-            data: dict[str, Any]) -> None:
+            data: dict[str, Any], count: int) -> None:
     now = timezone.now()
     minute = now.replace(second=0, microsecond=0)
     scope = AuditEvent.objects.filter(tenant__isnull=True) if tenant_id is None else \
@@ -55,9 +58,9 @@ def _record(tenant_id: int | None, action: str, subject: str, subject_type: str,
         if recent.count() >= ROWS_PER_MINUTE:
             last = recent.order_by("-created_at").values_list("pk", flat=True).first()
             if last is not None:
-                AuditEvent.objects.filter(pk=last).update(count=F("count") + 1)
+                AuditEvent.objects.filter(pk=last).update(count=F("count") + count)
                 return
         slug = Tenant.objects.filter(pk=tenant_id).values_list("slug", flat=True).first() if tenant_id else None
         AuditEvent.objects.create(tenant_id=tenant_id, tenant_slug=slug or "", actor_type=subject_type,
                                   actor_id=subject, actor_display=subject, action=action, target_type=target_type,
-                                  target_id=target_id, data=data)
+                                  target_id=target_id, data=data, count=count)

@@ -62,6 +62,7 @@ from dataplane.storage import Log, LogManager
 log = logging.getLogger(__name__)
 
 ZERO = datetime.timedelta(0)
+SECURITY_EVENTS_SECONDS = 5.0  # how often counted SASL failures and ACL denials are written for the audit trail
 
 
 def wire(code: ErrorCode | int) -> WireError:
@@ -134,7 +135,8 @@ class Broker:
         self._listener.start()
         self._tasks = [loop.create_task(self.lease.run(), name="heartbeat"),
                        loop.create_task(self._metadata_loop(), name="metadata"),
-                       loop.create_task(self.controller.run(), name="controller")]
+                       loop.create_task(self.controller.run(), name="controller"),
+                       loop.create_task(self._report_security_events(), name="security-events")]
 
     @property
     def store(self) -> MetadataStore:
@@ -156,6 +158,20 @@ class Broker:
                     await self.refresh_topics()
             except (psycopg.Error, KafkaError) as exc:
                 log.warning("metadata refresh failed (will retry): %s", exc)
+
+    async def _report_security_events(self) -> None:
+        """Every few seconds, write the counted SASL failures and ACL denials to the metadata store, where the
+        control plane ingests them into its audit trail. A failed write drops that interval's counts (bounded
+        memory matters more than a complete count under a database outage)."""
+        while True:
+            await asyncio.sleep(SECURITY_EVENTS_SECONDS)  # a reporting period, not synchronisation
+            events = self.access.events.drain()
+            if not events:
+                continue
+            try:
+                await self.db.call(SecurityStore(self.store).add_security_events, self.config.node_id, events)
+            except psycopg.Error as exc:
+                log.warning("could not report %d security events: %s", len(events), exc)
 
     def request_metadata_refresh(self) -> None:
         if self._metadata_changed is not None:
@@ -313,7 +329,7 @@ class Broker:
 
     def may_create_topic(self, context: RequestContext, name: str) -> bool:
         """Kafka's rule for creating a topic: CREATE on the cluster or on the topic."""
-        return self.access.allows_cluster(context, AclOperation.CREATE) or \
+        return self.access.allows_cluster(context, AclOperation.CREATE, audit=False) or \
             self.access.allows(context, AclOperation.CREATE, ResourceType.TOPIC, name)
 
     # ------------------------------------------------------------------ the replica manager's listener and ISR writer

@@ -34,11 +34,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 from django.utils import timezone
+from kio.schema.types import TopicName
 
 from controlplane.audit.models import AuditEvent
-from controlplane.audit.security import REST_DENIED, WS_DENIED
+from controlplane.audit.security import KAFKA_AUTH_FAILED, KAFKA_DENIED, REST_DENIED, ROWS_PER_MINUTE, WS_DENIED
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.principals import cluster_token_key
+from controlplane.clusters.security_events import security_events_audit
 from controlplane.kafkarest.access import clear_caches
 from controlplane.kafkarest.producer import pool
 from controlplane.kafkarest.v2.routing import router
@@ -50,6 +52,8 @@ from tests.dataplane.server.processes import LoggedBroker
 from tests.dataplane.server.test_security import client_config, sasl_config_file, seed_credentials
 
 pytestmark = [pytest.mark.xdist_group("principal"), pytest.mark.django_db(transaction=True)]
+
+FLOOD = 1000
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +165,19 @@ def setting(broker: LoggedBroker, server: str) -> Iterator[Setting]:
     finally:
         made.revoke_all()
         clear_caches()
+
+
+def broker_reports(cluster_id: str) -> list[Any]:
+    """Take the security events the test broker wrote to its metadata store (not the test database)."""
+    import os
+
+    import psycopg
+
+    from dataplane.cluster.security_store import SecurityStore
+    from dataplane.cluster.store import MetadataStore
+
+    with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
+        return SecurityStore(MetadataStore(conn, cluster_id)).take_security_events(5000)
 
 
 def http(server: str, method: str, path: str, body: Any, key: str,
@@ -299,3 +316,38 @@ def test_a_tail_without_read_gets_an_error_frame_then_a_close(setting: Setting, 
     setting.grant(topic, AclOperation.READ)
     frames = asyncio.run(_tail_frames(server, path, setting.key, 2))
     assert [f["type"] for f in frames[:2]] == ["subscribed", "records"], frames
+
+
+def test_brokers_report_sasl_failures_and_acl_denials_into_the_tenants_audit_trail(setting: Setting) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    from dataplane.security.oauthbearer import mint
+    from tests.kafka_wire import KafkaWire
+
+    topic = setting.topic()
+    token, _ = mint(cluster_token_key(setting.cluster_id), principal_name=setting.principal.removeprefix("User:"),
+                    audience=setting.cluster_id, lifetime_seconds=300)
+    named = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+                            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with KafkaWire(setting.broker.port) as wire:  # a flood of denied requests from one principal
+        wire.authenticate_token(token)
+        for _ in range(FLOOD):
+            answer = wire.call(named)
+            assert answer.topics[0].error_code.name == "topic_authorization_failed"
+    with KafkaWire(setting.broker.port) as wire, pytest.raises(PermissionError):
+        wire.authenticate("PLAIN", "mallory", "guess")
+
+    cluster = Cluster.objects.get(kafka_cluster_id=setting.cluster_id)
+    tenant = setting.world.tenant
+    denied = AuditEvent.objects.filter(tenant=tenant, action=KAFKA_DENIED, actor_id=setting.principal)
+    failed = AuditEvent.objects.filter(tenant=tenant, action=KAFKA_AUTH_FAILED, actor_id="User:mallory")
+    deadline = time.monotonic() + 60
+    while (sum(denied.values_list("count", flat=True)) < FLOOD or not failed.exists()) \
+            and time.monotonic() < deadline:
+        # What the beat task's ingest does, from the database the test broker reports to.
+        security_events_audit(cluster=cluster, events=broker_reports(setting.cluster_id))
+        time.sleep(0.5)  # polling for the broker's next report, within the deadline
+    assert sum(denied.values_list("count", flat=True)) == FLOOD
+    assert denied.count() <= 2 * ROWS_PER_MINUTE  # a flood of denials is a bounded number of rows
+    assert {row.target_id for row in denied} == {f"{setting.cluster_id}/{topic}"}
+    assert failed.get().data["detail"] == "PLAIN"

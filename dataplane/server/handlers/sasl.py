@@ -25,7 +25,7 @@ from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
 from dataplane.security.oauthbearer import OAUTHBEARER, OAuthBearerServer
-from dataplane.security.sasl import AuthenticationFailed, Mechanism, server_for
+from dataplane.security.sasl import AuthenticationFailed, Mechanism, PlainServer, ScramMechanism, server_for
 from dataplane.server.apis import RequestContext, api
 from dataplane.server.broker import ZERO, wire
 
@@ -51,10 +51,23 @@ async def sasl_handshake(broker: Broker, request: Request, context: RequestConte
         return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
     if request.body.mechanism not in mechanisms:
         session.failed = True
+        broker.access.events.sasl_failed(None, str(request.body.mechanism)[:64], context.client_host)
         return build(schema, {"error_code": wire(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": mechanisms})
     session.mechanism = request.body.mechanism
     session.server = _server(broker, request.body.mechanism)
     return build(schema, {"error_code": WireError.none, "mechanisms": mechanisms})
+
+
+def _attempted(server: Mechanism, token: bytes) -> str | None:
+    """The user name a failed exchange tried, for the audit trail (SCRAM knows it; PLAIN's token says it)."""
+    if server.username:
+        return server.username
+    if isinstance(server, ScramMechanism):
+        return server.attempted_user
+    parts = bytes(token).split(b"\x00")
+    if isinstance(server, PlainServer) and len(parts) == 3 and 0 < len(parts[1]) <= 255:
+        return parts[1].decode("utf-8", "replace")
+    return None
 
 
 def _server(broker: Broker, mechanism: str) -> Mechanism:
@@ -81,6 +94,8 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
     except AuthenticationFailed as exc:
         session.failed = True
         log.debug("SASL %s authentication failed from %s: %s", session.mechanism, context.peer, exc)
+        broker.access.events.sasl_failed(_attempted(session.server, request.body.auth_bytes),
+                                         session.mechanism or "", context.client_host)
         values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(exc))
         return build(schema, values)
     if session.server.complete:
