@@ -49,6 +49,9 @@ class NodeSpec:
     metadata_url: str
     rack: str | None = None
     generation: int = 1  # bumps when the control plane changes this node's config
+    # The cluster's OAUTHBEARER token key (hex), derived by the agent from SECRET_KEY, never sent over the queue:
+    # the control plane's REST/WebSocket/Spark paths reach the brokers as their callers with tokens it signs.
+    token_key: str = field(default="", repr=False)
 
     def config_toml(self, data_dir: Path) -> str:
         lines = [
@@ -62,7 +65,17 @@ class NodeSpec:
         ]
         if self.rack:
             lines.append(f"broker.rack = {json.dumps(self.rack)}")
+        if self.token_key:
+            lines.append(f"sasl.oauthbearer.token.key = {json.dumps(self.token_key)}")
         return "\n".join(lines) + "\n"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (0600 from creation): broker configs hold a cluster secret."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
 
 
 @dataclass(slots=True)
@@ -264,7 +277,7 @@ class BrokerProcesses:
 
     def _start(self, node: _Node, now: float) -> None:
         config = self._config_path(node.directory)
-        config.write_text(node.spec.config_toml(node.directory / "data"))
+        _write_private(config, node.spec.config_toml(node.directory / "data"))
         logfile = open(node.directory / "broker.log", "ab")  # noqa: SIM115 - the child owns it from here
         try:
             node.proc = subprocess.Popen(
@@ -327,7 +340,7 @@ class BrokerProcesses:
     @staticmethod
     def _write_spec(directory: Path, spec: NodeSpec) -> None:
         tmp = directory / "node.json.tmp"
-        tmp.write_text(json.dumps(asdict(spec), indent=2))
+        _write_private(tmp, json.dumps(asdict(spec), indent=2))
         os.replace(tmp, directory / "node.json")
 
     @staticmethod
