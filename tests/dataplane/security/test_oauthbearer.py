@@ -116,12 +116,12 @@ def test_one_exchange_per_mechanism() -> None:
         mechanism.step(client_message(token()))
 
 
-def test_the_broker_refuses_a_malformed_or_short_token_key(tmp_path: object) -> None:
+def test_the_broker_refuses_a_malformed_or_short_token_key() -> None:
     from pathlib import Path
 
     from dataplane.server.config import BrokerConfig, ConfigError, settings_from_table
 
-    with pytest.raises(ConfigError, match="sasl.oauthbearer.token.key: expected hex digits"):
+    with pytest.raises(ConfigError, match=r"sasl\.oauthbearer\.token\.key: expected hex digits"):
         settings_from_table({"sasl": {"oauthbearer": {"token": {"key": "not-hex"}}}})
     with pytest.raises(ConfigError, match="at least 32 bytes"):
         BrokerConfig(node_id=1, host="127.0.0.1", port=0, data_dir=Path("/nonexistent"), metadata_url="",
