@@ -25,8 +25,7 @@ from rest_framework.request import Request
 
 from controlplane.audit.security import REST_DENIED, WS_DENIED, security_event_record
 from controlplane.clusters.models import Cluster
-from controlplane.clusters.observability import bootstrap
-from controlplane.clusters.principals import as_principal
+from controlplane.clusters.principals import as_principal, cluster_client_config
 from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
 from controlplane.tenancy import keys
 from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
@@ -83,14 +82,6 @@ def principal_client_config(access: ClusterAccess, principal: str) -> dict[str, 
     return as_principal(dict(access.cluster_config), kafka_cluster_id=access.kafka_cluster_id, principal=principal)
 
 
-def cluster_client_config(cluster: Cluster) -> dict[str, str]:
-    """librdkafka settings that reach ``cluster`` (bootstrap and the listener's security protocol, as its
-    status reports it); the credentials, if any, are the principal's (:func:`principal_client_config`)."""
-    config = {"bootstrap.servers": bootstrap(cluster)}
-    protocol = str((cluster.status or {}).get("security_protocol") or "PLAINTEXT")
-    if protocol != "PLAINTEXT":
-        config["security.protocol"] = protocol
-    return config
 
 
 class _TtlCache:

@@ -351,3 +351,31 @@ def test_brokers_report_sasl_failures_and_acl_denials_into_the_tenants_audit_tra
     assert denied.count() <= 2 * ROWS_PER_MINUTE  # a flood of denials is a bounded number of rows
     assert {row.target_id for row in denied} == {f"{setting.cluster_id}/{topic}"}
     assert failed.get().data["detail"] == "PLAIN"
+
+
+def test_spark_options_read_as_the_reports_principal(setting: Setting) -> None:
+    """The options a Spark report passes to the Sluice data source: its clients authenticate as the principal."""
+    from controlplane.clusters.principals import spark_options_for
+    from dataplane.client.spark.fetch import fetch_range
+    from dataplane.client.spark.options import SparkSourceError
+    from dataplane.client.spark.options import client_config as source_client_config
+    from dataplane.client.spark.plan import OffsetRange
+
+    topic = setting.topic()
+    producer = Producer(client_config(setting.broker, "admin"))
+    producer.produce(topic, b"for the report")
+    producer.flush(20)
+    cluster = Cluster.objects.get(kafka_cluster_id=setting.cluster_id)
+    options = spark_options_for(cluster, setting.principal)
+    assert all(isinstance(v, str) for v in options.values())  # they travel to Spark executors as strings
+    assert "kafka.sasl.password" not in options and options["kafka.sasl.mechanisms"] == "OAUTHBEARER"
+
+    def read() -> list[bytes]:
+        batches = fetch_range(source_client_config(options), OffsetRange(topic, 0, 0, 1), poll_timeout_ms=20_000)
+        return [value.as_py() for batch in batches for value in batch.column("value")]
+
+    setting.grant(topic, AclOperation.DESCRIBE)  # it may see the topic (a report plans its ranges), not read it
+    with pytest.raises(SparkSourceError, match="not authorized"):
+        read()
+    setting.grant(topic, AclOperation.READ)
+    assert read() == [b"for the report"]

@@ -155,6 +155,13 @@ def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: b
                 if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                             KafkaError._UNKNOWN_PARTITION):
                     raise SparkSourceError(f"unknown topic or partition {where}")
+                if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    # librdkafka looks up the (never used) group's coordinator; a principal allowed to read the
+                    # topic needs no right on that group: assign() and no commits involve none.
+                    continue
+                if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise SparkSourceError(f"not authorized to read {where}: the principal needs READ on the "
+                                           f"topic")
                 if error.fatal() or not error.retriable():
                     raise SparkSourceError(f"reading {where}: {error.str()}")
             if rows:
