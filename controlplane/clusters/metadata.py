@@ -60,6 +60,12 @@ def registration(kafka_cluster_id: str) -> Registration:
         return Registration(frozenset(since), store.replica_counts(), since)
 
 
+def bytes_out(kafka_cluster_id: str) -> dict[int, dict[str, int]]:
+    """node id -> bytes each live broker has sent to consumers per topic since it started."""
+    with _store(kafka_cluster_id) as store:
+        return {node: counters for node, (_, counters) in store.bytes_out().items()}
+
+
 def drop(kafka_cluster_id: str) -> None:
     with _store(kafka_cluster_id) as store:
         store.drop_cluster()

@@ -667,6 +667,35 @@ class ClusterAdmin:
             self._wait(future, deadline)
         self._retry(attempt)
 
+    def alter_broker_configs(self, node_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        """Set and remove dynamic configs of one broker (librdkafka sends the request to that broker)."""
+        changes = [KafkaConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+        changes += [KafkaConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        if not changes:
+            return
+        resource = ConfigResource(ResourceType.BROKER, str(node_id), incremental_configs=changes)
+
+        def attempt(deadline: _Deadline) -> None:
+            [future] = self._client.incremental_alter_configs([resource],
+                                                              request_timeout=deadline.remaining()).values()
+            self._wait(future, deadline)
+        self._retry(attempt)
+
+    def broker_configs(self, node_id: int) -> dict[str, ConfigEntry]:
+        """Every config of one broker, with where its value comes from."""
+        resource = ConfigResource(ResourceType.BROKER, str(node_id))
+
+        def attempt(deadline: _Deadline) -> dict[str, ConfigEntry]:
+            futures = self._client.describe_configs([resource], request_timeout=deadline.remaining())
+            for _, entries, error in self._outcomes(futures, deadline):
+                if error is not None:
+                    raise AdminError(error.code, f"broker {node_id}: {error.message}", retriable=error.retriable)
+                return {name: ConfigEntry(name, entry.value, _source_name(entry.source), bool(entry.is_default),
+                                          bool(entry.is_read_only), bool(entry.is_sensitive))
+                        for name, entry in sorted(entries.items())}
+            return {}
+        return self._retry(attempt)
+
     def delete_topics(self, names: Iterable[str]) -> dict[str, AdminError | None]:
         wanted = list(dict.fromkeys(names))
         if not wanted:

@@ -57,6 +57,7 @@ from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
 from dataplane.server.topic_configs import TopicConfigResolver
+from dataplane.server.traffic import TopicTraffic
 from dataplane.storage import Log, LogManager
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,9 @@ class Broker:
                                 if config.oauthbearer_token_key is not None else None)
         self._security_lock = asyncio.Lock()
         self.topic_configs = TopicConfigResolver(self.metadata)
-        self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics)
+        self.traffic = TopicTraffic()
+        self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics,
+                                 bytes_out=self.traffic.unpublished, published=self.traffic.published)
         self.controller = ControllerLoop(self.db, self.metadata, self.lease, on_change=self.request_metadata_refresh)
         self.replicas = ReplicaManager(
             config.node_id, self.manager, self.metadata, self.topic_configs, self, self,
@@ -221,8 +224,10 @@ class Broker:
         here, so AlterConfigs needs no path of its own to the storage layer.
         """
         async with self._refresh_lock:
-            version, topics, defaults = await self.db.call(
-                lambda: (self.store.metadata_version(), self.store.topics(), self.store.cluster_configs()))
+            version, topics, defaults, broker_configs = await self.db.call(
+                lambda: (self.store.metadata_version(), self.store.topics(), self.store.cluster_configs(),
+                         self.store.broker_configs()))
+            self.metadata.update_broker_configs(broker_configs)
             changed = self.metadata.config_changes(topics, defaults)
             # Roles are applied before the cache shows the new state, so a broker never names itself leader
             # of a partition (in Metadata) that it does not lead yet.

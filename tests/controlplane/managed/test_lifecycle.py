@@ -238,6 +238,7 @@ def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) ->
         assert admin.post(f"{base}/topics", {"name": "events", "partitions": 2}, format="json").status_code == 201
         wait_for(lambda: _condition(admin.get(f"{base}/topics/events").json(), "Ready").get("status") == "True",
                  60, "the topic", stack)
+        from controlplane.clusters import metadata
         from controlplane.clusters.throughput import sample
 
         cluster = Cluster.objects.get(pk=cluster_id)
@@ -255,13 +256,18 @@ def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) ->
             seen += sum(1 for m in consumer.consume(10, timeout=1) if m.error() is None)
         consumer.commit(asynchronous=False)
         committed = sum(tp.offset for tp in consumer.committed(consumer.assignment(), timeout=10) if tp.offset > 0)
+        # The broker publishes what it sent to consumers with its next lease renewal.
+        wait_for(lambda: metadata.bytes_out(cluster.kafka_cluster_id).get(1, {}).get("events", 0) >= 600, 30,
+                 "the broker's bytes-out counters", stack)
         assert sample(cluster) > 0
         points = admin.get(f"{base}/throughput", {"scope": "topic", "topic": "events"}).json()
         assert isinstance(points, list), points
         assert [(p["records_in"], p["records_out"]) for p in points] == [(10, committed)]
         assert points[0]["bytes_in"] > 1000
+        assert points[0]["bytes_out"] >= 600 and points[0]["bytes_out_per_sec"] > 0
         per_broker = admin.get(f"{base}/throughput", {"scope": "broker"}).json()
-        assert [(p["name"], p["records_in"]) for p in per_broker] == [("1", 10)]
+        assert [(p["name"], p["records_in"], p["bytes_out"]) for p in per_broker] == [
+            ("1", 10, points[0]["bytes_out"])]
 
         brokers = admin.get(f"{base}/brokers").json()
         assert [(b["node_id"], b["status"], b["controller"]) for b in brokers] == [(1, "up", True)]
