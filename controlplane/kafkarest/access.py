@@ -4,6 +4,10 @@ A caller reaches only clusters of tenants it belongs to; any other cluster id is
 an id that does not exist. Reading (listing, consuming, tailing) needs the viewer role; producing and
 changing topics needs member; ACLs need admin, as in the management API.
 
+Data paths reach the cluster as the caller's Kafka principal (``ClusterAccess.client_config``), so the
+cluster's ACLs decide for REST and WebSocket callers as for any Kafka client; refusals (a role too low
+here, or the cluster's ACLs) are audited with :func:`audit_refusal`.
+
 The DRF views authenticate through the project's authenticators; the raw ASGI produce path and the
 WebSocket tail, which run outside DRF, use :func:`caller_for_authorization` (and the tail, for a
 console session, :func:`caller_for_user`). Both resolutions are
@@ -80,8 +84,6 @@ def principal_client_config(access: ClusterAccess, principal: str) -> dict[str, 
     """The one function REST, WebSocket and (through :func:`controlplane.clusters.principals.spark_options`)
     Spark paths use to get a Kafka client config for (cluster access, principal)."""
     return as_principal(dict(access.cluster_config), kafka_cluster_id=access.kafka_cluster_id, principal=principal)
-
-
 
 
 class _TtlCache:
