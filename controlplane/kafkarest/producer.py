@@ -42,6 +42,9 @@ from controlplane.kafkarest.errors import (
 METADATA_SECONDS = 10.0  # how long a topic's partition count is trusted before it is read again
 DELIVERY_TIMEOUT_MS = 30_000
 IDLE_SECONDS = 600.0
+# A producer that failed for good is replaced on the first request this long after: a principal with no WRITE
+# anywhere hammering the proxy gets its 40301s from the failed one instead of a new producer per request.
+FATAL_RETRY_SECONDS = 5.0
 librdkafka_log = logging.getLogger("controlplane.kafkarest.librdkafka")
 
 
@@ -112,6 +115,7 @@ class ClusterProducer:
         # A fatal error (e.g. the principal may not get an idempotent producer id: no WRITE on any topic) ends
         # this producer: its records fail with it, and the pool makes a new one for the next request.
         self.fatal: KafkaError | None = None
+        self.fatal_at = 0.0
         self._partitions: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -120,8 +124,8 @@ class ClusterProducer:
         self._thread.start()
 
     def _on_error(self, error: KafkaError) -> None:
-        if error.fatal():
-            self.fatal = error
+        if error.fatal() and self.fatal is None:
+            self.fatal, self.fatal_at = error, time.monotonic()
             librdkafka_log.info("REST producer for %s failed for good: %s", self.key[0], error.str())
 
     def _serve(self) -> None:
@@ -244,7 +248,7 @@ class ProducerPool:
         key = (*access.client_key, not for_metadata)
         with self._lock:
             producer = self._producers.get(key)
-            if producer is not None and producer.fatal is not None:
+            if producer is not None and producer.fatal is not None and now - producer.fatal_at > FATAL_RETRY_SECONDS:
                 idle.append(producer)  # failed for good (e.g. the principal has been granted WRITE since): anew
                 producer = None
             if producer is None:
