@@ -46,9 +46,9 @@ MIB = 1024 * 1024
 RECORD = 64 * 1024
 
 
-def fill(bootstrap: str, topic: str, partitions: int, mb: int) -> float:
+def fill(kafka: dict[str, str], topic: str, partitions: int, mb: int) -> float:
     """``mb`` MB of random records into every partition; returns MB/s."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 1 << 20,
+    producer = Producer({**kafka, "acks": "all", "linger.ms": 20, "batch.size": 1 << 20,
                          "queue.buffering.max.kbytes": 256 * 1024, "message.max.bytes": 2 << 20, **QUIET_KAFKA})
     per_partition = mb * 1_000_000 // RECORD
     payload = os.urandom(RECORD * 4)
@@ -128,10 +128,14 @@ def run(args: argparse.Namespace, tmp: Path, services: Services, procs: Procs) -
         cluster.refresh_from_db()
         bootstrap = cluster.status["bootstrap_servers"]
         print(f"3-broker cluster Ready in {took:.1f} s", flush=True)
-        admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET_KAFKA})
+        from controlplane.clusters.credentials import client_config, cluster_admin
+
+        # Managed clusters authenticate: the bench's clients use the control plane's own settings.
+        kafka = client_config(cluster, bootstrap=bootstrap)
+        admin = AdminClient({**kafka, **QUIET_KAFKA})
         admin.create_topics([NewTopic("moves", args.partitions, replica_assignment=[[1]] * args.partitions,
                                       config={"max.message.bytes": str(2 << 20)})])["moves"].result(60)
-        rate = fill(bootstrap, "moves", args.partitions, args.mb)
+        rate = fill(kafka, "moves", args.partitions, args.mb)
         print(f"filled {args.partitions} partitions x {args.mb} MB on broker 1 at {rate:.0f} MB/s", flush=True)
 
         seconds, receiving, moves = rebalance(cluster, throttle, args.timeout)
@@ -146,9 +150,7 @@ def run(args: argparse.Namespace, tmp: Path, services: Services, procs: Procs) -
         if not args.skip_unthrottled:
             # Put everything back on broker 1 directly (not timed), then the same moves with no throttle.
             back = {("moves", p): [1] for p in range(args.partitions)}
-            from dataplane.client.admin import ClusterAdmin
-
-            with ClusterAdmin(bootstrap, timeout=60) as moves_admin:
+            with cluster_admin(cluster, bootstrap=bootstrap, timeout=60) as moves_admin:
                 moves_admin.alter_reassignments(back)
                 deadline = time.monotonic() + args.timeout
                 while moves_admin.list_reassignments() and time.monotonic() < deadline:

@@ -13,14 +13,12 @@ from celery import shared_task
 
 from controlplane.agent import runtime
 from controlplane.agent.processes import NodeSpec
-from controlplane.clusters.principals import cluster_token_key
 
 
 @shared_task(name="agent.ensure_broker", ignore_result=True)
 def ensure_broker(spec: dict[str, Any]) -> dict[str, Any]:
     node = NodeSpec(**{**spec, "listen_host": spec.get("listen_host") or runtime.listen_host(),
-                       "metadata_url": spec.get("metadata_url") or runtime.metadata_url(),
-                       "token_key": cluster_token_key(spec["cluster"]).hex()})
+                       "metadata_url": spec.get("metadata_url") or runtime.metadata_url()})
     processes = runtime.processes_for(node.host)
     return asdict(processes.ensure(node))
 

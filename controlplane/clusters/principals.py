@@ -6,8 +6,9 @@ signed HS256 with the cluster's token key: HMAC-SHA256(SECRET_KEY, "token-key:" 
 agent writes into the broker's 0600 config. The broker checks signature, audience (the cluster id) and expiry,
 and its ACLs then decide for the caller exactly as for any Kafka client of that principal.
 
-On a cluster whose listener is PLAINTEXT (development clusters, unmanaged brokers) there is nothing to
-authenticate and the config is the cluster's own.
+Built on ``controlplane.clusters.credentials.client_config`` (the control plane's own settings for a cluster,
+as the internal super user): :func:`as_principal` swaps its credentials for the principal's tokens. On a
+PLAINTEXT listener (unmanaged brokers) there is nothing to authenticate and the config is unchanged.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 
 from django.conf import settings
 
+from controlplane.clusters.credentials import client_config
 from controlplane.clusters.models import Cluster
-from controlplane.clusters.observability import bootstrap
 from dataplane.security.oauthbearer import mint, token_key
 
 TOKEN_LIFETIME_SECONDS = 15 * 60  # librdkafka refreshes at 80 %, and re-authenticates its connections (KIP-368)
@@ -26,20 +27,10 @@ SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _CREDENTIAL_KEYS = ("sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password", "oauth_cb")
 
 
-def cluster_client_config(cluster: Cluster) -> dict[str, str]:
-    """librdkafka settings that reach ``cluster``: bootstrap and the listener's security protocol, as its
-    status reports it. Credentials, if any, are added for a principal by :func:`as_principal`."""
-    config = {"bootstrap.servers": bootstrap(cluster)}
-    protocol = str((cluster.status or {}).get("security_protocol") or "PLAINTEXT")
-    if protocol != "PLAINTEXT":
-        config["security.protocol"] = protocol
-    return config
-
-
 def spark_options_for(cluster: Cluster, principal: str, *, lifetime_seconds: float = 3600) -> dict[str, str]:
     """What a Spark report's run passes to the Sluice data source to read ``cluster`` as ``principal`` (the
     report's owner), so the cluster's ACLs decide what the report may read."""
-    return spark_options(cluster_client_config(cluster), kafka_cluster_id=cluster.kafka_cluster_id,
+    return spark_options(client_config(cluster), kafka_cluster_id=cluster.kafka_cluster_id,
                          principal=principal, lifetime_seconds=lifetime_seconds)
 
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from controlplane.audit.services import audit_record
 from controlplane.clusters.balance import BrokerSlot, Placement, Proposal, propose
+from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import (
     ACTIVE_REBALANCE_STATES,
     DEFAULT_REPLICATION_THROTTLE,
@@ -255,7 +256,7 @@ def rebalance_pass(cluster: Cluster, bootstrap: str) -> bool:
             cluster=cluster, refresh_requested_at__isnull=False).exists():
         return False
     try:
-        with ClusterAdmin(bootstrap, timeout=10) as admin:
+        with cluster_admin(cluster, bootstrap=bootstrap) as admin:
             return reconcile_rebalances(cluster, admin)
     except AdminError as exc:
         log.warning("cluster %s: rebalance step failed: %s", cluster.kafka_cluster_id, exc)

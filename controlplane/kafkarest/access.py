@@ -28,8 +28,9 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 
 from controlplane.audit.security import REST_DENIED, WS_DENIED, security_event_record
+from controlplane.clusters.credentials import ClientSettings, client_config, frozen
 from controlplane.clusters.models import Cluster
-from controlplane.clusters.principals import as_principal, cluster_client_config
+from controlplane.clusters.principals import as_principal
 from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
 from controlplane.tenancy import keys
 from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
@@ -63,8 +64,8 @@ class ClusterAccess:
     tenant_id: int
     bootstrap: str
     role: str
+    client: ClientSettings = ()  # ``client_config`` of the cluster, frozen: the control plane's own client of it
     principal: str = ""  # the caller's Kafka principal: data paths reach the brokers as it
-    cluster_config: tuple[tuple[str, str], ...] = ()  # librdkafka settings to reach the cluster at all
 
     def require(self, role: str) -> None:
         if not role_at_least(self.role, role):
@@ -77,13 +78,13 @@ class ClusterAccess:
     @property
     def client_key(self) -> tuple[Any, ...]:
         """What makes two accesses share a Kafka client: the cluster, how it is reached, and the principal."""
-        return self.kafka_cluster_id, self.bootstrap, self.cluster_config, self.principal
+        return self.kafka_cluster_id, self.client, self.principal
 
 
 def principal_client_config(access: ClusterAccess, principal: str) -> dict[str, Any]:
     """The one function REST, WebSocket and (through :func:`controlplane.clusters.principals.spark_options`)
     Spark paths use to get a Kafka client config for (cluster access, principal)."""
-    return as_principal(dict(access.cluster_config), kafka_cluster_id=access.kafka_cluster_id, principal=principal)
+    return as_principal(dict(access.client), kafka_cluster_id=access.kafka_cluster_id, principal=principal)
 
 
 class _TtlCache:
@@ -211,9 +212,9 @@ def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:
         return None
     role = caller.role_in(cluster.tenant_id)
     assert role is not None
-    config = cluster_client_config(cluster)
+    config = client_config(cluster)
     return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, config["bootstrap.servers"], role,
-                         caller.principal, tuple(sorted(config.items())))
+                         frozen(config), caller.principal)
 
 
 def clear_caches() -> None:

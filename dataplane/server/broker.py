@@ -52,7 +52,7 @@ from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.server.access import Access
-from dataplane.server.apis import REGISTRY, RequestContext
+from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
@@ -93,6 +93,8 @@ class Broker:
         self.token_validator = (TokenValidator(config.oauthbearer_token_key, config.cluster_id)
                                 if config.oauthbearer_token_key is not None else None)
         self._security_lock = asyncio.Lock()
+        # Connections authenticated on this broker (their SASL sessions): closed when their credential goes.
+        self.sessions: set[SaslSession] = set()
         self.topic_configs = TopicConfigResolver(self.metadata)
         self.traffic = TopicTraffic()
         self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics,
@@ -245,6 +247,31 @@ class Broker:
                     return self.store.versions()[1], security.acls(), security.credentials()
             version, bindings, credentials = await self.db.call(read)
             self.access.update(version, bindings, credentials)
+            self._close_revoked()
+
+    def authenticated(self, session: SaslSession) -> None:
+        """A connection completed SASL: remember it, so revoking its credential closes it."""
+        self.sessions.add(session)
+
+    def forget(self, session: SaslSession) -> None:
+        self.sessions.discard(session)
+
+    def _close_revoked(self) -> None:
+        """Close every connection whose credential was deleted or replaced (a revoked or re-issued key).
+
+        Kafka keeps such connections until they re-authenticate (KIP-368); a managed service must cut them
+        at once, so a revoked key reads and writes nothing more.
+        """
+        credentials = self.access.credentials
+        for session in list(self.sessions):
+            if session.mechanism is None or session.username is None:
+                continue
+            if credentials.stored(session.mechanism, session.username) != session.stored:
+                self.sessions.discard(session)
+                log.info("closing a connection of %s (%s): its credential was revoked or changed",
+                         session.principal, session.username)
+                if session.close is not None:
+                    session.close()
 
     def _inter_broker_credentials(self) -> ClientCredentials | None:
         config = self.config

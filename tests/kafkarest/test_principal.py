@@ -156,8 +156,7 @@ def setting(broker: LoggedBroker, server: str) -> Iterator[Setting]:
     agent = Agent.objects.create(host=f"ext-{uuid.uuid4().hex[:6]}", advertised_host="127.0.0.1",
                                  port_min=broker.port, port_max=broker.port, last_seen=timezone.now(),
                                  started_at=timezone.now())
-    cluster: Cluster = ClusterFactory(tenant=world.tenant, kafka_cluster_id=broker.cluster_id,
-                                      status={"security_protocol": "SASL_PLAINTEXT"})
+    cluster: Cluster = ClusterFactory(tenant=world.tenant, kafka_cluster_id=broker.cluster_id)
     BrokerNode.objects.create(cluster=cluster, node_id=1, agent=agent, port=broker.port)
     made = Setting(broker, world)
     try:

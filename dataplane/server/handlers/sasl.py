@@ -2,7 +2,8 @@
 
 The handshake picks a mechanism; each SaslAuthenticate carries one token to the
 connection's mechanism (``dataplane.security.sasl``) and its answer back. When
-the mechanism completes, the connection's principal becomes ``User:<name>``; a
+the mechanism completes, the connection's principal becomes the credential's
+(``User:<name>`` unless the store names another, as for API keys); a
 failure is answered with SASL_AUTHENTICATION_FAILED and the connection closes.
 Only handshake v1 is served: v0 would send raw SASL tokens outside Kafka framing.
 
@@ -99,7 +100,22 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
         values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(exc))
         return build(schema, values)
     if session.server.complete:
-        principal = f"User:{session.server.username}"
+        username = session.server.username
+        assert username is not None and session.mechanism is not None
+        stored: tuple[object, str] | None = None
+        if session.mechanism == OAUTHBEARER:
+            principal = f"User:{username}"  # a signed token names its principal, and expires by itself
+        else:
+            credentials = broker.access.credentials
+            # The principal and the credential as of this login: a refresh that changes either closes the
+            # connection.
+            stored = credentials.stored(session.mechanism, username)
+            if stored is None:  # revoked between the handshake and now
+                session.failed = True
+                values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                              error_message="Authentication failed: Invalid username or password")
+                return build(schema, values)
+            principal = credentials.principal(session.mechanism, username)
         if session.principal is not None and principal != session.principal:
             session.failed = True  # KIP-368: re-authentication may not change who the connection is
             log.debug("SASL re-authentication from %s as %s refused: the connection is %s", context.peer,
@@ -107,7 +123,9 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
             values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED),
                           error_message="Re-authentication must keep the connection's principal", auth_bytes=b"")
             return build(schema, values)
-        session.principal = principal
+        session.username, session.stored, session.principal = username, stored, principal
+        if stored is not None:
+            broker.authenticated(session)
         lifetime_ms = _lifetime_ms(broker, session.server)
         session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
         if request.api_version >= 1:

@@ -129,7 +129,7 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
                  60, "the topic", stack)
 
         def replicas_on_4() -> int:
-            topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+            topics = AdminClient(world.kafka(bootstrap)).list_topics(timeout=10).topics
             return sum(4 in p.replicas for t in topics.values() for p in t.partitions.values())
 
         acked: list[bytes] = []
@@ -137,7 +137,7 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
         stop = threading.Event()
 
         def produce() -> None:
-            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            producer = Producer({**world.kafka(bootstrap), "acks": "all", "enable.idempotence": True,
                                  "linger.ms": 5, "message.timeout.ms": 120000})
             n = 0
             while not stop.is_set():
@@ -176,7 +176,7 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
             assert done["replication_throttle"] == 50 * 1024 * 1024
             assert replicas_on_4() > 0
             # The moves ran under the replication throttle, which is gone once the rebalance is Ready.
-            describer = AdminClient({"bootstrap.servers": bootstrap})
+            describer = AdminClient(world.kafka(bootstrap))  # the owner: ALL on the cluster
             for node in (1, 2, 3, 4):
                 resource = ConfigResource(ResourceType.BROKER, str(node))
                 entry = describer.describe_configs([resource])[resource].result(30)[
@@ -195,7 +195,7 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
         assert sorted(b["node_id"] for b in body["status"]["brokers"]) == [1, 2, 3]
         assert replicas_on_4() == 0
         assert len(stack.broker_pids()) == 3
-        _assert_all_present(body["status"]["bootstrap_servers"], "spread", set(acked))
+        _assert_all_present(world.kafka(body["status"]["bootstrap_servers"]), "spread", set(acked))
     finally:
         _delete_and_wait(world, cluster_id, stack)
     assert not Cluster.objects.filter(pk=cluster_id).exists()
@@ -215,9 +215,10 @@ def test_a_worker_killed_mid_rebalance_resumes_to_the_same_end_state(stack: Stac
     try:
         body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready with 3", stack)
         bootstrap = body["status"]["bootstrap_servers"]
-        kafka = AdminClient({"bootstrap.servers": bootstrap})
+        client = world.kafka(bootstrap)  # the owner's key: ALL on the cluster
+        kafka = AdminClient(client)
         kafka.create_topics([NewTopic("lopsided", 6, replica_assignment=[[1]] * 6)])["lopsided"].result(30)
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+        producer = Producer({**client, "acks": "all", "linger.ms": 20})
         values = [f"{i:06d}".encode() + b"x" * 65_000 for i in range(6 * 48)]  # ~3 MB a partition
         for i, value in enumerate(values):
             producer.produce("lopsided", value=value, partition=i % 6)
@@ -233,7 +234,7 @@ def test_a_worker_killed_mid_rebalance_resumes_to_the_same_end_state(stack: Stac
         assert admin.post(f"{base}/rebalances/{rid}/approve").status_code == 200
         wait_for(lambda: admin.get(f"{base}/rebalances/{rid}").json()["state"] == "Rebalancing", 60,
                  "the moves to start", stack)
-        with ClusterAdmin(bootstrap, timeout=30) as moves:
+        with ClusterAdmin(bootstrap, timeout=30, config=client) as moves:
             assert moves.list_reassignments(), "the moves finished before the worker could be killed amid them"
         stack.worker.stop(signal.SIGKILL)
         stack.worker.start()
@@ -252,6 +253,6 @@ def test_a_worker_killed_mid_rebalance_resumes_to_the_same_end_state(stack: Stac
             resource = ConfigResource(ResourceType.BROKER, str(node))
             entry = kafka.describe_configs([resource])[resource].result(30)["follower.replication.throttled.rate"]
             assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, (node, entry)
-        _assert_all_present(bootstrap, "lopsided", set(values))
+        _assert_all_present(client, "lopsided", set(values))
     finally:
         _delete_and_wait(world, cluster_id, stack)
