@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_celery_beat",
     "channels",
+    "corsheaders",
     "controlplane.core",
     "controlplane.tenancy",
     "controlplane.audit",
@@ -70,6 +71,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "corsheaders.middleware.CorsMiddleware",  # before CommonMiddleware, as django-cors-headers requires
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -179,6 +181,7 @@ CELERY_BEAT_SCHEDULE = {
     # On the default queue: the reports worker whose runs are lost may be the one that is gone.
     "reports-reap-lost-runs": {"task": "reports.reap_lost_runs", "schedule": 60.0,
                                "options": {"queue": CELERY_TASK_DEFAULT_QUEUE}},
+    "clusters-security-events": {"task": "clusters.ingest_security_events", "schedule": 10.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -206,6 +209,24 @@ SLUICE_TAIL_BUFFER_BYTES = int(os.environ.get("SLUICE_TAIL_BUFFER_BYTES", str(2 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 
+# Served behind TLS (a proxy that terminates it): SLUICE_BEHIND_TLS=true trusts the proxy's
+# X-Forwarded-Proto (SECURE_PROXY_SSL_HEADER), and session and CSRF cookies are then Secure by default
+# (SESSION_COOKIE_SECURE / CSRF_COOKIE_SECURE override either way). Only set it behind a proxy that
+# overwrites the header: a client could otherwise claim https.
+SLUICE_BEHIND_TLS = _env_bool("SLUICE_BEHIND_TLS", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SLUICE_BEHIND_TLS else None
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", SLUICE_BEHIND_TLS)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", SLUICE_BEHIND_TLS)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# CORS is closed (no Access-Control-Allow-* headers, so browsers keep other sites' scripts out) unless
+# CORS_ALLOWED_ORIGINS lists origins (scheme://host[:port], comma-separated). Credentials (the session
+# cookie) cross origins only with CORS_ALLOW_CREDENTIALS=true as well.
+CORS_ALLOWED_ORIGINS = _env_list("CORS_ALLOWED_ORIGINS", "")
+CORS_ALLOW_CREDENTIALS = _env_bool("CORS_ALLOW_CREDENTIALS", False)
+CORS_URLS_REGEX = r"^/(api|kafka)/.*$"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "controlplane.tenancy.authentication.ApiKeyAuthentication",
@@ -222,7 +243,13 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.core.errors.exception_handler",
     "PAGE_SIZE": 50,
-    "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("LOGIN_THROTTLE_RATE", "20/min")},
+    # Login guesses: per client address, and per username (many addresses guessing one account).
+    "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("LOGIN_THROTTLE_RATE", "20/min"),
+                               "login_user": os.environ.get("LOGIN_USER_THROTTLE_RATE", "20/min")},
+    # The client address throttles key on: REMOTE_ADDR, or with N trusted proxies in front the N-th address
+    # from the right of X-Forwarded-For. DRF's default (None) takes X-Forwarded-For as the client sends it,
+    # so a guesser could rotate it to escape the login throttle.
+    "NUM_PROXIES": int(os.environ.get("NUM_PROXIES", "1" if SLUICE_BEHIND_TLS else "0")),
     "UNAUTHENTICATED_USER": None,
 }
 

@@ -82,6 +82,19 @@ class KafkaWire:
         client.verify(step(client.final(step(client.first()))))
 
 
+    def authenticate_token(self, token: str) -> int:
+        """SASL/OAUTHBEARER with ``token``: the session lifetime (ms) the broker gave; PermissionError if refused."""
+        from dataplane.security.oauthbearer import client_message
+
+        handshake = self.call(SaslHandshakeRequest(mechanism="OAUTHBEARER"))
+        if handshake.error_code != ErrorCode.none:
+            raise PermissionError(f"handshake: {handshake.error_code.name}")
+        answer = self.call(SaslAuthenticateRequest(auth_bytes=client_message(token)))
+        if answer.error_code != ErrorCode.none:
+            raise PermissionError(f"{answer.error_code.name}: {answer.error_message}")
+        return int(answer.session_lifetime.total_seconds() * 1000)
+
+
 def call(port: int, request: Any, api_version: int | None = None, client_id: str = "wire-test") -> Any:
     """One request on a fresh connection: its decoded response entity."""
     with KafkaWire(port, client_id=client_id) as wire:

@@ -51,10 +51,11 @@ class NodeSpec:
     rack: str | None = None
     generation: int = 1  # bumps when the control plane changes this node's config
     # An authenticated listener (SASL_PLAINTEXT, the authorizer on, the cluster-internal principal a super user).
-    # The internal password is never part of the spec: the agent derives it when it writes the config.
+    # The internal password and the OAUTHBEARER token key are never part of the spec: the agent derives them
+    # when it writes the config.
     secure: bool = False
 
-    def config_toml(self, data_dir: Path, internal_password: str | None = None) -> str:
+    def config_toml(self, data_dir: Path, internal_password: str | None = None, token_key: str | None = None) -> str:
         listener = f"{self.listen_host}:{self.port}"
         if self.secure:
             if not internal_password:
@@ -80,6 +81,8 @@ class NodeSpec:
                 f"inter.broker.sasl.password = {json.dumps(internal_password)}",
                 'sasl.mechanism.inter.broker.protocol = "SCRAM-SHA-512"',
             ]
+            if token_key:  # the control plane's per-principal tokens (REST, WebSocket and Spark as their callers)
+                lines.append(f"sasl.oauthbearer.token.key = {json.dumps(token_key)}")
         return "\n".join(lines) + "\n"
 
 
@@ -147,7 +150,8 @@ class BrokerProcesses:
 
     def __init__(self, root: Path, host: str, *, python: str = sys.executable,
                  on_change: Callable[[NodeSpec, NodeState], None] | None = None,
-                 internal_password: Callable[[str], str] | None = None) -> None:
+                 internal_password: Callable[[str], str] | None = None,
+                 token_key: Callable[[str], str] | None = None) -> None:
         self.root = root
         self.host = host
         self.python = python
@@ -155,6 +159,7 @@ class BrokerProcesses:
         # cluster id -> the internal principal's password, for secure nodes' configs (derived, never on disk
         # except in the 0600 broker config).
         self.internal_password = internal_password
+        self.token_key = token_key  # cluster id -> its OAUTHBEARER token key (hex), derived like the password
         self._nodes: dict[tuple[str, int], _Node] = {}
         self._lock = threading.Lock()
 
@@ -289,7 +294,9 @@ class BrokerProcesses:
         try:
             password = (self.internal_password(node.spec.cluster)
                         if node.spec.secure and self.internal_password is not None else None)
-            self._write_private(config, node.spec.config_toml(node.directory / "data", password))
+            token_key = (self.token_key(node.spec.cluster)
+                         if node.spec.secure and self.token_key is not None else None)
+            self._write_private(config, node.spec.config_toml(node.directory / "data", password, token_key))
         except (OSError, ValueError) as exc:
             node.failures += 1
             node.next_start = now + min(BACKOFF_MAX, BACKOFF_START * 2 ** node.failures)

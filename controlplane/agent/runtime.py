@@ -47,6 +47,12 @@ def _internal_password(kafka_cluster_id: str) -> str:
     return internal_password(kafka_cluster_id)
 
 
+def _token_key(kafka_cluster_id: str) -> str:
+    from controlplane.clusters.principals import cluster_token_key
+
+    return cluster_token_key(kafka_cluster_id).hex()
+
+
 def processes_for(host: str) -> BrokerProcesses:
     if _processes is None:
         raise WrongAgent("this worker is not an agent: agent tasks must go to an agent.<host> queue")
@@ -116,7 +122,7 @@ def run(options: AgentOptions) -> int:
 
     _listen_host = options.listen_host
     processes = BrokerProcesses(options.root, options.host, on_change=_on_change,
-                                internal_password=_internal_password)
+                                internal_password=_internal_password, token_key=_token_key)
     _processes = processes
     adopted = processes.adopt()
     log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))

@@ -1,4 +1,6 @@
-"""The audit trail: one row for every mutation, written in the same transaction."""
+"""The audit trail: one row for every mutation, written in the same transaction, and the security failures
+(refused credentials, denied requests), rate-limited: past a few rows a minute per (tenant, kind, subject),
+repeats are counted into the last row's ``count`` instead of adding rows."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ class AuditEvent(models.Model):
     target_type = models.CharField(max_length=64)
     target_id = models.CharField(max_length=300)
     data = models.JSONField(default=dict, blank=True)
+    count = models.PositiveIntegerField(default=1)  # occurrences this row stands for (rate-limited security events)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -9,5 +9,5 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
     class Meta:
         model = AuditEvent
         fields = ["id", "action", "actor_type", "actor_id", "actor_display", "target_type", "target_id", "data",
-                  "created_at"]
+                  "count", "created_at"]
         read_only_fields = fields

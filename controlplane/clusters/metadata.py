@@ -18,6 +18,7 @@ from django.db import connection
 from dataplane.cluster.migrations import migrate
 from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import MetadataStore
+from dataplane.security.events import SecurityEvent
 
 _migrated = False
 
@@ -77,3 +78,9 @@ def security(kafka_cluster_id: str) -> Iterator[SecurityStore | None]:
 def drop(kafka_cluster_id: str) -> None:
     with _store(kafka_cluster_id) as store:
         store.drop_cluster()
+
+
+def take_security_events(kafka_cluster_id: str, limit: int) -> list[SecurityEvent]:
+    """Remove and return the oldest security events the cluster's brokers reported (for the audit trail)."""
+    with _store(kafka_cluster_id) as store:
+        return SecurityStore(store).take_security_events(limit)

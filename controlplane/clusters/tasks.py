@@ -110,3 +110,11 @@ def sample_throughput() -> int:
         except Exception:  # one unreachable cluster must not stop the others' samples
             log.exception("throughput sample of cluster %s failed", cluster.pk)
     return written
+
+
+@shared_task(name="clusters.ingest_security_events", ignore_result=True)
+def ingest_security_events() -> int:
+    """Every 10 s (beat): brokers' SASL failures and ACL denials into the tenants' audit trails."""
+    from controlplane.clusters.security_events import security_events_ingest_all
+
+    return security_events_ingest_all()

@@ -4,6 +4,10 @@ A caller reaches only clusters of tenants it belongs to; any other cluster id is
 an id that does not exist. Reading (listing, consuming, tailing) needs the viewer role; producing and
 changing topics needs member; ACLs need admin, as in the management API.
 
+Data paths reach the cluster as the caller's Kafka principal (``ClusterAccess.client_config``), so the
+cluster's ACLs decide for REST and WebSocket callers as for any Kafka client; refusals (a role too low
+here, or the cluster's ACLs) are audited with :func:`audit_refusal`.
+
 The DRF views authenticate through the project's authenticators; the raw ASGI produce path and the
 WebSocket tail, which run outside DRF, use :func:`caller_for_authorization` (and the tail, for a
 console session, :func:`caller_for_user`). Both resolutions are
@@ -23,8 +27,10 @@ from typing import Any, TypeVar
 from rest_framework import exceptions
 from rest_framework.request import Request
 
+from controlplane.audit.security import REST_DENIED, WS_DENIED, security_event_record
 from controlplane.clusters.credentials import ClientSettings, client_config, frozen
 from controlplane.clusters.models import Cluster
+from controlplane.clusters.principals import as_principal
 from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
 from controlplane.tenancy import keys
 from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
@@ -51,18 +57,34 @@ class Caller:
 
 @dataclass(frozen=True, slots=True)
 class ClusterAccess:
-    """A cluster the caller may use, with what it needs to talk Kafka to it."""
+    """A cluster the caller may use, with what it needs to talk Kafka to it (as the caller's principal)."""
 
     cluster_pk: Any
     kafka_cluster_id: str
     tenant_id: int
     bootstrap: str
     role: str
-    client: ClientSettings = ()  # ``client_config`` of the cluster, frozen: what every client of it is built from
+    client: ClientSettings = ()  # ``client_config`` of the cluster, frozen: the control plane's own client of it
+    principal: str = ""  # the caller's Kafka principal: data paths reach the brokers as it
 
     def require(self, role: str) -> None:
         if not role_at_least(self.role, role):
             raise RestError(FORBIDDEN, f"This needs the '{role}' role in the cluster's tenant; you have '{self.role}'.")
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings that act on the cluster as the caller's principal (its ACLs decide)."""
+        return principal_client_config(self, self.principal)
+
+    @property
+    def client_key(self) -> tuple[Any, ...]:
+        """What makes two accesses share a Kafka client: the cluster, how it is reached, and the principal."""
+        return self.kafka_cluster_id, self.client, self.principal
+
+
+def principal_client_config(access: ClusterAccess, principal: str) -> dict[str, Any]:
+    """The one function REST, WebSocket and (through :func:`controlplane.clusters.principals.spark_options`)
+    Spark paths use to get a Kafka client config for (cluster access, principal)."""
+    return as_principal(dict(access.client), kafka_cluster_id=access.kafka_cluster_id, principal=principal)
 
 
 class _TtlCache:
@@ -154,13 +176,30 @@ def _caller_for_header(header: str) -> Caller:
     return _caller(user, api_key)
 
 
-def cluster_access(caller: Caller, cluster_id: str, *, role: str = Role.VIEWER) -> ClusterAccess:
-    """The cluster ``cluster_id`` (its Kafka cluster id) if the caller reaches it with ``role``, else 404/403."""
+def cluster_access(caller: Caller, cluster_id: str, *, role: str = Role.VIEWER, surface: str = "rest") -> ClusterAccess:
+    """The cluster ``cluster_id`` (its Kafka cluster id) if the caller reaches it with ``role``, else 404/403
+    (a 403 is audited; ``surface`` says where: "rest" or "ws")."""
     access = _clusters.get(("cluster", caller, cluster_id), lambda: _cluster_access(caller, cluster_id))
     if access is None:
         raise RestError(NOT_FOUND, f"Cluster {cluster_id} not found.")
-    access.require(role)
+    try:
+        access.require(role)
+    except RestError as refusal:
+        audit_refusal(access, refusal, surface=surface)
+        raise
     return access
+
+
+def audit_refusal(access: ClusterAccess, error: RestError, *, surface: str, topic: str = "") -> None:
+    """Audit a refused REST or WebSocket call (a tenant role too low, or the cluster's ACLs: 403s only) to the
+    cluster's tenant, under the caller's principal; rate-limited by ``security_event_record``."""
+    if error.status != FORBIDDEN:
+        return
+    security_event_record(
+        tenant_id=access.tenant_id, action=WS_DENIED if surface == "ws" else REST_DENIED, subject=access.principal,
+        subject_type="principal", target_type="topic" if topic else "cluster",
+        target_id=f"{access.kafka_cluster_id}/{topic}" if topic else access.kafka_cluster_id,
+        data={"error_code": error.error_code, "message": error.message[:500]})
 
 
 def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:
@@ -175,7 +214,7 @@ def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:
     assert role is not None
     config = client_config(cluster)
     return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, config["bootstrap.servers"], role,
-                         frozen(config))
+                         frozen(config), caller.principal)
 
 
 def clear_caches() -> None:

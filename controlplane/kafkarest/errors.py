@@ -93,6 +93,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if error is None:
         return None
     response = Response(error.body(), status=error.status)
+    access = getattr(context.get("view"), "access", None)
+    if access is not None and error.status == FORBIDDEN:
+        from controlplane.kafkarest.access import audit_refusal  # access imports this module
+
+        kwargs = (context.get("kwargs") or {})
+        audit_refusal(access, error, surface="rest", topic=str(kwargs.get("topic_name") or kwargs.get("topic") or ""))
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         response["WWW-Authenticate"] = 'Basic realm="sluice"'
     wait = getattr(exc, "wait", None)

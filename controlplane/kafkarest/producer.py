@@ -6,6 +6,10 @@ Produce request per partition, which is what makes REST produce cheap. Keys are 
 kafka-python producer would pick. Records are written with ``acks=all`` and idempotence on: a report of
 success means the record is replicated to the in-sync replicas.
 
+Producers act as the caller's principal (``ClusterAccess.client_config``: an OAUTHBEARER token per principal on
+a SASL cluster), so the cluster's ACLs decide REST produce as they decide any Kafka client's: the pool keeps one
+producer per (cluster, principal), and a denial is Confluent's 40301.
+
 Ownership: the module-level :data:`pool` belongs to the process. :meth:`ClusterProducer.send` is safe from
 any thread; a daemon thread per producer serves delivery callbacks, which run each record's ``on_done``.
 """
@@ -21,10 +25,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from controlplane.clusters.credentials import ClientSettings, servers
+from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
     INVALID_PAYLOAD,
+    KAFKA_AUTHENTICATION,
+    KAFKA_AUTHORIZATION,
     KAFKA_ERROR,
     KAFKA_RETRIABLE,
     PARTITION_NOT_FOUND,
@@ -36,6 +42,9 @@ from controlplane.kafkarest.errors import (
 METADATA_SECONDS = 10.0  # how long a topic's partition count is trusted before it is read again
 DELIVERY_TIMEOUT_MS = 30_000
 IDLE_SECONDS = 600.0
+# A producer that failed for good is replaced on the first request this long after: a principal with no WRITE
+# anywhere hammering the proxy gets its 40301s from the failed one instead of a new producer per request.
+FATAL_RETRY_SECONDS = 5.0
 librdkafka_log = logging.getLogger("controlplane.kafkarest.librdkafka")
 
 
@@ -49,9 +58,22 @@ class Delivered:
 Outcome = Delivered | RestError
 
 
-def rest_error_for(error: KafkaError) -> RestError:
+def topic_denied(topic: str) -> RestError:
+    """The broker refused the caller's principal on ``topic`` (Confluent REST Proxy's body)."""
+    return RestError(KAFKA_AUTHORIZATION, f"Not authorized to access topics: [{topic}]")
+
+
+def rest_error_for(error: KafkaError, topic: str = "") -> RestError:
     """A librdkafka delivery or produce error as the REST Proxy reports it."""
     code = error.code()
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return topic_denied(topic)
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        return RestError(KAFKA_AUTHORIZATION, f"Not authorized to access the consumer group: {error.str()}")
+    if code in (KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        return RestError(KAFKA_AUTHORIZATION, f"Not authorized: {error.str()}")
+    if code == KafkaError.SASL_AUTHENTICATION_FAILED or code == KafkaError._AUTHENTICATION:
+        return RestError(KAFKA_AUTHENTICATION, f"The cluster refused the proxy's credentials: {error.str()}")
     if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
         return RestError(TOPIC_NOT_FOUND, "Topic not found.")
     if code == KafkaError._UNKNOWN_PARTITION:
@@ -68,14 +90,16 @@ def rest_error_for(error: KafkaError) -> RestError:
 class ClusterProducer:
     """A producer for one cluster; see the module docstring for who owns it and its threads."""
 
-    def __init__(self, client: ClientSettings) -> None:
-        self.client = client
-        bootstrap = servers(client)
+    def __init__(self, access: ClusterAccess, *, idempotent: bool = True) -> None:
+        self.key: tuple[Any, ...] = (*access.client_key, idempotent)
+        self.bootstrap = access.bootstrap
         self._producer = Producer({
-            **dict(client),
+            **access.client_config(),
             "partitioner": "murmur2_random",
             "acks": "all",
-            "enable.idempotence": True,
+            # Idempotence needs a producer id, which needs WRITE on some topic (KIP-679): a metadata-only
+            # client (the tail's topic check, for principals that may only read) goes without.
+            "enable.idempotence": idempotent,
             "linger.ms": 2,
             "message.timeout.ms": DELIVERY_TIMEOUT_MS,
             "message.max.bytes": 8 * 1024 * 1024,
@@ -85,17 +109,39 @@ class ClusterProducer:
             # failures reach clients in their delivery reports, and the log goes through Python's logging.
             "logger": librdkafka_log,
             "log_level": 4,
+            "error_cb": self._on_error,
         })
         self.last_used = time.monotonic()
+        # A fatal error (e.g. the principal may not get an idempotent producer id: no WRITE on any topic) ends
+        # this producer: its records fail with it, and the pool makes a new one for the next request.
+        self.fatal: KafkaError | None = None
+        self.fatal_at = 0.0
         self._partitions: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=f"rest-producer {bootstrap}", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"rest-producer {access.kafka_cluster_id}",
+                                        daemon=True)
         self._thread.start()
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal() and self.fatal is None:
+            self.fatal, self.fatal_at = error, time.monotonic()
+            librdkafka_log.info("REST producer for %s failed for good: %s", self.key[0], error.str())
 
     def _serve(self) -> None:
         while not self._closed.is_set():
-            self._producer.poll(0.05)
+            try:
+                self._producer.poll(0.05)
+            except KafkaException as exc:  # a fatal error surfaces here too once; deliveries still need polls
+                self._on_error(exc.args[0])
+
+    def _failure(self, error: KafkaError, topic: str) -> RestError:
+        fatal = self.fatal
+        if error.code() == KafkaError._FATAL and fatal is not None:
+            if fatal.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:  # KIP-679: no WRITE on any topic
+                return topic_denied(topic)
+            return rest_error_for(fatal, topic)
+        return rest_error_for(error, topic)
 
     def knows(self, topic: str) -> bool:
         """Whether the topic's partition count is cached (so :meth:`send` will not block to read it)."""
@@ -113,6 +159,9 @@ class ClusterProducer:
         except KafkaException as exc:
             raise RestError(BROKER_NOT_AVAILABLE, f"The cluster did not answer: {exc}") from exc
         described = metadata.topics.get(topic)
+        if described is not None and described.error is not None \
+                and described.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise topic_denied(topic)
         missing = described is None or not described.partitions or (
             described.error is not None and described.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
         if missing:
@@ -135,7 +184,7 @@ class ClusterProducer:
 
         def delivered(error: KafkaError | None, message: Any) -> None:
             if error is not None:
-                on_done(rest_error_for(error))
+                on_done(self._failure(error, topic))
             else:
                 on_done(Delivered(message.partition(), message.offset(), message.timestamp()[1]))
 
@@ -164,7 +213,7 @@ class ClusterProducer:
             except BufferError:
                 self._producer.poll(0.01)  # the local queue is full: let deliveries drain it
             except KafkaException as exc:
-                raise rest_error_for(exc.args[0]) from exc
+                raise self._failure(exc.args[0], topic) from exc
 
     def _check_partition(self, topic: str, partition: int) -> None:
         if 0 <= partition < self.partition_count(topic):
@@ -190,30 +239,36 @@ def _close_all(producers: list[ClusterProducer]) -> None:
 
 
 class ProducerPool:
-    """Producers by client settings (``client_config``: address and credentials), created on first use; one
-    unused for ``IDLE_SECONDS`` is closed (its cluster may be gone), by whichever ``get`` notices, on a thread
-    of its own."""
+    """Producers by (cluster, bootstrap, principal), created on first use; one unused for ``IDLE_SECONDS`` is
+    closed (its cluster may be gone, its principal idle), by whichever ``get`` notices, on a thread of its own."""
 
     def __init__(self) -> None:
-        self._producers: dict[ClientSettings, ClusterProducer] = {}
+        self._producers: dict[tuple[Any, ...], ClusterProducer] = {}
         self._lock = threading.Lock()
         self._swept = time.monotonic()
 
-    def get(self, client: ClientSettings) -> ClusterProducer:
-        if not servers(client):
+    def get(self, access: ClusterAccess, *, for_metadata: bool = False) -> ClusterProducer:
+        """The producer that writes to ``access``'s cluster as its caller's principal (``for_metadata``: one
+        that is only asked about topics, so it needs no producer id and works for read-only principals)."""
+        if not access.bootstrap:
             raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
         now = time.monotonic()
         idle: list[ClusterProducer] = []
+        key = (*access.client_key, not for_metadata)
         with self._lock:
-            producer = self._producers.get(client)
+            producer = self._producers.get(key)
+            if producer is not None and producer.fatal is not None and now - producer.fatal_at > FATAL_RETRY_SECONDS:
+                idle.append(producer)  # failed for good (e.g. the principal has been granted WRITE since): anew
+                producer = None
             if producer is None:
-                producer = self._producers[client] = ClusterProducer(client)
+                producer = self._producers[key] = ClusterProducer(access, idempotent=not for_metadata)
             producer.last_used = now
             if now - self._swept > IDLE_SECONDS / 10:
                 self._swept = now
-                idle = [p for p in self._producers.values() if now - p.last_used > IDLE_SECONDS]
-                for stale in idle:
-                    del self._producers[stale.client]
+                unused = [p for p in self._producers.values() if now - p.last_used > IDLE_SECONDS]
+                for stale in unused:
+                    del self._producers[stale.key]
+                idle += unused
         if idle:
             threading.Thread(target=_close_all, args=(idle,), name="rest-producer-close", daemon=True).start()
         return producer

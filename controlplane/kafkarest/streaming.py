@@ -26,7 +26,7 @@ from urllib.parse import unquote
 from django.db import close_old_connections
 
 from controlplane.kafkarest import errors, fastjson
-from controlplane.kafkarest.access import caller_for_authorization, cluster_access
+from controlplane.kafkarest.access import audit_refusal, caller_for_authorization, cluster_access
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
 from controlplane.kafkarest.producer import ClusterProducer, pool
@@ -96,8 +96,12 @@ def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterPr
     close_old_connections()
     try:
         access = cluster_access(caller_for_authorization(authorization), cluster_id, role=Role.MEMBER)
-        producer = pool.get(access.client)
-        producer.partition_count(topic)
+        producer = pool.get(access)
+        try:
+            producer.partition_count(topic)
+        except RestError as exc:
+            audit_refusal(access, exc, surface="rest", topic=topic)
+            raise
         return producer, access.kafka_cluster_id
     finally:
         close_old_connections()
@@ -175,8 +179,13 @@ def _resolve_v2(authorization: str, cluster_id: str | None, topic: str) -> tuple
             cluster_id = caller.cluster_scope
             if cluster_id is None:
                 raise RestError(errors.BAD_REQUEST, v2_produce.ROOT_REFUSAL)
-        producer = pool.get(cluster_access(caller, cluster_id, role=Role.MEMBER).client)
-        return producer, producer.partition_count(topic)
+        access = cluster_access(caller, cluster_id, role=Role.MEMBER)
+        producer = pool.get(access)
+        try:
+            return producer, producer.partition_count(topic)
+        except RestError as exc:
+            audit_refusal(access, exc, surface="rest", topic=topic)
+            raise
     finally:
         close_old_connections()
 

@@ -29,7 +29,8 @@ class KafkaRestView(APIView):
         return caller_for_request(self.request)
 
     def cluster(self, cluster_id: str, role: str = Role.VIEWER) -> ClusterAccess:
-        return cluster_access(self.caller, cluster_id, role=role)
+        self.access = cluster_access(self.caller, cluster_id, role=role)  # for auditing a broker's refusal
+        return self.access
 
 
 def base_url(request: Request) -> str:

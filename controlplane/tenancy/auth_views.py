@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.contrib.auth import authenticate, login, logout
@@ -12,10 +13,23 @@ from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
 from controlplane.core.errors import ApplicationError
+
+
+class LoginUsernameThrottle(SimpleRateThrottle):
+    """Login attempts per username, whatever address they come from (a guessing flood spread over many)."""
+
+    scope = "login_user"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        username = request.data.get("username") if hasattr(request.data, "get") else None
+        if not isinstance(username, str) or not username:
+            return None
+        digest = hashlib.sha256(username.strip().lower().encode()).hexdigest()
+        return self.cache_format % {"scope": self.scope, "ident": digest}
 
 
 class LoginSerializer(serializers.Serializer[Any]):
@@ -27,7 +41,7 @@ class LoginSerializer(serializers.Serializer[Any]):
 class LoginView(APIView):
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [ScopedRateThrottle, LoginUsernameThrottle]
     throttle_scope = "login"
 
     @extend_schema(request=LoginSerializer, responses={200: inline_serializer(

@@ -19,6 +19,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
+from controlplane.audit.security import API_KEY_AUTH_FAILED, UNKNOWN_SUBJECT, security_event_record
 from controlplane.tenancy import keys
 from controlplane.tenancy.models import ApiKey, Membership, ServiceAccount
 
@@ -53,27 +54,41 @@ def authenticate_key(key_id: str, secret: str) -> ApiKey:
     """The live key for the pair, or AuthenticationFailed with a clear reason.
 
     Unknown key ids and wrong secrets get the same answer (and the same work),
-    so the response does not reveal which key ids exist.
+    so the response does not reveal which key ids exist. Every refusal is audited
+    (rate-limited): to the key's tenant when the key exists, else with no tenant.
     """
     if not keys.KEY_ID_RE.match(key_id) or not keys.SECRET_RE.match(secret):
-        raise exceptions.AuthenticationFailed("Malformed API key: expected '<16-character key id>:<secret>'.")
+        raise _refused(None, "malformed", "Malformed API key: expected '<16-character key id>:<secret>'.")
     api_key = (ApiKey.objects.select_related("tenant", "owner_user", "owner_service_account", "cluster")
                .filter(key_id=key_id).first())
     if api_key is None:
         keys.secret_matches(secret, _DUMMY_HASH)
-        raise exceptions.AuthenticationFailed("Invalid API key or secret.")
+        raise _refused(None, "unknown_key", "Invalid API key or secret.")
     if not keys.secret_matches(secret, api_key.secret_hash):
         log.info("api key %s: wrong secret", key_id)
-        raise exceptions.AuthenticationFailed("Invalid API key or secret.")
+        raise _refused(api_key, "wrong_secret", "Invalid API key or secret.")
     if api_key.revoked_at is not None:
-        raise exceptions.AuthenticationFailed("This API key has been revoked.")
+        raise _refused(api_key, "revoked", "This API key has been revoked.")
     if api_key.owner_user is not None:
         if not api_key.owner_user.is_active:
-            raise exceptions.AuthenticationFailed("The owner of this API key is deactivated.")
+            raise _refused(api_key, "owner_deactivated", "The owner of this API key is deactivated.")
         if not Membership.objects.filter(tenant=api_key.tenant_id, user=api_key.owner_user_id).exists():
-            raise exceptions.AuthenticationFailed("The owner of this API key is no longer a member of its tenant.")
+            raise _refused(api_key, "owner_not_member",
+                           "The owner of this API key is no longer a member of its tenant.")
     _touch_last_used(api_key)
     return api_key
+
+
+def _refused(api_key: ApiKey | None, reason: str, message: str) -> exceptions.AuthenticationFailed:
+    """Audit a refused key (never its secret) and make the exception to raise."""
+    if api_key is None:
+        security_event_record(tenant_id=None, action=API_KEY_AUTH_FAILED, subject=UNKNOWN_SUBJECT,
+                              subject_type="api_key", data={"reason": reason})
+    else:
+        security_event_record(tenant_id=api_key.tenant_id, action=API_KEY_AUTH_FAILED, subject=api_key.key_id,
+                              subject_type="api_key", target_type="api_key", target_id=api_key.key_id,
+                              data={"reason": reason, "principal": api_key.principal})
+    return exceptions.AuthenticationFailed(message)
 
 
 def _touch_last_used(api_key: ApiKey) -> None:

@@ -75,6 +75,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
+from dataplane.client.tokens import with_static_token
 from dataplane.protocol.client import ClientCodec
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.framing import RemoteProtocolError
@@ -486,7 +487,7 @@ class ClusterAdmin:
             "topic.metadata.refresh.interval.ms": _METADATA_REFRESH_MS,
         }
         try:
-            self._admin: AdminClient | None = AdminClient({**defaults, **self._config})
+            self._admin: AdminClient | None = AdminClient(with_static_token({**defaults, **self._config}))
         except KafkaException as exc:
             raise _from_exception(exc) from exc
 

@@ -27,6 +27,7 @@ import psycopg
 from dataplane.cluster.store import MetadataStore
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 from dataplane.security.authorizer import AclBinding
+from dataplane.security.events import SecurityEvent
 from dataplane.security.filters import AclFilter
 from dataplane.security.sasl import PLAIN, Credentials
 from dataplane.security.scram import ScramCredential
@@ -197,3 +198,27 @@ class SecurityStore:
         for user, mechanism, iterations in rows:
             found.setdefault(str(user), []).append((str(mechanism), int(str(iterations))))
         return found
+
+    # ------------------------------------------------------------------ security events (for the audit trail)
+
+    def add_security_events(self, broker_id: int, events: Sequence[SecurityEvent]) -> None:
+        """A broker's counted events of one interval (bounded by ``SecurityEventCounter``)."""
+        if not events:
+            return
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO security_events (cluster_id, broker_id, kind, principal, detail, host, count,"
+                " first_at, last_at) VALUES (%s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), to_timestamp(%s))",
+                [(self.store.cluster_id, broker_id, e.kind, e.principal, e.detail, e.host, e.count, e.first_at,
+                  e.last_at) for e in events])
+
+    def take_security_events(self, limit: int = 5000) -> list[SecurityEvent]:
+        """Remove and return up to ``limit`` of the oldest reported events (the control plane's ingest)."""
+        with self._conn.transaction():
+            rows = self._conn.execute(
+                "DELETE FROM security_events WHERE id IN (SELECT id FROM security_events WHERE cluster_id = %s"
+                " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)"
+                " RETURNING kind, principal, detail, host, count, extract(epoch FROM first_at),"
+                " extract(epoch FROM last_at)", (self.store.cluster_id, limit)).fetchall()
+        return [SecurityEvent(str(k), str(p), str(d), str(h), int(str(c)), float(str(f)), float(str(la)))
+                for k, p, d, h, c, f, la in rows]

@@ -105,7 +105,7 @@ class PlainServer:
         return b""
 
 
-class _Scram:
+class ScramMechanism:
     def __init__(self, mechanism: str, credentials: Credentials) -> None:
         self._server = ScramServer(mechanism, lambda user: credentials.scram.get((user, mechanism)))
 
@@ -116,6 +116,10 @@ class _Scram:
     @property
     def complete(self) -> bool:
         return self._server.complete
+
+    @property
+    def attempted_user(self) -> str | None:
+        return self._server.attempted_user
 
     def step(self, token: bytes) -> bytes:
         try:
@@ -132,7 +136,7 @@ def server_for(mechanism: str, credentials: Credentials) -> Mechanism:
     if mechanism == PLAIN:
         return PlainServer(credentials)
     if mechanism in SCRAM_MECHANISMS:
-        return _Scram(mechanism, credentials)
+        return ScramMechanism(mechanism, credentials)
     raise ValueError(f"unknown SASL mechanism {mechanism}")
 
 

@@ -136,6 +136,11 @@ class ScramServer:
     def complete(self) -> bool:
         return self._state == "done"
 
+    @property
+    def attempted_user(self) -> str | None:
+        """The user name the client sent (known after its first message), for auditing a failure."""
+        return self._user or None
+
     def step(self, token: bytes) -> bytes:
         if self._state == "first":
             return self._first(_text(token))

@@ -4,6 +4,9 @@ Handlers ask ``allows`` / ``operations`` with the request's context; with
 ``authorizer.enabled`` off every request is allowed and KIP-430 bit fields list
 every operation, which is what a Kafka broker without an authorizer does.
 
+Every denial a client is told about is counted in ``events`` (for the audit trail); lists filtered by
+what the caller may see (Metadata of all topics, ListGroups) pass ``audit=False``, as Kafka logs them.
+
 Owned by the ``Broker`` and read and replaced on its event loop: a refresh
 builds a new ``Authorizer`` and ``Credentials`` and swaps them in whole, so a
 request never sees half an update. Decisions are cached per snapshot (the
@@ -16,6 +19,7 @@ from collections.abc import Iterable
 
 from dataplane.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from dataplane.security.authorizer import AclBinding, Authorizer
+from dataplane.security.events import SecurityEventCounter
 from dataplane.security.sasl import Credentials
 from dataplane.server.apis import RequestContext
 from dataplane.server.authorized import NOT_REQUESTED, all_operations
@@ -32,6 +36,7 @@ class Access:
         self.credentials = Credentials()
         self.version = -1  # the store's security version these were read at
         self._decisions: dict[_Key, bool] = {}
+        self.events = SecurityEventCounter()
 
     def update(self, version: int, bindings: Iterable[AclBinding], credentials: Credentials) -> None:
         self.authorizer = Authorizer(bindings, self.super_users)
@@ -40,7 +45,7 @@ class Access:
         self._decisions = {}
 
     def allows(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
-               name: str) -> bool:
+               name: str, *, audit: bool = True) -> bool:
         if not self.enabled:
             return True
         key = (context.principal, context.client_host, operation, resource_type, name)
@@ -50,10 +55,12 @@ class Access:
             if len(self._decisions) >= MAX_CACHED_DECISIONS:
                 self._decisions.clear()
             self._decisions[key] = decided
+        if not decided and audit:
+            self.events.denied(context.principal, operation.name, resource_type.name, name, context.client_host)
         return decided
 
-    def allows_cluster(self, context: RequestContext, operation: AclOperation) -> bool:
-        return self.allows(context, operation, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+    def allows_cluster(self, context: RequestContext, operation: AclOperation, *, audit: bool = True) -> bool:
+        return self.allows(context, operation, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, audit=audit)
 
     def allows_any(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Some resource of the type (KIP-679: an idempotent producer may WRITE some topic)."""

@@ -27,9 +27,13 @@ class SaslSession:
     connection to close once the failure's response is sent, as Kafka does.
     ``stored`` is what the login was checked against (``Credentials.stored``):
     when a security refresh no longer has it, the connection is closed.
+    ``expires_at`` is set when the mechanism gave the session a lifetime
+    (OAUTHBEARER: the token's expiry); the client must re-authenticate
+    (a new SaslHandshake + SaslAuthenticate, same principal) before it.
     """
 
-    __slots__ = ("close", "failed", "mechanism", "principal", "required", "server", "stored", "username")
+    __slots__ = ("close", "expires_at", "failed", "mechanism", "principal", "required", "server", "stored",
+                 "username")
 
     def __init__(self, required: bool) -> None:
         self.required = required
@@ -40,6 +44,8 @@ class SaslSession:
         self.stored: tuple[object, str] | None = None
         self.failed = False
         self.close: Callable[[], None] | None = None  # set by the connection: ends it (its credential went)
+        # KIP-368: when the session ends (time.monotonic()); past it only a re-authentication is served.
+        self.expires_at: float | None = None
 
 
 

@@ -49,6 +49,7 @@ from dataplane.replication.manager import ReplicaManager, ReplicaSettings
 from dataplane.replication.partition import Role
 from dataplane.security import scram
 from dataplane.security.acl import AclOperation, ResourceType
+from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.server.access import Access
 from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
@@ -62,6 +63,7 @@ from dataplane.storage import Log, LogManager
 log = logging.getLogger(__name__)
 
 ZERO = datetime.timedelta(0)
+SECURITY_EVENTS_SECONDS = 5.0  # how often counted SASL failures and ACL denials are written for the audit trail
 
 
 def wire(code: ErrorCode | int) -> WireError:
@@ -88,6 +90,8 @@ class Broker:
         self.metadata = MetadataCache(BrokerRegistration(config.node_id, host, port, config.rack, self.incarnation))
         supers = (*config.super_users, *filter(None, [config.inter_broker_principal]))
         self.access = Access(config.authorizer_enabled, supers)
+        self.token_validator = (TokenValidator(config.oauthbearer_token_key, config.cluster_id)
+                                if config.oauthbearer_token_key is not None else None)
         self._security_lock = asyncio.Lock()
         # Connections authenticated on this broker (their SASL sessions): closed when their credential goes.
         self.sessions: set[SaslSession] = set()
@@ -136,7 +140,8 @@ class Broker:
         self._listener.start()
         self._tasks = [loop.create_task(self.lease.run(), name="heartbeat"),
                        loop.create_task(self._metadata_loop(), name="metadata"),
-                       loop.create_task(self.controller.run(), name="controller")]
+                       loop.create_task(self.controller.run(), name="controller"),
+                       loop.create_task(self._report_security_events(), name="security-events")]
 
     @property
     def store(self) -> MetadataStore:
@@ -158,6 +163,20 @@ class Broker:
                     await self.refresh_topics()
             except (psycopg.Error, KafkaError) as exc:
                 log.warning("metadata refresh failed (will retry): %s", exc)
+
+    async def _report_security_events(self) -> None:
+        """Every few seconds, write the counted SASL failures and ACL denials to the metadata store, where the
+        control plane ingests them into its audit trail. A failed write drops that interval's counts (bounded
+        memory matters more than a complete count under a database outage)."""
+        while True:
+            await asyncio.sleep(SECURITY_EVENTS_SECONDS)  # a reporting period, not synchronisation
+            events = self.access.events.drain()
+            if not events:
+                continue
+            try:
+                await self.db.call(SecurityStore(self.store).add_security_events, self.config.node_id, events)
+            except psycopg.Error as exc:
+                log.warning("could not report %d security events: %s", len(events), exc)
 
     def request_metadata_refresh(self) -> None:
         if self._metadata_changed is not None:
@@ -342,7 +361,7 @@ class Broker:
 
     def may_create_topic(self, context: RequestContext, name: str) -> bool:
         """Kafka's rule for creating a topic: CREATE on the cluster or on the topic."""
-        return self.access.allows_cluster(context, AclOperation.CREATE) or \
+        return self.access.allows_cluster(context, AclOperation.CREATE, audit=False) or \
             self.access.allows(context, AclOperation.CREATE, ResourceType.TOPIC, name)
 
     # ------------------------------------------------------------------ the replica manager's listener and ISR writer

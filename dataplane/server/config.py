@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 FETCH_TRANSFERS = ("sendfile", "copy")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+OAUTHBEARER = "OAUTHBEARER"  # offered only when a token key is configured (the control plane's tokens)
 
 
 class ConfigError(ValueError):
@@ -70,6 +71,9 @@ class BrokerConfig:
     inter_broker_username: str | None = None  # this cluster's broker principal on a SASL listener (a super user)
     inter_broker_password: str | None = None
     inter_broker_mechanism: str = "SCRAM-SHA-512"
+    # OAUTHBEARER tokens the control plane mints per principal (HS256 with this key; audience = cluster.id).
+    oauthbearer_token_key: bytes | None = field(default=None, repr=False)
+    connections_max_reauth_ms: int = 0  # KIP-368: a session's longest life (0 = only a token's expiry bounds it)
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -123,12 +127,22 @@ class BrokerConfig:
             if self.inter_broker_mechanism not in self.sasl_mechanisms:
                 raise ConfigError(f"sasl.mechanism.inter.broker.protocol {self.inter_broker_mechanism!r} is not in "
                                   f"sasl.enabled.mechanisms")
+        if self.oauthbearer_token_key is not None and len(self.oauthbearer_token_key) < 32:
+            raise ConfigError("sasl.oauthbearer.token.key must be at least 32 bytes (64 hex digits)")
+        _at_least("connections.max.reauth.ms", self.connections_max_reauth_ms, 0)
         if not self.metadata_refresh_seconds > 0:
             raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
 
     @property
     def sasl(self) -> bool:
         return self.security_protocol.startswith("SASL_")
+
+    @property
+    def offered_mechanisms(self) -> tuple[str, ...]:
+        """The SaslHandshake's list: the enabled mechanisms, and OAUTHBEARER when a token key is configured."""
+        if self.oauthbearer_token_key is None:
+            return self.sasl_mechanisms
+        return (*self.sasl_mechanisms, OAUTHBEARER)
 
     @property
     def inter_broker_principal(self) -> str | None:
@@ -222,6 +236,13 @@ def _str(value: object) -> str:
     return value
 
 
+def _hex_key(value: object) -> bytes:
+    try:
+        return bytes.fromhex(_str(value))
+    except ValueError:
+        raise ValueError("expected hex digits") from None
+
+
 def _listen(value: object) -> dict[str, Any]:
     text = _str(value)
     protocol, host, port = parse_listener(text)
@@ -299,6 +320,8 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "inter.broker.sasl.username": _field("inter_broker_username", _str),
     "inter.broker.sasl.password": _field("inter_broker_password", _str),
     "sasl.mechanism.inter.broker.protocol": _field("inter_broker_mechanism", _str),
+    "sasl.oauthbearer.token.key": lambda value: {"oauthbearer_token_key": _hex_key(value)},
+    "connections.max.reauth.ms": _field("connections_max_reauth_ms", _int),
 }
 
 
@@ -324,10 +347,10 @@ def settings_from_table(table: Mapping[str, Any]) -> dict[str, tuple[str, object
             parsed = parse(raw)
         except ValueError as exc:
             raise ConfigError(f"{name}: {exc}") from None
-        for field, value in parsed.items():
-            if field in fields and fields[field][0] != name:
-                raise ConfigError(f"{name} and {fields[field][0]} both set the same thing; keep one")
-            fields[field] = (name, value)
+        for target, value in parsed.items():
+            if target in fields and fields[target][0] != name:
+                raise ConfigError(f"{name} and {fields[target][0]} both set the same thing; keep one")
+            fields[target] = (name, value)
     return fields
 
 

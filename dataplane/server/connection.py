@@ -213,6 +213,11 @@ class Connection:
                 # Kafka's SaslServerAuthenticator closes such a connection too.
                 raise RemoteProtocolError(f"unexpected {api_name(parsed.api_key)} request from an "
                                           f"unauthenticated client on a SASL listener")
+            if session.expires_at is not None and parsed.api_key not in BEFORE_AUTHENTICATION \
+                    and time.monotonic() >= session.expires_at:
+                # KIP-368: a session past its lifetime that did not re-authenticate is closed, as Kafka does.
+                raise RemoteProtocolError(f"{api_name(parsed.api_key)} after the SASL session of "
+                                          f"{session.principal} expired; re-authentication was required")
             if (parsed.client_id or "") != self.context.client_id:
                 self.context = dataclasses.replace(self.context, client_id=parsed.client_id or "")
             response = await self.broker.handle(parsed, self.context)

@@ -113,6 +113,21 @@ class RestStack:
         made = self.api("POST", "/api-keys", {"service_account": account["id"]})
         return f"{made['key_id']}:{made['secret']}"
 
+    def principal_of(self, key: str) -> str:
+        """The Kafka principal an API key acts as (REST and WebSocket reach the cluster as it)."""
+        key_id = key.split(":", 1)[0]
+        return str(self.api("GET", f"/api-keys/{key_id}")["principal"])
+
+    def grant(self, key: str, resource_type: str, name: str, *operations: str, pattern: str = "LITERAL") -> None:
+        """ACLs for ``key``'s principal through the v3 API (the control plane's bindings; the cluster gets them
+        from reconcile, so callers poll for the effect)."""
+        principal = self.principal_of(key)
+        for operation in operations:
+            answer = self.request("POST", f"/kafka/v3/clusters/{self.cluster_id}/acls", {
+                "resource_type": resource_type, "resource_name": name, "pattern_type": pattern,
+                "principal": principal, "host": "*", "operation": operation, "permission": "ALLOW"})
+            assert answer.status == 201, (answer.status, answer.body[:300])
+
     def create_topic(self, name: str, partitions: int = 3, configs: dict[str, str] | None = None) -> None:
         """A topic made through the v3 API, ready for clients when this returns."""
         answer = self.request("POST", f"/kafka/v3/clusters/{self.cluster_id}/topics",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.cookiejar
 import json
+import time
 import urllib.request
 import uuid
 from typing import Any
@@ -85,13 +86,25 @@ def test_unknown_topic_is_404(rest_stack: RestStack) -> None:
 
 
 def test_viewer_role_suffices(rest_stack: RestStack, topic: str) -> None:
+    """The viewer role lets a key open tails; the cluster's ACLs (READ on the topic) let its principal read."""
     viewer = rest_stack.new_key("viewer")
+    rest_stack.grant(viewer, "TOPIC", topic, "READ")
 
-    async def scenario() -> None:
+    async def scenario() -> dict[str, Any] | None:
         async with await open_tail(rest_stack, topic, key=viewer) as ws:
-            assert (await subscribe(ws))["partitions"] == [0, 1]
+            try:  # refused (not_authorized, then closed) until reconcile has put the ACL on the cluster
+                await ws.send(json.dumps({"type": "subscribe"}))
+                answer = await next_frame(ws)
+            except ConnectionClosed:
+                return None
+            return answer if answer.get("type") == "subscribed" else None
 
-    asyncio.run(scenario())
+    deadline = time.monotonic() + 60
+    subscribed = asyncio.run(scenario())
+    while subscribed is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling for the ACL to reach the cluster, within the deadline
+        subscribed = asyncio.run(scenario())
+    assert subscribed is not None and subscribed["partitions"] == [0, 1]
 
 
 def test_origin(rest_stack: RestStack, topic: str) -> None:

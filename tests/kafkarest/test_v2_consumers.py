@@ -22,9 +22,9 @@ def _produce(stack: RestStack, topic: str, values: list[bytes], partition: int |
     return [o["offset"] for o in answer.json()["offsets"]]
 
 
-def _create(stack: RestStack, group: str, **config: Any) -> str:
+def _create(stack: RestStack, group: str, key: str = "owner", **config: Any) -> str:
     answer = v2(stack, "POST", f"/consumers/{group}", {"format": "binary", "auto.offset.reset": "earliest",
-                                                        "auto.commit.enable": "false", **config})
+                                                        "auto.commit.enable": "false", **config}, key=key)
     assert answer.status == 200, answer.body
     body = answer.json()
     assert body["base_uri"].endswith(f"/kafka/v2/clusters/{stack.cluster_id}/consumers/{group}/instances/"
@@ -224,5 +224,9 @@ def test_consumer_errors(rest_stack: RestStack) -> None:
     assert answer.status == 415 and _error(answer) == 415
     assert v2(rest_stack, "GET", f"{instance}/records?timeout=soon").status == 400
     viewer = rest_stack.new_key("viewer")
-    assert v2(rest_stack, "GET", f"{instance}/subscription", key=viewer).status == 200  # consuming needs viewer
+    # An instance reads as the principal that made it, so it serves only that principal (another one's is a 40403).
+    assert _error(v2(rest_stack, "GET", f"{instance}/subscription", key=viewer)) == 40403
+    own = _create(rest_stack, group, name="viewers", key=viewer)  # consuming needs only the viewer role
+    assert v2(rest_stack, "GET", f"{own}/subscription", key=viewer).status == 200
+    assert v2(rest_stack, "DELETE", own, key=viewer).status == 204
     assert v2(rest_stack, "DELETE", instance).status == 204

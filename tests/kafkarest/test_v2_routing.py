@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psutil
 import pytest
@@ -110,14 +111,21 @@ def read_via(stack: RestStack, instance: str, base: str, got: list[str]) -> bool
 def test_root_paths_with_a_scoped_key(rest_stack: RestStack) -> None:
     topic = new_topic(rest_stack, partitions=1)
     key = scoped_key(rest_stack)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    # The key's service account acts on the cluster as itself: the cluster's ACLs must let it.
+    rest_stack.grant(key, "TOPIC", topic, "WRITE", "READ")
+    rest_stack.grant(key, "GROUP", group, "READ")
     assert topic in v2(rest_stack, "GET", "/topics", prefix="", key=key).json()
     assert v2(rest_stack, "GET", "/brokers", prefix="", key=key).json()["brokers"]
     assert v2(rest_stack, "GET", f"/topics/{topic}/partitions/0", prefix="", key=key).json()["partition"] == 0
-    produced = v2(rest_stack, "POST", f"/topics/{topic}", {"records": [{"value": b64(b"root")}]},
-                  content_type=BINARY, prefix="", key=key)
-    assert produced.status == 200 and produced.json()["offsets"][0]["offset"] == 0
 
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    def produce() -> Any:
+        answer = v2(rest_stack, "POST", f"/topics/{topic}", {"records": [{"value": b64(b"root")}]},
+                    content_type=BINARY, prefix="", key=key)
+        ok = answer.status == 200 and answer.json()["offsets"][0].get("error_code") is None
+        return answer if ok else None  # denied until reconcile has put the ACLs on the cluster
+    assert until(produce, "the ACLs to let the key produce").json()["offsets"][0]["offset"] == 0
+
     created = v2(rest_stack, "POST", f"/consumers/{group}", {"auto.offset.reset": "earliest", "fetch.min.bytes": 1},
                  prefix="", key=key)
     assert created.status == 200

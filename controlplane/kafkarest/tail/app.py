@@ -19,9 +19,14 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from controlplane.clusters.credentials import ClientSettings
-from controlplane.kafkarest.access import caller_for_authorization, caller_for_user, cluster_access
-from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, FORBIDDEN, RestError
+from controlplane.kafkarest.access import (
+    ClusterAccess,
+    audit_refusal,
+    caller_for_authorization,
+    caller_for_user,
+    cluster_access,
+)
+from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, FORBIDDEN, KAFKA_AUTHORIZATION, RestError
 from controlplane.kafkarest.producer import pool
 from controlplane.kafkarest.tail.fetcher import FetcherRegistry, registry
 from controlplane.kafkarest.tail.filters import compile_filter
@@ -55,21 +60,33 @@ async def tail_app(scope: Scope, receive: Receive, send: Send) -> None:
         return
     kwargs = scope["url_route"]["kwargs"]
     try:
-        client = await _admit(scope, kwargs["cluster_id"], kwargs["topic"])
+        access = await _admit(scope, kwargs["cluster_id"], kwargs["topic"])
     except RestError as refusal:
-        await _refuse(scope, send, refusal)
+        if refusal.error_code != KAFKA_AUTHORIZATION:
+            await _refuse(scope, send, refusal)
+            return
+        # The cluster's ACLs refused the caller's principal: said as the tail says every broker refusal,
+        # an error frame and a close, so clients handle it in one place.
+        await send({"type": "websocket.accept"})
+        await _denied(send, refusal)
         return
     await send({"type": "websocket.accept"})
-    connection = Connection(kwargs["cluster_id"], kwargs["topic"], client, receive, send, registry)
+    connection = Connection(access, kwargs["topic"], receive, send, registry)
     await connection.serve()
+
+
+async def _denied(send: Send, refusal: RestError) -> None:
+    with contextlib.suppress(OSError):
+        await send({"type": "websocket.send", "text": error_frame("not_authorized", refusal.message, None)})
+        await send({"type": "websocket.close", "code": int(Close.FORBIDDEN), "reason": "not_authorized"})
 
 
 def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
 
 
-async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClientSettings:
-    """The cluster's client settings if this upgrade may proceed, else the RestError to refuse it with."""
+async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClusterAccess:
+    """The caller's access to the cluster if this upgrade may proceed, else the RestError to refuse it with."""
     headers = _headers(scope)
     if not origin_allowed(headers.get("origin"), headers.get("host"), settings.SLUICE_WS_ALLOWED_ORIGINS):
         raise RestError(FORBIDDEN, f"Origin {headers.get('origin')} is not allowed to open a tail.")
@@ -78,13 +95,18 @@ async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClientSettings:
         caller = await database_sync_to_async(caller_for_authorization)(authorization)
     else:
         caller = await database_sync_to_async(caller_for_user)(scope.get("user"))
-    access = await database_sync_to_async(cluster_access)(caller, cluster_id, role=Role.VIEWER)
+    access: ClusterAccess = await database_sync_to_async(cluster_access)(caller, cluster_id, role=Role.VIEWER,
+                                                                         surface="ws")
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
-    producer = pool.get(access.client)  # its metadata cache answers "does the topic exist" cheaply
-    await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
-    client: ClientSettings = access.client
-    return client
+    # Its metadata cache answers "does the topic exist, for this principal" cheaply.
+    producer = pool.get(access, for_metadata=True)
+    try:
+        await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
+    except RestError as refusal:
+        await database_sync_to_async(audit_refusal)(access, refusal, surface="ws", topic=topic)
+        raise
+    return access
 
 
 async def _refuse(scope: Scope, send: Send, refusal: RestError) -> None:
@@ -101,9 +123,9 @@ async def _refuse(scope: Scope, send: Send, refusal: RestError) -> None:
 class Connection:
     """One accepted tail connection; owned by its ``tail_app`` call, on the event loop."""
 
-    def __init__(self, cluster_id: str, topic: str, client: ClientSettings, receive: Receive, send: Send,
+    def __init__(self, access: ClusterAccess, topic: str, receive: Receive, send: Send,
                  fetchers: FetcherRegistry) -> None:
-        self.cluster_id, self.topic, self.client = cluster_id, topic, client
+        self.access, self.cluster_id, self.topic = access, access.kafka_cluster_id, topic
         self._receive, self._asgi_send = receive, send
         self.fetchers = fetchers
         self.limits = Limits(settings.SLUICE_TAIL_BUFFER_BYTES, settings.SLUICE_TAIL_BYTES_PER_SECOND)
@@ -140,6 +162,9 @@ class Connection:
         except Disconnected:
             pass
         except ProtocolError as error:
+            if error.code == "not_authorized":  # the cluster's ACLs refused the read
+                await database_sync_to_async(audit_refusal)(
+                    self.access, RestError(KAFKA_AUTHORIZATION, error.message), surface="ws", topic=self.topic)
             await self._close_with(error)
         except Exception:
             await self._close_with(ProtocolError("internal_error", "The tail failed.", Close.INTERNAL))
@@ -153,7 +178,7 @@ class Connection:
         limits = self.limits
         if subscription.max_bytes_per_second is not None:
             limits = Limits(limits.buffer_bytes, min(limits.bytes_per_second, subscription.max_bytes_per_second))
-        self.session = TailSession(cluster_id=self.cluster_id, client=self.client, topic=self.topic,
+        self.session = TailSession(access=self.access, topic=self.topic,
                                    subscription=subscription, record_filter=compile_filter(subscription.filter),
                                    send=self.send, limits=limits, registry=self.fetchers)
         tailing = asyncio.create_task(self.session.run())

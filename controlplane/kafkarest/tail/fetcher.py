@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError
 
-from controlplane.clusters.credentials import ClientSettings
+from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.protocol import Close, ProtocolError
@@ -60,7 +60,7 @@ def fatal_error(error: KafkaError) -> ProtocolError | None:
     if error.code() not in FATAL:
         return None
     if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-        return ProtocolError("kafka_error", f"Kafka refused the read: {error.str()}", Close.KAFKA_UNAVAILABLE)
+        return ProtocolError("not_authorized", f"Not authorized to read the topic: {error.str()}", Close.FORBIDDEN)
     return ProtocolError("topic_not_found", "The topic or partition no longer exists.", Close.NOT_FOUND)
 
 
@@ -108,10 +108,10 @@ class TopicStats:
 class LiveFetcher:
     """The shared reader of one topic; see the module docstring for its thread and its owner."""
 
-    def __init__(self, key: tuple[str, str], client: ClientSettings, topic: str, stats: TopicStats,
+    def __init__(self, key: tuple[Any, ...], access: ClusterAccess, topic: str, stats: TopicStats,
                  on_stopped: Callable[[LiveFetcher], None]) -> None:
         self.key = key
-        self.client = client
+        self.access = access
         self.topic = topic
         self.stats = stats
         self.loop = asyncio.get_running_loop()
@@ -153,7 +153,8 @@ class LiveFetcher:
 
     def _run(self) -> None:
         consumer_id = id(self)
-        consumer = kafka.make_consumer(self.client, on_stats=self.stats.on_stats("live", consumer_id), live=True)
+        consumer = kafka.make_consumer(self.access.client_config(), on_stats=self.stats.on_stats("live", consumer_id),
+                                       live=True)
         try:
             partitions = kafka.partitions_of(consumer, self.topic)
             positions = {p: high for p, (_, high) in kafka.watermarks(consumer, self.topic, partitions).items()}
@@ -218,10 +219,12 @@ class LiveFetcher:
 
 
 class FetcherRegistry:
-    """Live fetchers and stats by (cluster id, topic) for this process; loop-only (see module docstring)."""
+    """Live fetchers by (cluster id, topic, principal) and stats by (cluster id, topic) for this process;
+    loop-only (see module docstring). A fetcher reads as its viewers' principal, so viewers with different
+    principals never share one: each sees only what the cluster's ACLs let it read."""
 
     def __init__(self) -> None:
-        self._fetchers: dict[tuple[str, str], LiveFetcher] = {}
+        self._fetchers: dict[tuple[Any, ...], LiveFetcher] = {}
         self._stats: dict[tuple[str, str], TopicStats] = {}
 
     def stats(self, cluster_id: str, topic: str, buffer_limit: int) -> TopicStats:
@@ -230,12 +233,11 @@ class FetcherRegistry:
             stats = self._stats[(cluster_id, topic)] = TopicStats(buffer_limit)
         return stats
 
-    def attach(self, cluster_id: str, client: ClientSettings, topic: str, viewer: Viewer,
-               stats: TopicStats) -> LiveFetcher:
-        key = (cluster_id, topic)
+    def attach(self, access: ClusterAccess, topic: str, viewer: Viewer, stats: TopicStats) -> LiveFetcher:
+        key = (access.kafka_cluster_id, topic, access.client_key)
         fetcher = self._fetchers.get(key)
         if fetcher is None:
-            fetcher = self._fetchers[key] = LiveFetcher(key, client, topic, stats, self._stopped)
+            fetcher = self._fetchers[key] = LiveFetcher(key, access, topic, stats, self._stopped)
             fetcher.start()
         fetcher.viewers.add(viewer)
         return fetcher

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError
 
-from controlplane.clusters.credentials import ClientSettings
+from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.fetcher import Batch, FetcherRegistry, LiveFetcher, fatal_error
@@ -92,16 +92,16 @@ def _digest(consumer: Consumer, count: int) -> tuple[list[Record], list[Read]]:
 class TailSession:
     """See the module docstring."""
 
-    def __init__(self, *, cluster_id: str, client: ClientSettings, topic: str, subscription: Subscription,
+    def __init__(self, *, access: ClusterAccess, topic: str, subscription: Subscription,
                  record_filter: RecordFilter | None, send: Callable[[str], Awaitable[None]], limits: Limits,
                  registry: FetcherRegistry) -> None:
-        self.cluster_id, self.client, self.topic = cluster_id, client, topic
+        self.access, self.cluster_id, self.topic = access, access.kafka_cluster_id, topic
         self.subscription = subscription
         self.filter = record_filter
         self._send = send
         self.limits = limits
         self.registry = registry
-        self.stats = registry.stats(cluster_id, topic, limits.buffer_bytes)
+        self.stats = registry.stats(self.cluster_id, topic, limits.buffer_bytes)
         self.cursor: dict[int, int] = {}  # next offset per subscribed partition, as sent to the client
         self._read: dict[int, int] = {}  # next offset per subscribed partition, as queued in the buffer
         self._end: dict[int, int] | None = None
@@ -170,7 +170,7 @@ class TailSession:
         sub = self.subscription
         fetcher: LiveFetcher | None = None
         if not sub.bounded:
-            fetcher = self._fetcher = self.registry.attach(self.cluster_id, self.client, self.topic, self,
+            fetcher = self._fetcher = self.registry.attach(self.access, self.topic, self,
                                                            self.stats)
             try:
                 await asyncio.wait_for(asyncio.shield(fetcher.ready), READY_SECONDS)
@@ -182,8 +182,8 @@ class TailSession:
         needs_consumer = sub.bounded or sub.start.mode != "latest"
         if needs_consumer:
             on_stats = self.stats.on_stats("backlog", id(self))
-            self._consumer = await self._call(lambda: kafka.make_consumer(self.client, on_stats=on_stats,
-                                                                          live=False))
+            config = self.access.client_config()
+            self._consumer = await self._call(lambda: kafka.make_consumer(config, on_stats=on_stats, live=False))
         all_partitions = fetcher.partitions if fetcher is not None else \
             tuple(await self._call(kafka.partitions_of, self._consumer, self.topic))
         partitions = sub.partitions or all_partitions

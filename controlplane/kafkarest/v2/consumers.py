@@ -29,7 +29,6 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
@@ -72,6 +71,9 @@ class InstanceConfig:
     instance_timeout_ms: int  # idle time after which the instance is closed
 
 
+DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)
+
+
 def _tp(entry: dict[str, Any]) -> tuple[str, int]:
     return str(entry["topic"]), int(entry["partition"])
 
@@ -88,11 +90,13 @@ def _kafka_error(exc: KafkaException) -> RestError:
 class ConsumerInstance:
     """A consumer instance; see the module docstring for its owner and its thread."""
 
-    def __init__(self, key: InstanceKey, client: ClientSettings, config: InstanceConfig) -> None:
+    def __init__(self, key: InstanceKey, client_config: dict[str, Any], config: InstanceConfig,
+                 principal: str) -> None:
         self.key = key
         self.config = config
+        self.principal = principal  # the caller that made it: it reads as this principal, and serves only it
         settings: dict[str, Any] = {
-            **dict(client),  # address and credentials (``client_config``)
+            **client_config,
             "group.id": key.group,
             "client.id": f"sluice-rest-{key.name}"[:200],
             "enable.auto.offset.store": False,  # stored when returned to the client, see _take
@@ -326,6 +330,9 @@ class ConsumerInstance:
                 error = message.error()
                 if error is None:
                     self._buffer.append(message)
+                elif error.code() in DENIED:
+                    # The cluster's ACLs refused this instance's principal: the client is told (403), not starved.
+                    raise rest_error_for(error, message.topic() or "")
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.info("consumer instance %s: %s", self.key, error.str())
 

@@ -41,7 +41,6 @@ import redis
 from confluent_kafka import KafkaException
 from django.conf import settings
 
-from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.errors import (
     CONSUMER_ALREADY_EXISTS,
     CONSUMER_INSTANCE_NOT_FOUND,
@@ -130,8 +129,10 @@ class InstanceRouter:
 
     # ------------------------------------------------------------------ request threads
 
-    def create(self, key: InstanceKey, client: ClientSettings, config: InstanceConfig) -> None:
-        """Make the instance here and register this process as its owner; 40902 if the name is taken."""
+    def create(self, key: InstanceKey, client_config: dict[str, Any], config: InstanceConfig, principal: str) -> None:
+        """Make the instance here and register this process as its owner; 40902 if the name is taken.
+
+        The instance reads as ``principal`` (``client_config`` authenticates as it) and answers only to it."""
         node, r, owner_key = self.node, self.redis, _owner_key(key)
         if not r.set(owner_key, node, nx=True, ex=OWNER_TTL_SECONDS):
             current = _text(r.get(owner_key))
@@ -140,7 +141,7 @@ class InstanceRouter:
                                                          "the specified consumer group.")
             r.set(owner_key, node, ex=OWNER_TTL_SECONDS)  # its owner is gone: the name is free again
         try:
-            instance = ConsumerInstance(key, client, config)
+            instance = ConsumerInstance(key, client_config, config, principal)
         except KafkaException as exc:
             r.delete(owner_key)
             raise RestError(INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {exc}") from exc
@@ -149,10 +150,12 @@ class InstanceRouter:
         self._start()
         self._heartbeat()
 
-    def call(self, key: InstanceKey, op: str, args: dict[str, Any]) -> Any:
-        """Run ``op`` on the instance, here or in the process that holds it; its result, or a RestError."""
+    def call(self, key: InstanceKey, op: str, args: dict[str, Any], principal: str) -> Any:
+        """Run ``op`` on the instance, here or in the process that holds it; its result, or a RestError.
+
+        Another principal's instance is a 40403, as if it did not exist: it reads with its creator's rights."""
         if self.node and key in self._instances:
-            return _raise_or_return(self._run_here(key, op, args, wait=True))
+            return _raise_or_return(self._run_here(key, op, args, principal, wait=True))
         r = self.redis
         owner = _text(r.get(_owner_key(key)))
         if owner is None or owner == self.node:
@@ -162,7 +165,7 @@ class InstanceRouter:
             raise _not_found()
         reply_key = f"{PREFIX}reply:{uuid.uuid4().hex}"
         message = json.dumps({"cluster_id": key.cluster_id, "group": key.group, "name": key.name, "op": op,
-                              "args": args, "reply": reply_key})
+                              "args": args, "reply": reply_key, "principal": principal})
         with r.pipeline() as pipe:
             pipe.rpush(_inbox_key(owner), message)
             pipe.expire(_inbox_key(owner), REPLY_TTL_SECONDS)
@@ -193,11 +196,11 @@ class InstanceRouter:
 
     # ------------------------------------------------------------------ the owner's side
 
-    def _run_here(self, key: InstanceKey, op: str, args: dict[str, Any], *, wait: bool,
+    def _run_here(self, key: InstanceKey, op: str, args: dict[str, Any], principal: str, *, wait: bool,
                   reply_key: str | None = None) -> dict[str, Any]:
         with self._lock:
             instance = self._instances.get(key)
-        if instance is None:
+        if instance is None or instance.principal != principal:
             return {"error": [CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found."]}
         if op == "delete":
             self._remove(instance)
@@ -251,7 +254,8 @@ class InstanceRouter:
                     continue
                 message = json.loads(item[1])
                 key = InstanceKey(message["cluster_id"], message["group"], message["name"])
-                outcome = self._run_here(key, message["op"], message["args"], wait=False, reply_key=message["reply"])
+                outcome = self._run_here(key, message["op"], message["args"], str(message.get("principal", "")),
+                                         wait=False, reply_key=message["reply"])
                 if "error" in outcome:
                     self._reply(message["reply"], outcome)
             except redis.RedisError:

@@ -82,13 +82,13 @@ def consumer_create(*, access: ClusterAccess, group: str, body: Any) -> str:
     if not isinstance(body, dict):
         raise _payload_error("the body must be a JSON object.")
     name, config = parse_instance_config(body)
-    router.create(InstanceKey(access.kafka_cluster_id, group, name), access.client, config)
+    router.create(InstanceKey(access.kafka_cluster_id, group, name), access.client_config(), config, access.principal)
     return name
 
 
 def consumer_call(*, access: ClusterAccess, group: str, instance: str, op: str, **args: Any) -> Any:
     """Run one operation on an instance, wherever it lives (40403 when it does not)."""
-    return router.call(InstanceKey(access.kafka_cluster_id, group, instance), op, args)
+    return router.call(InstanceKey(access.kafka_cluster_id, group, instance), op, args, access.principal)
 
 
 # ---------------------------------------------------------------------------------------------- bodies

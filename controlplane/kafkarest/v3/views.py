@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from controlplane.core.actors import Actor
 from controlplane.kafkarest import errors
+from controlplane.kafkarest.access import audit_refusal
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import produce_all, produce_batch
 from controlplane.kafkarest.producer import pool
@@ -56,7 +57,7 @@ class RecordsView(KafkaRestView):
     def post(self, request: Request, cluster_id: str, topic_name: str) -> HttpResponse:
         access = self.cluster(cluster_id, Role.MEMBER)
         _json_content(request)
-        producer = pool.get(access.client)
+        producer = pool.get(access)
         producer.partition_count(topic_name)
         decoder = ConcatenatedJson(MAX_RECORD_BYTES)
         try:
@@ -66,6 +67,10 @@ class RecordsView(KafkaRestView):
         if not bodies:
             raise RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
         reports = produce_all(producer, access.kafka_cluster_id, topic_name, bodies)
+        denied = next((r for r in reports if r.get("error_code") == errors.KAFKA_AUTHORIZATION), None)
+        if denied is not None:  # the cluster's ACLs refused a record: audited once per request
+            audit_refusal(access, RestError(errors.KAFKA_AUTHORIZATION, str(denied.get("message", ""))),
+                          surface="rest", topic=topic_name)
         if len(reports) == 1:
             return Response(reports[0], status=errors.http_status(reports[0]["error_code"]))
         return HttpResponse(b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in reports),
@@ -82,7 +87,7 @@ class RecordsBatchView(KafkaRestView):
     def post(self, request: Request, cluster_id: str, topic_name: str) -> Response:
         access = self.cluster(cluster_id, Role.MEMBER)
         _json_content(request)
-        producer = pool.get(access.client)
+        producer = pool.get(access)
         producer.partition_count(topic_name)
         return Response(produce_batch(producer, access.kafka_cluster_id, topic_name, request.data), status=207)
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from dataplane.client.spark.options import DataLossError, SparkSourceError
 from dataplane.client.spark.plan import OffsetRange
+from dataplane.client.tokens import with_static_token
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 # Spark's Kafka source columns as Spark converts them to Arrow (every field nullable, timestamps in UTC µs).
@@ -40,7 +41,7 @@ _WAIT = 0.1  # seconds one consume() call may wait; progress is measured against
 
 def consumer_config(client: Mapping[str, str]) -> dict[str, Any]:
     """librdkafka settings for reading exact ranges: no group, no commits, no silent offset resets."""
-    return {
+    return with_static_token({
         "client.id": "sluice-spark",
         # Bulk reads: larger fetches (fewer round trips), and a prefetch queue that does not stall for 1 s
         # (librdkafka's default backoff) each time it fills up. Any of these may be overridden with kafka.*.
@@ -56,7 +57,7 @@ def consumer_config(client: Mapping[str, str]) -> dict[str, Any]:
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
         "allow.auto.create.topics": False,
-    }
+    })
 
 
 def _headers(found: Any) -> list[dict[str, Any]] | None:
@@ -154,6 +155,13 @@ def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: b
                 if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                             KafkaError._UNKNOWN_PARTITION):
                     raise SparkSourceError(f"unknown topic or partition {where}")
+                if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    # librdkafka looks up the (never used) group's coordinator; a principal allowed to read the
+                    # topic needs no right on that group: assign() and no commits involve none.
+                    continue
+                if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise SparkSourceError(f"not authorized to read {where}: the principal needs READ on the "
+                                           f"topic")
                 if error.fatal() or not error.retriable():
                     raise SparkSourceError(f"reading {where}: {error.str()}")
             if rows:

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from dataplane.client.spark.options import SparkSourceError
+from dataplane.client.tokens import with_static_token
 
 SINK_TYPES = {"key": ("string", "binary"), "value": ("string", "binary"), "topic": ("string",),
               "partition": ("int",), "headers": ("array<struct<key:string,value:binary>>",)}
@@ -36,7 +37,7 @@ def check_sink_columns(columns: Mapping[str, str], *, topic_option: str | None) 
 
 
 def producer_config(client: Mapping[str, str]) -> dict[str, Any]:
-    return {"client.id": "sluice-spark", "linger.ms": 5, **client, "acks": "all"}
+    return with_static_token({"client.id": "sluice-spark", "linger.ms": 5, **client, "acks": "all"})
 
 
 def _bytes(values: Sequence[Any]) -> list[bytes | None]:

@@ -85,7 +85,8 @@ async def _fetch_group(broker: Broker, context: RequestContext, group_id: str,
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in found.items():
         topic_error = error
-        if error is ErrorCode.NONE and not access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+        if error is ErrorCode.NONE and not access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic,
+                                                         audit=wanted is not None):
             if wanted is None:
                 continue
             topic_error, value = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None

@@ -45,7 +45,7 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
     every_topic = body.topics is None or (version == 0 and not body.topics)
     if every_topic:  # only the topics the caller may describe, as Kafka lists them
         wanted = [n for n in sorted(broker.metadata.topics)
-                  if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
+                  if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n, audit=False)]
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
     allow_create = version < 4 or body.allow_auto_topic_creation
@@ -110,7 +110,7 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
             "topics": [_topic_error(name, ErrorCode.INVALID_REQUEST) for name in requested]})
     access = broker.access
     names = requested or [n for n in sorted(metadata.topics)
-                          if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
+                          if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n, audit=False)]
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     budget = max(0, min(int(body.response_partition_limit), MAX_PARTITIONS_PER_DESCRIBE))

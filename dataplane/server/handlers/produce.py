@@ -112,8 +112,9 @@ async def init_producer_id(broker: Broker, request: Request, context: RequestCon
     access = broker.access
     if request.body.transactional_id is not None:
         values["error_code"] = wire(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif not (access.allows_cluster(context, AclOperation.IDEMPOTENT_WRITE)
+    elif not (access.allows_cluster(context, AclOperation.IDEMPOTENT_WRITE, audit=False)
               or access.allows_any(context, AclOperation.WRITE, ResourceType.TOPIC)):
+        access.events.denied(context.principal, "IDEMPOTENT_WRITE", "CLUSTER", "kafka-cluster", context.client_host)
         values["error_code"] = wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     else:
         values.update(producer_id=await broker.next_producer_id(), producer_epoch=0)
