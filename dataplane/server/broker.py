@@ -14,7 +14,9 @@ What each part owns:
   the high watermark, acks=all, long polls) and the fetchers of followers;
 * ``GroupCoordinator`` (coordinator): consumer groups, on ``__consumer_offsets``;
 * ``Access`` (server): the authorizer and SASL credentials, re-read when the
-  store's security version moves.
+  store's security version moves;
+* ``QuotaManager`` (server): client quotas, their rates and connection counts,
+  re-read when the store's quota version moves.
 
 Handlers (``dataplane.server.handlers``) translate requests into calls on these
 and results into responses, described once as version-agnostic values that
@@ -38,6 +40,7 @@ from dataplane.cluster.controller import ControllerLoop
 from dataplane.cluster.lease import BrokerLease
 from dataplane.cluster.listener import ChangeListener
 from dataplane.cluster.metadata_cache import MetadataCache
+from dataplane.cluster.quota_store import QuotaStore
 from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import BrokerRegistration, MetadataStore, PartitionState, TopicState
 from dataplane.cluster.store_thread import StoreThread
@@ -49,12 +52,14 @@ from dataplane.replication.manager import ReplicaManager, ReplicaSettings
 from dataplane.replication.partition import Role
 from dataplane.security import scram
 from dataplane.security.acl import AclOperation, ResourceType
+from dataplane.security.quotas import Window
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.server.access import Access
 from dataplane.server.apis import REGISTRY, RequestContext
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
+from dataplane.server.quotas import QuotaManager
 from dataplane.server.topic_configs import TopicConfigResolver
 from dataplane.storage import Log, LogManager
 
@@ -88,6 +93,8 @@ class Broker:
         supers = (*config.super_users, *filter(None, [config.inter_broker_principal]))
         self.access = Access(config.authorizer_enabled, supers)
         self._security_lock = asyncio.Lock()
+        self.quotas = QuotaManager(Window(config.quota_window_num, config.quota_window_size_seconds),
+                                   config.max_connections_per_principal)
         self.topic_configs = TopicConfigResolver(self.metadata)
         self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics)
         self.controller = ControllerLoop(self.db, self.metadata, self.lease, on_change=self.request_metadata_refresh)
@@ -120,6 +127,7 @@ class Broker:
         if self.config.sasl:
             await self.db.call(self._store_inter_broker_credential)
         await self.refresh_security()
+        await self.refresh_quotas()
         await self.lease.register()
         await asyncio.to_thread(self.manager.startup)
         self.replicas.load_checkpoint()
@@ -145,9 +153,12 @@ class Broker:
                 await asyncio.wait_for(self._metadata_changed.wait(), self.config.metadata_refresh_seconds)
             self._metadata_changed.clear()
             try:
-                version, security_version = await self.db.call(self.store.versions)
+                version, security_version, quota_version = await self.db.call(
+                    lambda: (*self.store.versions(), QuotaStore(self.store).version()))
                 if security_version != self.access.version:
                     await self.refresh_security()
+                if quota_version != self.quotas.version:
+                    await self.refresh_quotas()
                 if version != self.metadata.version:
                     self.metadata.update_brokers(await self.db.call(self.store.live_brokers))
                     await self.refresh_topics()
@@ -221,6 +232,11 @@ class Broker:
                     return self.store.versions()[1], security.acls(), security.credentials()
             version, bindings, credentials = await self.db.call(read)
             self.access.update(version, bindings, credentials)
+
+    async def refresh_quotas(self) -> None:
+        """Re-read client quotas (one transaction's view) and swap them in."""
+        version, quotas = await self.db.call(QuotaStore(self.store).snapshot)
+        self.quotas.update(version, quotas)
 
     def _inter_broker_credentials(self) -> ClientCredentials | None:
         config = self.config

@@ -70,6 +70,12 @@ class BrokerConfig:
     inter_broker_username: str | None = None  # this cluster's broker principal on a SASL listener (a super user)
     inter_broker_password: str | None = None
     inter_broker_mechanism: str = "SCRAM-SHA-512"
+    # Client quotas: the window rates are measured over (Kafka's quota.window.num x quota.window.size.seconds;
+    # fractions of a second allowed, for tests), and a broker-wide cap on connections per principal (0 = none;
+    # the max_connections quota key overrides it per user).
+    quota_window_num: int = 11
+    quota_window_size_seconds: float = 1.0
+    max_connections_per_principal: int = 0
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -123,6 +129,11 @@ class BrokerConfig:
             if self.inter_broker_mechanism not in self.sasl_mechanisms:
                 raise ConfigError(f"sasl.mechanism.inter.broker.protocol {self.inter_broker_mechanism!r} is not in "
                                   f"sasl.enabled.mechanisms")
+        _at_least("quota.window.num", self.quota_window_num, 2)
+        if not 0.01 <= self.quota_window_size_seconds <= 3600:
+            raise ConfigError(f"quota.window.size.seconds must be between 0.01 and 3600, "
+                              f"not {self.quota_window_size_seconds}")
+        _at_least("max.connections.per.principal", self.max_connections_per_principal, 0)
         if not self.metadata_refresh_seconds > 0:
             raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
 
@@ -299,6 +310,9 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "inter.broker.sasl.username": _field("inter_broker_username", _str),
     "inter.broker.sasl.password": _field("inter_broker_password", _str),
     "sasl.mechanism.inter.broker.protocol": _field("inter_broker_mechanism", _str),
+    "quota.window.num": _field("quota_window_num", _int),
+    "quota.window.size.seconds": _field("quota_window_size_seconds", _number),
+    "max.connections.per.principal": _field("max_connections_per_principal", _int),
 }
 
 
