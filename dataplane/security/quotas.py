@@ -290,6 +290,44 @@ class Rate:
         return not self._samples
 
 
+class TokenBucket:
+    """KIP-599's token bucket, which Kafka brought in because a windowed ``Rate`` lets a client burst: a quota
+    earns ``bound`` tokens a second up to a whole window's worth (``bound x samples x size``), each request
+    spends its bytes (or handler time), and a client in debt stays away until the debt is paid.
+
+    We hold byte rates and request time with it rather than with ``Rate`` (which Kafka still uses there): with
+    ``Rate`` a producer at 10x its quota was let through in bursts -- 2.0 MB, then 0.13 MB, then 2.0 MB in
+    successive seconds against a 1 MB/s quota -- because the burst's sample kept the window's average at the
+    quota until it expired, all at once. The bucket gives the same average with throttles of one request each.
+
+    Owned by the quota manager of one broker; used on its event loop only.
+    """
+
+    __slots__ = ("_last", "_tokens", "window")
+
+    def __init__(self, window: Window) -> None:
+        self.window = window
+        self._tokens: float | None = None
+        self._last = 0.0
+
+    def record(self, value: float, bound: float, now: float) -> float:
+        """Spend ``value``; the throttle in seconds (0 while the bucket is not in debt), at most the window."""
+        burst = bound * self.window.max_throttle
+        if self._tokens is None:
+            self._tokens = burst
+        else:
+            self._tokens = min(burst, self._tokens + max(0.0, now - self._last) * bound)
+        self._last = now
+        self._tokens -= value
+        if self._tokens >= 0:
+            return 0.0
+        return min(-self._tokens / bound, self.window.max_throttle)
+
+    def idle(self, now: float) -> bool:
+        """Refilled by now whatever its quota (a debt is at most a window long, refilling takes one more)."""
+        return now - self._last > 2 * self.window.max_throttle
+
+
 def throttle_seconds(rate: Rate, bound: float, now: float) -> float:
     """Kafka's ``ClientQuotaManager.throttleTime``: how long the client must stay away so that its rate over the
     window comes back to the bound -- (rate - bound) / bound x window, at most the whole window."""

@@ -1,8 +1,9 @@
 """The broker's client quota enforcement: rates per quota scope, throttle times, connection counts.
 
-Kafka's way (KIP-13/55/124/219): every Produce records its request bytes, every consumer Fetch its response bytes,
-every request its handling time, against the rate of the scope the client's quota entity names (a user's quota
-is shared by all of its clients; a default user quota gives each user its own). Over the bound, the response
+Kafka's way (KIP-13/55/124/219, with KIP-599's token bucket): every Produce records its request bytes, every
+consumer Fetch its response bytes, every request its handling time, against the quota of the scope the client's
+quota entity names (a user's quota is shared by all of its clients; a default user quota gives each user its
+own). Over the bound, the response
 carries ``throttle_time_ms`` and is sent at once, and the connection reads nothing more from that client until
 the throttle time has passed (the channel is muted), so a client that ignores the hint is held anyway.
 
@@ -25,8 +26,8 @@ from dataplane.security.quotas import (
     Entity,
     QuotaConfig,
     Rate,
+    TokenBucket,
     Window,
-    throttle_seconds,
     user_name,
 )
 
@@ -57,7 +58,7 @@ class QuotaManager:
         self.max_connections_per_principal = max_connections_per_principal
         self.config = QuotaConfig()
         self.version = -1
-        self._rates: dict[tuple[str, tuple[str, str]], Rate] = {}
+        self._buckets: dict[tuple[str, tuple[str, str]], TokenBucket] = {}
         self._ip_rates: dict[str, Rate] = {}
         self._connections: dict[str, int] = {}
 
@@ -67,12 +68,12 @@ class QuotaManager:
 
     # ------------------------------------------------------------------ rates
 
-    def _rate(self, key: str, scope: tuple[str, str], now: float) -> Rate:
-        found = self._rates.get((key, scope))
+    def _bucket(self, key: str, scope: tuple[str, str], now: float) -> TokenBucket:
+        found = self._buckets.get((key, scope))
         if found is None:
-            if len(self._rates) >= MAX_TRACKED:
-                self._rates = {k: r for k, r in self._rates.items() if not r.idle(now)}
-            found = self._rates[(key, scope)] = Rate(self.window)
+            if len(self._buckets) >= MAX_TRACKED:
+                self._buckets = {k: b for k, b in self._buckets.items() if not b.idle(now)}
+            found = self._buckets[(key, scope)] = TokenBucket(self.window)
         return found
 
     def record(self, key: str, principal: str, client_id: str, value: float, now: float | None = None) -> float:
@@ -83,9 +84,7 @@ class QuotaManager:
         if applied is None:
             return 0.0
         now = time.monotonic() if now is None else now
-        rate = self._rate(key, applied.scope, now)
-        rate.record(value, now)
-        return throttle_seconds(rate, applied.bound, now)
+        return self._bucket(key, applied.scope, now).record(value, applied.bound, now)
 
     def record_request(self, api_key: int, principal: str, client_id: str, *, request_bytes: int,
                        response_bytes: int, seconds: float, replica_fetch: bool = False) -> float:

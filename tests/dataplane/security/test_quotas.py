@@ -19,6 +19,7 @@ from dataplane.security.quotas import (
     QuotaConfig,
     QuotaFilter,
     Rate,
+    TokenBucket,
     Window,
     altered,
     entity,
@@ -222,3 +223,12 @@ def test_ip_connection_creation_rate() -> None:
     accepted = sum(manager.accept_ip("10.0.0.9") for _ in range(100))
     assert accepted == 20  # two a second over the (at least) ten seconds a fresh rate is measured over
     assert manager.accept_ip("10.0.0.10")
+
+
+def test_the_token_bucket_allows_one_window_then_one_request_at_a_time() -> None:
+    bucket = TokenBucket(Window(samples=10, size=0.1))  # a one-second window
+    assert bucket.record(900, bound=1000, now=0.0) == 0  # a fresh bucket holds a window's worth
+    assert bucket.record(300, bound=1000, now=0.0) == pytest.approx(0.2)  # 200 in debt at 1000/s
+    assert bucket.record(100, bound=1000, now=0.2) == pytest.approx(0.1)  # debt paid, the next one owes
+    assert bucket.record(10**9, bound=1000, now=0.3) == 1.0  # never more than the window
+    assert not bucket.idle(1.0) and bucket.idle(2.31)
