@@ -286,3 +286,23 @@ def test_quota_admin_needs_cluster_rights(secure: LoggedBroker) -> None:
         answer = wire.call(DescribeClientQuotasRequest(
             components=(ComponentData(entity_type="user", match_type=i8(1), match=None),), strict=False))
         assert answer.error_code == CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_the_projects_admin_client_reads_and_writes_quotas(broker: LoggedBroker) -> None:
+    """``ClusterAdmin`` (what the control plane reconciles with): set, read back, refuse, remove."""
+    from dataplane.client.admin import ClusterAdmin
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    alice: Any = (("user", user),)
+    defaults: Any = (("client-id", None), ("user", user))
+    with ClusterAdmin(broker.bootstrap, timeout=10) as admin:
+        assert admin.alter_client_quotas({alice: {"producer_byte_rate": 2048.0},
+                                          defaults: {"consumer_byte_rate": 4096.0}}) == {alice: None, defaults: None}
+        found = admin.client_quotas()
+        assert found[alice] == {"producer_byte_rate": 2048.0} and found[defaults] == {"consumer_byte_rate": 4096.0}
+        refused = admin.alter_client_quotas({alice: {"bogus": 1.0}})[alice]
+        assert refused is not None and refused.code == "INVALID_REQUEST" and "bogus" in refused.message
+        assert admin.alter_client_quotas({alice: {"producer_byte_rate": None}, defaults: {"consumer_byte_rate": None}},
+                                         validate_only=True) == {alice: None, defaults: None}
+        assert alice in admin.client_quotas()
+        admin.alter_client_quotas({alice: {"producer_byte_rate": None}, defaults: {"consumer_byte_rate": None}})
+        assert alice not in admin.client_quotas() and defaults not in admin.client_quotas()
