@@ -11,7 +11,7 @@ from controlplane.audit.views import AuditEventViewSet
 from controlplane.clusters.views import ClusterViewSet, RebalanceViewSet
 from controlplane.core.views import HealthView
 from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
-from controlplane.streams.views import AclViewSet, TopicViewSet
+from controlplane.streams.views import AclViewSet, ClientQuotaViewSet, TopicViewSet
 from controlplane.tenancy.auth_views import LoginView, LogoutView
 from controlplane.tenancy.views import (
     ApiKeyViewSet,
@@ -41,6 +41,7 @@ router.register(TENANT + r"/audit-events", AuditEventViewSet, basename="audit-ev
 router.register(TENANT + r"/clusters", ClusterViewSet, basename="cluster")
 router.register(CLUSTER + r"/topics", TopicViewSet, basename="topic")
 router.register(CLUSTER + r"/acls", AclViewSet, basename="acl")
+router.register(CLUSTER + r"/quotas", ClientQuotaViewSet, basename="quota")
 router.register(CLUSTER + r"/rebalances", RebalanceViewSet, basename="rebalance")
 
 api_v1 = [
