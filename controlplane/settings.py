@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from limits import parse_many as _parse_rate_limits
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SLUICE_VAR_DIR", BASE_DIR / "var"))
@@ -212,6 +214,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.core.errors.exception_handler",
     "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": ["controlplane.core.ratelimit.RequestRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("LOGIN_THROTTLE_RATE", "20/min")},
     "UNAUTHENTICATED_USER": None,
 }
@@ -238,6 +241,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# REST request-rate limits per API key or session user, in the `limits` library's notation ("3000/minute",
+# "50/second;3000/minute"; empty: none), counted in Redis so they hold across web processes
+# (controlplane/core/ratelimit.py): the management API, and the REST Proxy (its hot produce paths included).
+SLUICE_API_RATE_LIMIT = os.environ.get("SLUICE_API_RATE_LIMIT", "3000/minute")
+SLUICE_KAFKAREST_RATE_LIMIT = os.environ.get("SLUICE_KAFKAREST_RATE_LIMIT", "60000/minute")
+for _name in ("SLUICE_API_RATE_LIMIT", "SLUICE_KAFKAREST_RATE_LIMIT"):
+    try:
+        if globals()[_name].strip():
+            _parse_rate_limits(globals()[_name])
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"{_name}: {_exc}") from None
 
 # Throttle last-used writes on API keys: at most one UPDATE per key per interval.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = int(os.environ.get("API_KEY_LAST_USED_RESOLUTION_SECONDS", "60"))
