@@ -319,3 +319,40 @@ def test_the_projects_admin_client_reads_and_writes_quotas(broker: LoggedBroker)
         assert alice in admin.client_quotas()
         admin.alter_client_quotas({alice: {"producer_byte_rate": None}, defaults: {"consumer_byte_rate": None}})
         assert alice not in admin.client_quotas() and defaults not in admin.client_quotas()
+
+
+def test_a_throttled_response_says_so_and_the_channel_is_muted(fresh: LoggedBroker) -> None:
+    """KIP-219 on the wire: the over-quota Produce is answered at once with its throttle time, and the next
+    request on that connection is read only once the throttle has passed (another connection is not held)."""
+    import datetime
+
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i16, i32, i32Timedelta
+
+    from dataplane.protocol.records import Record, build_batch
+
+    admin = KafkaAdminClient(bootstrap_servers=fresh.bootstrap, client_id="quota-admin")
+    try:
+        # 10 kB/s: the bucket holds 22 kB (11 x 0.2 s), so 100 kB leaves a debt of 78 kB -- 7.8 s, capped at 2.2 s.
+        assert alter(admin, {"client-id": "muted"}, {"producer_byte_rate": 10_000.0}) == (0, None)
+    finally:
+        admin.close()
+    batch = build_batch([Record(i, 1000, None, b"m" * 1000) for i in range(100)])
+    produce = ProduceRequest(transactional_id=None, acks=i16(1),
+                             timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                             topic_data=(TopicProduceData(name=TopicName("muted"), partition_data=(
+                                 PartitionProduceData(index=i32(0), records=batch),)),))
+    versions = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    with KafkaWire(fresh.port, client_id="muted") as wire, KafkaWire(fresh.port, client_id="other") as other:
+        wire.call(produce)  # auto-creates the topic and spends the burst
+        answer = wire.call(produce)
+        throttle = answer.throttle_time.total_seconds()
+        assert 2.0 <= throttle <= 2.2, throttle
+        sent = time.monotonic()
+        wire.send(versions)
+        other.call(versions)  # answered while "muted" waits: the mute is that connection's alone
+        assert time.monotonic() - sent < throttle
+        wire.receive()
+        assert time.monotonic() - sent >= throttle - 0.05  # not read before the throttle ended
