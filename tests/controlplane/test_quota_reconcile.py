@@ -35,7 +35,7 @@ def test_quotas_are_applied_followed_and_drift_corrected(broker: LoggedBroker) -
                                      max_connections=20)
     ClientQuota.objects.create(cluster=cluster, principal=None, client_id="batch", consumer_byte_rate=500_000)
     summary = reconcile_quotas(cluster, bootstrap=broker.bootstrap)
-    assert summary == {"pending": 0, "quotas": {"entities": 2}}
+    assert summary == {"pending": 0, "quotas": {"entities": 2, "applied": True}}
     mine = (("user", account.removeprefix("User:")),)
     batch = (("client-id", "batch"), ("user", None))
     with ClusterAdmin(broker.bootstrap) as admin:
@@ -53,7 +53,8 @@ def test_quotas_are_applied_followed_and_drift_corrected(broker: LoggedBroker) -
     with ClusterAdmin(broker.bootstrap) as admin:
         assert admin.client_quotas() == {mine: {"producer_byte_rate": 1_000_000.0, "request_percentage": 50.0},
                                          batch: {"consumer_byte_rate": 500_000.0}}
-    assert reconcile_quotas(cluster, bootstrap=broker.bootstrap) == {"pending": 0, "quotas": {"entities": 2}}
+    assert reconcile_quotas(cluster, bootstrap=broker.bootstrap) == {"pending": 0,
+                                                                     "quotas": {"entities": 2, "applied": True}}
     ClientQuota.objects.filter(cluster=cluster).delete()
     reconcile_quotas(cluster, bootstrap=broker.bootstrap)
     with ClusterAdmin(broker.bootstrap) as admin:
@@ -67,3 +68,4 @@ def test_an_unreachable_cluster_is_pending_with_the_reason() -> None:
     ClientQuota.objects.create(cluster=cluster, producer_byte_rate=1)
     summary = reconcile_quotas(cluster, bootstrap=f"127.0.0.1:{free_port_range(1)[0]}")
     assert summary["pending"] == 1 and summary["errors"]
+
