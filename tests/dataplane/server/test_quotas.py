@@ -356,3 +356,20 @@ def test_a_throttled_response_says_so_and_the_channel_is_muted(fresh: LoggedBrok
         assert time.monotonic() - sent < throttle
         wire.receive()
         assert time.monotonic() - sent >= throttle - 0.05  # not read before the throttle ended
+
+
+def test_request_percentage_throttles_any_request(fresh: LoggedBroker) -> None:
+    """KIP-124: handler time, not bytes. A tiny share of one thread is used up by a few Metadata requests."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    admin = KafkaAdminClient(bootstrap_servers=fresh.bootstrap, client_id="quota-admin")
+    try:
+        assert alter(admin, {"client-id": "busy"}, {"request_percentage": 0.01}) == (0, None)
+    finally:
+        admin.close()
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with KafkaWire(fresh.port, client_id="busy") as wire:
+        throttles = [wire.call(request).throttle_time.total_seconds() for _ in range(3)]
+    assert throttles[-1] > 0, throttles
+    with KafkaWire(fresh.port, client_id="idle") as wire:  # a client id without the quota is not held
+        assert [wire.call(request).throttle_time.total_seconds() for _ in range(5)] == [0.0] * 5
