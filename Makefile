@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rest bench-spark clean-var
+.PHONY: run test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark clean-var
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,11 @@ bench-metadata: $(STAMP)
 # (BENCH_ARGS=--quick: 200 topics, ~1-2 minutes).
 bench-managed: $(STAMP)
 	$(BIN)/python bench/managed.py $(BENCH_ARGS)
+
+# A managed cluster's rebalance of 100 partitions x 20 MB under a 50 MiB/s replication throttle, against the
+# throttle's own time; ~4 minutes (BENCH_ARGS=--quick: ~2).
+bench-rebalance: $(STAMP)
+	$(BIN)/python bench/rebalance.py $(BENCH_ARGS)
 
 # The REST proxy: Sluice's (v3 produce single/batch/streaming, v2 produce and consumer, WebSocket tail) against
 # Aiven's Karapace and the direct confluent-kafka clients, on the demo broker of a `sluice up`; ~12 minutes

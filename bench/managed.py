@@ -575,6 +575,7 @@ def noop_resync(cluster: Any, runs: int = 3) -> Resync:
     """reconcile_cluster(resync=True) in this process ``runs`` times (busy passes retried, not counted)."""
     from controlplane.clusters import metadata
     from controlplane.clusters import reconcile as cluster_reconcile
+    from controlplane.clusters.credentials import cluster_admin
     from controlplane.streams import reconcile as topic_reconcile
     from controlplane.streams.models import Topic
     from controlplane.streams.topic_plan import Drift, plan_topics
@@ -610,7 +611,8 @@ def noop_resync(cluster: Any, runs: int = 3) -> Resync:
     changed = sum(1 for name in before.keys() | after.keys() if before.get(name) != after.get(name))
     status = cluster_status(cluster.pk)
     try:
-        with ClusterAdmin(status["bootstrap_servers"], timeout=120) as admin:
+        # The cluster authenticates: the control plane's own client settings (the internal principal).
+        with cluster_admin(cluster, bootstrap=status["bootstrap_servers"], timeout=120) as admin:
             observed, _ = topic_reconcile.observe_topics(admin)
     except AdminError as exc:
         return Resync(seconds, busy, {k: len(v) for k, v in calls.items()}, parts, changed, ["(no observation)"],

@@ -109,6 +109,7 @@ class Stack:
     tmp: Path
     port: int = 0
     bootstrap: str = ""
+    kafka: dict[str, str] = field(default_factory=dict)  # the demo cluster as its owner (SASL/PLAIN, demo key)
     auth: str = ""  # the Authorization header's value
     cluster_pk: str = ""
     cluster_id: str = ""  # kafka_cluster_id, skc-...
@@ -179,6 +180,9 @@ class Stack:
         demo = next(c for c in clusters["results"] if c["name"] == "demo")
         self.cluster_pk, self.cluster_id = demo["id"], demo["kafka_cluster_id"]
         self.tenant = creds["tenant_slug"]
+        # Managed clusters authenticate: the direct clients log in with the demo key, as the banner prints.
+        self.kafka = {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                      "sasl.mechanism": "PLAIN", "sasl.username": creds["key_id"], "sasl.password": creds["secret"]}
 
     def create_topics(self, names: list[str]) -> None:
         """One-partition topics through the management API, then wait until the broker has them all."""
@@ -189,7 +193,7 @@ class Stack:
                 raise SystemExit(f"creating topic {name}: {status} {body}")
         from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.kafka)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             topics = admin.list_topics(timeout=5).topics
@@ -216,6 +220,9 @@ class Stack:
                "KARAPACE_KARAPACE_REGISTRY": "false", "KARAPACE_HOST": "127.0.0.1",
                "KARAPACE_PORT": str(self.karapace_port), "KARAPACE_ADVERTISED_HOSTNAME": "127.0.0.1",
                "KARAPACE_ADVERTISED_PORT": str(self.karapace_port),
+               "KARAPACE_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KARAPACE_SASL_MECHANISM": "PLAIN",
+               "KARAPACE_SASL_PLAIN_USERNAME": self.kafka["sasl.username"],
+               "KARAPACE_SASL_PLAIN_PASSWORD": self.kafka["sasl.password"],
                "KARAPACE_LOG_LEVEL": "WARNING", "KARAPACE_PRODUCER_LINGER_MS": "5", "KARAPACE_PRODUCER_ACKS": "1"}
         env.pop("PYTHONPATH", None)
         log_path = self.tmp / "karapace.log"
@@ -450,9 +457,9 @@ async def served(target: Target, method: str, path: str, body: bytes, headers: d
 # ---------------------------------------------------------------------------- direct clients
 
 
-def direct_produce(bootstrap: str, topic: str, value: bytes, count: int) -> float:
+def direct_produce(kafka: dict[str, str], topic: str, value: bytes, count: int) -> float:
     """records/s of a confluent-kafka producer (linger.ms 5, acks 1) sending ``count`` records."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
+    producer = Producer({**kafka, "linger.ms": 5, "acks": 1,
                          "queue.buffering.max.messages": 1_000_000})
     failed = [0]
 
@@ -474,9 +481,9 @@ def direct_produce(bootstrap: str, topic: str, value: bytes, count: int) -> floa
     return count / (time.monotonic() - t0)
 
 
-def direct_consume(bootstrap: str, topic: str, expect: int) -> tuple[int, float]:
+def direct_consume(kafka: dict[str, str], topic: str, expect: int) -> tuple[int, float]:
     """(records after the first batch, seconds from the first batch to the last record) of a direct loop."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+    consumer = Consumer({**kafka, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     got, first_at, first_n, last_at = 0, 0.0, 0, 0.0
@@ -494,11 +501,11 @@ def direct_consume(bootstrap: str, topic: str, expect: int) -> tuple[int, float]
     return got - first_n, last_at - first_at
 
 
-def paced_producer(bootstrap: str, topic: str, size: int, rate: float, seconds: float,
+def paced_producer(kafka: dict[str, str], topic: str, size: int, rate: float, seconds: float,
                    stop: threading.Event) -> int:
     """Records at ``rate``/s for ``seconds`` (linger.ms 0), each value starting with its send time
     (``time.monotonic_ns`` as 20 ASCII digits). The count sent."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+    producer = Producer({**kafka, "linger.ms": 0, "acks": 1})
     pad = value_of(size)[20:]
     start = time.monotonic()
     sent = 0
@@ -834,9 +841,9 @@ class Bench:
     async def consume(self, size: int) -> None:
         s = self.s
         topic = self.topic(f"fill-{size}")
-        direct_produce(self.stack.bootstrap, topic, value_of(size), s.fill)
+        direct_produce(self.stack.kafka, topic, value_of(size), s.fill)
         print(f"{size} B records: consume {s.fill:,} records", flush=True)
-        n, span = direct_consume(self.stack.bootstrap, topic, s.fill)
+        n, span = direct_consume(self.stack.kafka, topic, s.fill)
         direct = n / span if span else float("nan")
         self.direct_consume[size] = direct
         self.line("direct consume loop", f"{fmt(direct):>8} rec/s")
@@ -875,7 +882,7 @@ class Bench:
               f"{st.tail_limit:,})", flush=True)
         topic = self.topic(f"ws-{size}")
         url = f"ws://127.0.0.1:{st.port}/ws/clusters/{st.cluster_id}/topics/{topic}/tail"
-        await asyncio.to_thread(direct_produce, st.bootstrap, topic, value_of(size), s.ws_records)
+        await asyncio.to_thread(direct_produce, st.kafka, topic, value_of(size), s.ws_records)
         # Delivery rate: a bounded read of records already there, from the subscribe to the "done" frame.
         viewer = Viewer(url, st.auth, {"from": "earliest", "until": "end"})
         t0 = time.monotonic()
@@ -915,7 +922,7 @@ class Bench:
                 count_note = f"broker Fetch requests not counted ({exc})"
             stop = threading.Event()
             t0 = time.monotonic()
-            sent = await asyncio.to_thread(paced_producer, st.bootstrap, topic, size, FIXED_RATE, s.seconds, stop)
+            sent = await asyncio.to_thread(paced_producer, st.kafka, topic, size, FIXED_RATE, s.seconds, stop)
             await asyncio.sleep(1.0)
             elapsed = time.monotonic() - t0
             if counter is not None:
@@ -943,7 +950,7 @@ async def run_all(args: argparse.Namespace, stack: Stack, settings: Settings) ->
     sizes = tuple(args.sizes) if args.sizes else (SIZES[:1] if args.quick else SIZES)
     for size in sizes:
         topic = bench.topic(f"direct-{size}")
-        direct = direct_produce(stack.bootstrap, topic, value_of(size), settings.direct)
+        direct = direct_produce(stack.kafka, topic, value_of(size), settings.direct)
         print(f"\n{size} B records: direct confluent-kafka producer {fmt(direct)} rec/s (ceiling)", flush=True)
         bench.keep(f"{size} B  direct producer: {fmt(direct)} rec/s")
         await bench.produce(size, direct)

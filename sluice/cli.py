@@ -97,7 +97,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     from controlplane.tenancy.bootstrap import demo_bootstrap
 
     demo = demo_bootstrap(var)
-    from controlplane.clusters.bootstrap import demo_cluster, ready_bootstrap
+    from controlplane.clusters.bootstrap import (
+        demo_client_config,
+        demo_cluster,
+        ready_bootstrap,
+        write_demo_client_config,
+    )
 
     demo_row = demo_cluster(demo.tenant_slug)
     demo_cluster_id, demo_kafka_id = demo_row.pk, demo_row.kafka_cluster_id
@@ -127,6 +132,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     base = f"http://{args.host}:{args.port}"
     if _wait_for_port(args.host, args.port, 30):
         bootstrap = _wait_for_cluster(ready_bootstrap, demo_cluster_id, supervisor, timeout=120)
+        kafka_lines = ["  Kafka       the demo cluster is not Ready yet: see its status in the API"]
+        if bootstrap:
+            client = demo_client_config(bootstrap, demo.key_id, demo.secret)
+            properties = var / "demo-client.properties"
+            write_demo_client_config(properties, client)
+            kafka_lines = [
+                f"  Kafka       {bootstrap}   (demo cluster, topic 'demo'; SASL_PLAINTEXT, API key = user/password)",
+                f"  Client config (also in {properties}; local development only):",
+                *(f"      {k}={v}" for k, v in client.items()),
+                f"  Try Kafka   kcat -F {properties} -t demo -P   (then: -C to consume)",
+            ]
         print("\n".join([
             "",
             "Sluice is up.",
@@ -135,8 +151,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"  Health      {base}/healthz",
             f"  Admin       {base}/admin/   (user '{demo.username}', password '{demo.password}')",
             f"  Demo tenant '{demo.tenant_slug}', API key {demo.key_id} (credentials in {demo.credentials_path})",
-            f"  Kafka       {bootstrap}   (demo cluster, topic 'demo')" if bootstrap else
-            "  Kafka       the demo cluster is not Ready yet: see its status in the API",
+            *kafka_lines,
             f"  REST Proxy  {base}/kafka/v3/clusters/{demo_kafka_id}   (Confluent's v3; v2 under /kafka/v2/)",
             f"  Live tail   ws://{args.host}:{args.port}/ws/clusters/{demo_kafka_id}/topics/demo/tail",
             f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "

@@ -34,6 +34,7 @@ STABLE_AFTER_SECONDS = 30.0
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 STOP_TIMEOUT = 15.0
+INTERNAL_USERNAME = "__sluice"  # the cluster-internal principal (controlplane.clusters.credentials says why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +50,20 @@ class NodeSpec:
     metadata_url: str
     rack: str | None = None
     generation: int = 1  # bumps when the control plane changes this node's config
+    # An authenticated listener (SASL_PLAINTEXT, the authorizer on, the cluster-internal principal a super user).
+    # The internal password is never part of the spec: the agent derives it when it writes the config.
+    secure: bool = False
 
-    def config_toml(self, data_dir: Path) -> str:
+    def config_toml(self, data_dir: Path, internal_password: str | None = None) -> str:
+        listener = f"{self.listen_host}:{self.port}"
+        if self.secure:
+            if not internal_password:
+                raise ValueError(f"node {self.cluster}/{self.node_id} is secure but has no internal password")
+            listener = f"SASL_PLAINTEXT://{listener}"
         lines = [
             f"node.id = {self.node_id}",
             f"cluster.id = {json.dumps(self.cluster)}",
-            f"listeners = {json.dumps(f'{self.listen_host}:{self.port}')}",
+            f"listeners = {json.dumps(listener)}",
             f"advertised.listeners = {json.dumps(f'{self.advertised_host}:{self.port}')}",
             f"log.dirs = {json.dumps(str(data_dir))}",
             f"metadata.url = {json.dumps(self.metadata_url)}",
@@ -62,6 +71,15 @@ class NodeSpec:
         ]
         if self.rack:
             lines.append(f"broker.rack = {json.dumps(self.rack)}")
+        if self.secure:
+            lines += [
+                'sasl.enabled.mechanisms = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"',
+                "authorizer.enabled = true",
+                f"super.users = {json.dumps(f'User:{INTERNAL_USERNAME}')}",
+                f"inter.broker.sasl.username = {json.dumps(INTERNAL_USERNAME)}",
+                f"inter.broker.sasl.password = {json.dumps(internal_password)}",
+                'sasl.mechanism.inter.broker.protocol = "SCRAM-SHA-512"',
+            ]
         return "\n".join(lines) + "\n"
 
 
@@ -128,11 +146,15 @@ class BrokerProcesses:
     """The brokers placed on one host, under ``root/<cluster>/<node>``."""
 
     def __init__(self, root: Path, host: str, *, python: str = sys.executable,
-                 on_change: Callable[[NodeSpec, NodeState], None] | None = None) -> None:
+                 on_change: Callable[[NodeSpec, NodeState], None] | None = None,
+                 internal_password: Callable[[str], str] | None = None) -> None:
         self.root = root
         self.host = host
         self.python = python
         self.on_change = on_change
+        # cluster id -> the internal principal's password, for secure nodes' configs (derived, never on disk
+        # except in the 0600 broker config).
+        self.internal_password = internal_password
         self._nodes: dict[tuple[str, int], _Node] = {}
         self._lock = threading.Lock()
 
@@ -264,7 +286,15 @@ class BrokerProcesses:
 
     def _start(self, node: _Node, now: float) -> None:
         config = self._config_path(node.directory)
-        config.write_text(node.spec.config_toml(node.directory / "data"))
+        try:
+            password = (self.internal_password(node.spec.cluster)
+                        if node.spec.secure and self.internal_password is not None else None)
+            self._write_private(config, node.spec.config_toml(node.directory / "data", password))
+        except (OSError, ValueError) as exc:
+            node.failures += 1
+            node.next_start = now + min(BACKOFF_MAX, BACKOFF_START * 2 ** node.failures)
+            node.state, node.message = "BackingOff", f"could not write its config: {exc}"
+            return
         logfile = open(node.directory / "broker.log", "ab")  # noqa: SIM115 - the child owns it from here
         try:
             node.proc = subprocess.Popen(
@@ -323,6 +353,17 @@ class BrokerProcesses:
         except OSError:
             return False
         return bool(lines) and "cannot listen" in lines[-1] and "in use" in lines[-1].lower()
+
+    @staticmethod
+    def _write_private(path: Path, text: str) -> None:
+        """Write a file only its owner can read (the broker config holds the internal password)."""
+        tmp = path.with_suffix(".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
 
     @staticmethod
     def _write_spec(directory: Path, spec: NodeSpec) -> None:

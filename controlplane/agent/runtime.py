@@ -41,6 +41,12 @@ def metadata_url() -> str:
     return str(settings.DATABASE_URL)
 
 
+def _internal_password(kafka_cluster_id: str) -> str:
+    from controlplane.clusters.credentials import internal_password
+
+    return internal_password(kafka_cluster_id)
+
+
 def processes_for(host: str) -> BrokerProcesses:
     if _processes is None:
         raise WrongAgent("this worker is not an agent: agent tasks must go to an agent.<host> queue")
@@ -109,7 +115,8 @@ def run(options: AgentOptions) -> int:
     from controlplane.celery_app import app
 
     _listen_host = options.listen_host
-    processes = BrokerProcesses(options.root, options.host, on_change=_on_change)
+    processes = BrokerProcesses(options.root, options.host, on_change=_on_change,
+                                internal_password=_internal_password)
     _processes = processes
     adopted = processes.adopt()
     log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))

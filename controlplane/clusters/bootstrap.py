@@ -5,10 +5,13 @@ Idempotent: created once (by name) and then left alone, whatever the user did to
 
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 
 from django.db import transaction
 
+from controlplane.clusters.credentials import SECURITY_PROTOCOL
 from controlplane.clusters.models import Cluster, Plan
 from controlplane.clusters.services import cluster_create, request_reconcile
 from controlplane.core.actors import SYSTEM_ACTOR
@@ -33,6 +36,29 @@ def demo_cluster(tenant_slug: str) -> Cluster:
     else:
         request_reconcile(cluster)
     return cluster
+
+
+def demo_client_config(bootstrap: str, key_id: str, secret: str) -> dict[str, str]:
+    """A Kafka client's settings for the demo cluster with the demo key (librdkafka / Java property names).
+
+    PLAIN, which every key has (SCRAM works too for keys made since SCRAM credentials are derived).
+    """
+    return {"bootstrap.servers": bootstrap, "security.protocol": SECURITY_PROTOCOL, "sasl.mechanism": "PLAIN",
+            "sasl.username": key_id, "sasl.password": secret}
+
+
+def write_demo_client_config(path: Path, config: dict[str, str]) -> None:
+    """The demo client config as a properties file only its owner can read (it holds the key's secret).
+
+    Local development only: `sluice up`'s demo key is kept in clear under var/ so a first user can connect
+    at once; a real key's secret is shown once and never stored.
+    """
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("# The demo cluster of `sluice up` with the demo API key (local development only).\n")
+        fh.writelines(f"{k}={v}\n" for k, v in config.items())
+    os.replace(tmp, path)
 
 
 def ready_bootstrap(cluster_id: uuid.UUID) -> str | None:

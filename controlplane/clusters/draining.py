@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from controlplane.clusters.balance import BrokerSlot, Placement, propose
+from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import BrokerNode, Cluster
-from dataplane.client.admin import ClusterAdmin
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ def drain(cluster: Cluster, node_ids: set[int]) -> int:
     """Start moving replicas off ``node_ids``; returns how many partitions were sent to move."""
     nodes = list(BrokerNode.objects.filter(cluster=cluster).select_related("agent"))
     bootstrap = ",".join(f"{n.agent.advertised_host}:{n.port}" for n in nodes)
-    with ClusterAdmin(bootstrap, timeout=10) as admin:
+    with cluster_admin(cluster, bootstrap=bootstrap) as admin:
         if admin.list_reassignments():
             return 0
         placements = [Placement(name, p.partition, p.replicas)

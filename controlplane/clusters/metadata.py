@@ -2,7 +2,8 @@
 
 The control plane reads it directly (same Postgres, the dataplane's own schema)
 for the two facts no admin call gives cheaply before a broker is up: which
-brokers hold a live lease, and how many replicas each is assigned.
+brokers hold a live lease, and how many replicas each is assigned. And it writes
+the clusters' SASL credentials there (``credential_reconcile`` says why).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import psycopg
 from django.db import connection
 
 from dataplane.cluster.migrations import migrate
+from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import MetadataStore
 
 _migrated = False
@@ -56,6 +58,20 @@ def registration(kafka_cluster_id: str) -> Registration:
     with _store(kafka_cluster_id) as store:
         since = store.live_since()
         return Registration(frozenset(since), store.replica_counts(), since)
+
+
+def bytes_out(kafka_cluster_id: str) -> dict[int, dict[str, int]]:
+    """node id -> bytes each live broker has sent to consumers per topic since it started."""
+    with _store(kafka_cluster_id) as store:
+        return {node: counters for node, (_, counters) in store.bytes_out().items()}
+
+
+@contextmanager
+def security(kafka_cluster_id: str) -> Iterator[SecurityStore | None]:
+    """The cluster's security tables (ACLs, credentials), or None while no broker has created the cluster."""
+    with _store(kafka_cluster_id) as store:
+        exists = store.conn.execute("SELECT 1 FROM clusters WHERE cluster_id = %s", (kafka_cluster_id,)).fetchone()
+        yield SecurityStore(store) if exists else None
 
 
 def drop(kafka_cluster_id: str) -> None:

@@ -126,6 +126,9 @@ ACTIVE_REBALANCE_STATES = (RebalanceState.NEW, RebalanceState.PENDING_PROPOSAL, 
                            RebalanceState.REBALANCING)
 
 
+DEFAULT_REPLICATION_THROTTLE = 50 * 1024 * 1024  # bytes/s: moves leave most of a broker's disk and network to clients
+
+
 class Rebalance(models.Model):
     """A proposal to even out a cluster's replicas and leaders, reviewed, approved and carried out.
 
@@ -140,6 +143,8 @@ class Rebalance(models.Model):
     message = models.TextField(blank=True, default="")
     proposal = models.JSONField(default=dict)  # {"moves": [...], "summary": {...}, "before": [...], "after": [...]}
     progress = models.JSONField(default=dict)  # {"topic/partition": "pending" | "moving" | "done" | "cancelled"}
+    # Bytes/s each broker may copy for the moves while they run (Strimzi's replicationThrottle); 0: unlimited.
+    replication_throttle = models.PositiveBigIntegerField(default=DEFAULT_REPLICATION_THROTTLE)
     approved_at = models.DateTimeField(null=True, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     refresh_requested_at = models.DateTimeField(null=True, blank=True)
@@ -158,7 +163,8 @@ class ThroughputSample(models.Model):
 
     Written by the ``clusters.sample_throughput`` beat task only; kept for 48 hours.
     ``records_in``: records appended (log end offsets); ``bytes_in``: log growth; ``records_out``: records
-    consumed by consumer groups (committed offsets). Per broker, what its led partitions took in.
+    consumed by consumer groups (committed offsets); ``bytes_out``: bytes the brokers sent to consumers (their
+    own counters). Per broker, what its led partitions took in and what it sent.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="throughput")
@@ -169,6 +175,7 @@ class ThroughputSample(models.Model):
     records_in = models.BigIntegerField(default=0)
     bytes_in = models.BigIntegerField(default=0)
     records_out = models.BigIntegerField(default=0)
+    bytes_out = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["at"]
@@ -185,6 +192,7 @@ class ThroughputCounter(models.Model):
     records = models.BigIntegerField(default=0)
     bytes = models.BigIntegerField(default=0)
     consumed = models.BigIntegerField(default=0)
+    bytes_out = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cluster", "scope", "name"], name="uniq_throughput_counter")]

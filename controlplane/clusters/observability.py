@@ -16,6 +16,7 @@ from typing import Any
 from rest_framework import status
 
 from controlplane.audit.services import audit_record
+from controlplane.clusters.credentials import bootstrap_servers, cluster_admin
 from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.core.actors import Actor
 from controlplane.core.errors import ApplicationError, Conflict, ValidationFailed
@@ -36,8 +37,7 @@ class NotFoundInCluster(ApplicationError):
 
 
 def bootstrap(cluster: Cluster) -> str:
-    nodes = BrokerNode.objects.filter(cluster=cluster, removal_requested_at__isnull=True).select_related("agent")
-    return ",".join(f"{n.agent.advertised_host}:{n.port}" for n in nodes)
+    return bootstrap_servers(cluster)
 
 
 @contextmanager
@@ -46,7 +46,7 @@ def admin_for(cluster: Cluster) -> Iterator[ClusterAdmin]:
     if not servers:
         raise ClusterUnavailable("The cluster has no brokers yet.")
     try:
-        with ClusterAdmin(servers, timeout=10) as admin:
+        with cluster_admin(cluster, bootstrap=servers) as admin:
             yield admin
     except AdminError as exc:
         if exc.code in ("UNKNOWN_TOPIC_OR_PART", "GROUP_ID_NOT_FOUND"):

@@ -16,7 +16,15 @@ from django.utils import timezone
 
 from controlplane.audit.services import audit_record
 from controlplane.clusters.balance import BrokerSlot, Placement, Proposal, propose
-from controlplane.clusters.models import ACTIVE_REBALANCE_STATES, BrokerNode, Cluster, Rebalance, RebalanceState
+from controlplane.clusters.credentials import cluster_admin
+from controlplane.clusters.models import (
+    ACTIVE_REBALANCE_STATES,
+    DEFAULT_REPLICATION_THROTTLE,
+    BrokerNode,
+    Cluster,
+    Rebalance,
+    RebalanceState,
+)
 from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict
 from dataplane.client.admin import AdminError, ClusterAdmin
@@ -28,7 +36,8 @@ log = logging.getLogger(__name__)
 
 
 @transaction.atomic
-def rebalance_create(*, cluster: Cluster, actor: Actor | None, reason: str = "requested") -> Rebalance:
+def rebalance_create(*, cluster: Cluster, actor: Actor | None, reason: str = "requested",
+                     replication_throttle: int = DEFAULT_REPLICATION_THROTTLE) -> Rebalance:
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
     if cluster.deletion_requested_at is not None:
         raise Conflict("The cluster is being deleted.", code="cluster_deleting")
@@ -36,10 +45,11 @@ def rebalance_create(*, cluster: Cluster, actor: Actor | None, reason: str = "re
     if active is not None:
         raise Conflict(f"Rebalance {active.id} is still {active.state}: stop it or let it finish first.",
                        code="rebalance_active", extra={"rebalance": str(active.id)})
-    rebalance = Rebalance.objects.create(cluster=cluster, reason=reason)
+    rebalance = Rebalance.objects.create(cluster=cluster, reason=reason, replication_throttle=replication_throttle)
     if actor is not None:
         audit_record(tenant=cluster.tenant, actor=actor, action="rebalance.create", target_type="rebalance",
-                     target_id=str(rebalance.id), data={"cluster": str(cluster.id), "reason": reason})
+                     target_id=str(rebalance.id), data={"cluster": str(cluster.id), "reason": reason,
+                                                        "replication_throttle": replication_throttle})
     _nudge(cluster)
     return rebalance
 
@@ -155,6 +165,22 @@ def reconcile_rebalances(cluster: Cluster, admin: ClusterAdmin) -> bool:
         return False
 
 
+THROTTLE = "follower.replication.throttled.rate"
+
+
+def _throttle(admin: ClusterAdmin, rate: int | None) -> None:
+    """Set (or with None, remove) the replication throttle on every live broker, as Kafka's reassign tool does.
+
+    Idempotent: a step repeated after a crash sets the same value again; the throttle is removed before the
+    rebalance is marked Ready or Stopped, so a finished rebalance never leaves one behind.
+    """
+    for broker in admin.describe_cluster().brokers:
+        if rate:
+            admin.alter_broker_configs(broker.node_id, {THROTTLE: str(rate)})
+        else:
+            admin.alter_broker_configs(broker.node_id, {}, delete=[THROTTLE])
+
+
 def _step(cluster: Cluster, admin: ClusterAdmin, rebalance: Rebalance) -> bool:
     rebalance.refresh_from_db()
     if rebalance.stop_requested_at is not None:
@@ -162,10 +188,13 @@ def _step(cluster: Cluster, admin: ClusterAdmin, rebalance: Rebalance) -> bool:
             moving = admin.list_reassignments()
             if moving:
                 admin.alter_reassignments({key: None for key in moving})
+            _throttle(admin, None)
             progress = {k: ("cancelled" if v != "done" else v) for k, v in rebalance.progress.items()}
             _set(rebalance, RebalanceState.STOPPED, "Stopped; partitions still moving were put back.",
                  progress=progress)
         else:
+            if rebalance.approved_at is not None:
+                _throttle(admin, None)  # the approval step may have set it before a crash
             _set(rebalance, RebalanceState.STOPPED, "Stopped before it started.")
         return False
     if rebalance.state in (RebalanceState.NEW, RebalanceState.PENDING_PROPOSAL):
@@ -186,6 +215,8 @@ def _step(cluster: Cluster, admin: ClusterAdmin, rebalance: Rebalance) -> bool:
         moves = rebalance.proposal.get("moves", [])
         targets = {(m["topic"], m["partition"]): m["target"] for m in moves if m["current"] != m["target"]
                    and set(m["current"]) != set(m["target"])}
+        if targets:
+            _throttle(admin, rebalance.replication_throttle)
         results = admin.alter_reassignments(targets) if targets else {}
         progress = {_key(m["topic"], m["partition"]): "moving" if (m["topic"], m["partition"]) in targets else "done"
                     for m in moves}
@@ -207,6 +238,7 @@ def _step(cluster: Cluster, admin: ClusterAdmin, rebalance: Rebalance) -> bool:
             _set(rebalance, RebalanceState.REBALANCING, f"{done} of {len(progress)} partition(s) done.",
                  progress=progress)
             return True
+        _throttle(admin, None)
         leaders = [(m["topic"], m["partition"]) for m in rebalance.proposal.get("moves", [])]
         admin.elect_preferred_leaders(leaders)
         refused = [k for k, v in progress.items() if v.startswith("failed")]
@@ -224,7 +256,7 @@ def rebalance_pass(cluster: Cluster, bootstrap: str) -> bool:
             cluster=cluster, refresh_requested_at__isnull=False).exists():
         return False
     try:
-        with ClusterAdmin(bootstrap, timeout=10) as admin:
+        with cluster_admin(cluster, bootstrap=bootstrap) as admin:
             return reconcile_rebalances(cluster, admin)
     except AdminError as exc:
         log.warning("cluster %s: rebalance step failed: %s", cluster.kafka_cluster_id, exc)

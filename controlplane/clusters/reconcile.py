@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from controlplane.agent.processes import NodeSpec
 from controlplane.clusters import metadata, provisioning
+from controlplane.clusters.credentials import security_status
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.provisioning import (
     AgentView,
@@ -90,7 +91,7 @@ def node_spec(cluster: Cluster, node: BrokerNode) -> NodeSpec:
     # listen_host and the metadata URL are the agent's own (they differ per host); it fills them in.
     return NodeSpec(cluster=cluster.kafka_cluster_id, node_id=node.node_id, host=node.agent_id, listen_host="",
                     advertised_host=node.agent.advertised_host, port=node.port, metadata_url="",
-                    rack=node.rack or None)
+                    rack=node.rack or None, secure=True)
 
 
 def _send_ensure(cluster: Cluster, node: BrokerNode) -> None:
@@ -217,6 +218,7 @@ def _status(cluster: Cluster, view: ClusterView, nodes: list[BrokerNode], *, bro
         "observed_generation": observed,
         "conditions": kept,
         "bootstrap_servers": _bootstrap(nodes),
+        **security_status(),
         "kafka_cluster_id": cluster.kafka_cluster_id,
         "brokers": [{"node_id": n.node_id, "host": n.agent_id, "port": n.port, "rack": n.rack or None,
                      "registered": v.registered, "retiring": v.retiring, "process": n.process}
@@ -243,7 +245,11 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
             view, nodes = cluster_view(cluster, resync=False)
         brokers_ready = provisioning.converged(view)
         topics: dict[str, Any] = {}
+        credentials: dict[str, Any] = {}
         if brokers_ready:
+            from controlplane.clusters.credential_reconcile import reconcile_credentials
+
+            credentials = reconcile_credentials(cluster)
             from controlplane.streams.reconcile import reconcile_topics
 
             topics = reconcile_topics(cluster, bootstrap=_bootstrap(nodes), resync=resync)
@@ -254,6 +260,7 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
             from controlplane.streams.quota_reconcile import reconcile_quotas
 
             topics = _merged(topics, reconcile_quotas(cluster, bootstrap=_bootstrap(nodes)))
+            topics = _merged(topics, {k: v for k, v in credentials.items() if k != "keys"})
         rebalancing = False
         if brokers_ready and not topics.get("pending"):
             from controlplane.clusters.rebalancing import rebalance_pass
@@ -265,5 +272,7 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
         observed = generation if done else cluster.status.get("observed_generation", 0)
         status = _status(cluster, view, nodes, brokers_ready=brokers_ready, topics=topics, problem=problem,
                          observed=observed)
+        if credentials:
+            status["credentials"] = {"api_keys": credentials["keys"]}
         Cluster.objects.filter(pk=cluster.pk).update(status=status)
         return Outcome(done=done)

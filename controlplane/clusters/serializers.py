@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.clusters.models import Cluster, Plan, Rebalance
+from controlplane.clusters.models import DEFAULT_REPLICATION_THROTTLE, Cluster, Plan, Rebalance
 
 
 class ClusterSerializer(serializers.ModelSerializer[Cluster]):
@@ -24,13 +24,19 @@ class ClusterWriteSerializer(serializers.Serializer[Any]):
     max_partitions = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
 
 
+class RebalanceWriteSerializer(serializers.Serializer[Any]):
+    replication_throttle = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**62, default=DEFAULT_REPLICATION_THROTTLE,
+        help_text="Bytes/s each broker may copy while partitions move (0: unlimited).")
+
+
 class RebalanceSerializer(serializers.ModelSerializer[Rebalance]):
     cluster = serializers.UUIDField(source="cluster_id", read_only=True)
 
     class Meta:
         model = Rebalance
-        fields = ["id", "cluster", "reason", "state", "message", "proposal", "progress", "approved_at",
-                  "stop_requested_at", "created_at", "updated_at"]
+        fields = ["id", "cluster", "reason", "state", "message", "proposal", "progress", "replication_throttle",
+                  "approved_at", "stop_requested_at", "created_at", "updated_at"]
         read_only_fields = fields
 
 
@@ -106,6 +112,8 @@ class ThroughputPointSerializer(serializers.Serializer[Any]):
     records_in = serializers.IntegerField()
     bytes_in = serializers.IntegerField()
     records_out = serializers.IntegerField()
+    bytes_out = serializers.IntegerField()
     records_in_per_sec = serializers.FloatField()
     bytes_in_per_sec = serializers.FloatField()
     records_out_per_sec = serializers.FloatField()
+    bytes_out_per_sec = serializers.FloatField()

@@ -66,6 +66,26 @@ def reconcile(cluster_id: str, resync: bool = False, attempt: int = 0) -> None:
         enqueue_reconcile(cluster_id, countdown=wait, attempt=attempt + 1)
 
 
+def enqueue_credentials(tenant_id: int, *, cluster_id: uuid.UUID | None = None) -> None:
+    """Rewrite the credentials of the tenant's clusters (or one) now: a key was made, revoked or lost its owner."""
+    clusters = Cluster.objects.filter(tenant_id=tenant_id, deletion_requested_at__isnull=True)
+    if cluster_id is not None:
+        clusters = clusters.filter(pk=cluster_id)
+    for pk in clusters.values_list("pk", flat=True):
+        reconcile_credentials.apply_async(args=[str(pk)])
+
+
+@shared_task(name="clusters.reconcile_credentials", ignore_result=True)
+def reconcile_credentials(cluster_id: str) -> None:
+    from controlplane.clusters.credential_reconcile import reconcile_credentials as reconcile_cluster_credentials
+
+    cluster = Cluster.objects.filter(pk=cluster_id, deletion_requested_at__isnull=True).first()
+    if cluster is None:
+        return
+    if reconcile_cluster_credentials(cluster).get("pending"):  # brokers not up yet, or the store unreachable
+        enqueue_reconcile(cluster.pk, countdown=RETRY_SECONDS)
+
+
 @shared_task(name="clusters.resync_all", ignore_result=True)
 def resync_all() -> int:
     """The periodic pass over every cluster: a lost task or a crashed worker only delays."""

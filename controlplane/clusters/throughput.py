@@ -3,12 +3,15 @@
 Kafka's protocol carries no traffic counters, so the samples are differences of absolute figures the admin
 API does give: log end offsets (records in), log sizes (bytes in; retention deleting old segments can only
 hide growth, so a shrink counts as zero) and consumer groups' committed offsets (records out). Per broker,
-the figures of the partitions it leads. Bytes sent to consumers are not derivable this way (see the docs).
+the figures of the partitions it leads. Bytes out are counted by the brokers themselves (Fetch responses to
+consumers, per topic) and published with their lease in the metadata store; a broker that restarts starts
+from zero, which costs that broker's share of one interval (a drop counts as zero, like a log shrink).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -26,10 +29,12 @@ class Totals:
     records: int = 0
     bytes: int = 0
     consumed: int = 0
+    bytes_out: int = 0
 
 
-def measure(admin: ClusterAdmin) -> dict[tuple[str, str], Totals]:
-    """Absolute figures now: ("topic", name) and ("broker", node id) -> totals."""
+def measure(admin: ClusterAdmin, sent: Mapping[int, Mapping[str, int]]) -> dict[tuple[str, str], Totals]:
+    """Absolute figures now: ("topic", name) and ("broker", node id) -> totals; ``sent``: each broker's bytes
+    sent to consumers per topic, as the metadata store has them."""
     topics = admin.topics()
     keys = [(name, p.partition) for name, info in topics.items() for p in info.partitions]
     ends = admin.offsets(keys, "latest") if keys else {}
@@ -48,8 +53,14 @@ def measure(admin: ClusterAdmin) -> dict[tuple[str, str], Totals]:
         for scope in (("topic", key[0]), ("broker", str(leaders[key]))):
             records[scope] += end
             data[scope] += sizes.get(key, 0)
-    scopes = {*records, *(("topic", t) for t in topics)}
-    return {s: Totals(records[s], data[s], consumed[s[1]] if s[0] == "topic" else 0) for s in scopes}
+    out = Counter[tuple[str, str]]()
+    for node, per_topic in sent.items():
+        for topic, sent_bytes in per_topic.items():
+            if topic in topics:
+                out[("topic", topic)] += sent_bytes
+                out[("broker", str(node))] += sent_bytes
+    scopes = {*records, *out, *(("topic", t) for t in topics)}
+    return {s: Totals(records[s], data[s], consumed[s[1]] if s[0] == "topic" else 0, out[s]) for s in scopes}
 
 
 def record(cluster: Cluster, now: datetime, totals: dict[tuple[str, str], Totals]) -> int:
@@ -65,22 +76,24 @@ def record(cluster: Cluster, now: datetime, totals: dict[tuple[str, str], Totals
                     cluster=cluster, scope=scope, name=name, at=now, seconds=(now - last.at).total_seconds(),
                     records_in=max(0, now_totals.records - last.records),
                     bytes_in=max(0, now_totals.bytes - last.bytes),
-                    records_out=max(0, now_totals.consumed - last.consumed)))
+                    records_out=max(0, now_totals.consumed - last.consumed),
+                    bytes_out=max(0, now_totals.bytes_out - last.bytes_out)))
         ThroughputSample.objects.bulk_create(samples)
         gone = [c.pk for key, c in previous.items() if key not in totals]  # deleted topics, removed brokers
         ThroughputCounter.objects.filter(pk__in=gone).delete()
         for (scope, name), t in totals.items():
             ThroughputCounter.objects.update_or_create(cluster=cluster, scope=scope, name=name, defaults={
-                "at": now, "records": t.records, "bytes": t.bytes, "consumed": t.consumed})
+                "at": now, "records": t.records, "bytes": t.bytes, "consumed": t.consumed, "bytes_out": t.bytes_out})
         ThroughputSample.objects.filter(cluster=cluster, at__lt=now - KEEP).delete()
     return len(samples)
 
 
 def sample(cluster: Cluster) -> int:
+    from controlplane.clusters import metadata
     from controlplane.clusters.observability import admin_for
 
     with admin_for(cluster) as admin:
-        totals = measure(admin)
+        totals = measure(admin, metadata.bytes_out(cluster.kafka_cluster_id))
     return record(cluster, timezone.now(), totals)
 
 
@@ -90,8 +103,9 @@ def history(cluster: Cluster, *, scope: str, name: str | None, minutes: int) -> 
     if name is not None:
         rows = rows.filter(name=name)
     return [{"name": r.name, "at": r.at.isoformat(), "seconds": r.seconds, "records_in": r.records_in,
-             "bytes_in": r.bytes_in, "records_out": r.records_out,
+             "bytes_in": r.bytes_in, "records_out": r.records_out, "bytes_out": r.bytes_out,
              "records_in_per_sec": r.records_in / r.seconds if r.seconds else 0.0,
              "bytes_in_per_sec": r.bytes_in / r.seconds if r.seconds else 0.0,
-             "records_out_per_sec": r.records_out / r.seconds if r.seconds else 0.0}
+             "records_out_per_sec": r.records_out / r.seconds if r.seconds else 0.0,
+             "bytes_out_per_sec": r.bytes_out / r.seconds if r.seconds else 0.0}
             for r in rows.order_by("name", "at")]

@@ -21,6 +21,7 @@ from controlplane.clusters.serializers import (
     GroupDetailSerializer,
     GroupSummarySerializer,
     RebalanceSerializer,
+    RebalanceWriteSerializer,
     ResetOffsetsSerializer,
     ResetPlanSerializer,
     ThroughputPointSerializer,
@@ -94,7 +95,8 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @extend_schema(parameters=[ThroughputQuerySerializer], responses={200: ThroughputPointSerializer(many=True)})
     @action(detail=True, methods=["get"])
     def throughput(self, request: Request, tenant_slug: str, pk: str) -> Response:
-        """Per-minute records and bytes in and records consumed, per topic or per broker, for charts (48 h)."""
+        """Per-minute records and bytes in, records consumed and bytes sent to consumers, per topic or per broker,
+        for charts (48 h)."""
         cluster = self.get_object()  # (query parameters named like the cluster filters would filter it away)
         query = ThroughputQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -146,9 +148,12 @@ class RebalanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Cluster
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[Rebalance]:
         return Rebalance.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
 
-    @extend_schema(request=None, responses={201: RebalanceSerializer})
+    @extend_schema(request=RebalanceWriteSerializer, responses={201: RebalanceSerializer})
     def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
-        rebalance = rebalancing.rebalance_create(cluster=self.cluster, actor=self.actor)
+        data = RebalanceWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        rebalance = rebalancing.rebalance_create(cluster=self.cluster, actor=self.actor,
+                                                 replication_throttle=data.validated_data["replication_throttle"])
         return Response(RebalanceSerializer(rebalance).data, status=status.HTTP_201_CREATED)
 
     def _act(self, change: Any) -> Response:

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 from rest_framework import exceptions
 from rest_framework.request import Request
 
+from controlplane.clusters.credentials import ClientSettings, client_config, frozen
 from controlplane.clusters.models import Cluster
-from controlplane.clusters.observability import bootstrap
 from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
 from controlplane.tenancy import keys
 from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
@@ -58,6 +58,7 @@ class ClusterAccess:
     tenant_id: int
     bootstrap: str
     role: str
+    client: ClientSettings = ()  # ``client_config`` of the cluster, frozen: what every client of it is built from
 
     def require(self, role: str) -> None:
         if not role_at_least(self.role, role):
@@ -172,7 +173,9 @@ def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:
         return None
     role = caller.role_in(cluster.tenant_id)
     assert role is not None
-    return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, bootstrap(cluster), role)
+    config = client_config(cluster)
+    return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, config["bootstrap.servers"], role,
+                         frozen(config))
 
 
 def clear_caches() -> None:

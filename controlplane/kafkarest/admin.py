@@ -40,7 +40,7 @@ def cluster_admin(access: ClusterAccess) -> Iterator[ClusterAdmin]:
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
     try:
-        with ClusterAdmin(access.bootstrap, timeout=10) as admin:
+        with ClusterAdmin(access.bootstrap, timeout=10, config=dict(access.client)) as admin:
             yield admin
     except AdminError as exc:
         raise rest_error_for_admin(exc) from exc

@@ -21,6 +21,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from controlplane.clusters.credentials import ClientSettings, servers
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
     INVALID_PAYLOAD,
@@ -67,10 +68,11 @@ def rest_error_for(error: KafkaError) -> RestError:
 class ClusterProducer:
     """A producer for one cluster; see the module docstring for who owns it and its threads."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, client: ClientSettings) -> None:
+        self.client = client
+        bootstrap = servers(client)
         self._producer = Producer({
-            "bootstrap.servers": bootstrap,
+            **dict(client),
             "partitioner": "murmur2_random",
             "acks": "all",
             "enable.idempotence": True,
@@ -179,29 +181,30 @@ def _close_all(producers: list[ClusterProducer]) -> None:
 
 
 class ProducerPool:
-    """Producers by bootstrap address, created on first use; one unused for ``IDLE_SECONDS`` is closed (its
-    cluster may be gone), by whichever ``get`` notices, on a thread of its own."""
+    """Producers by client settings (``client_config``: address and credentials), created on first use; one
+    unused for ``IDLE_SECONDS`` is closed (its cluster may be gone), by whichever ``get`` notices, on a thread
+    of its own."""
 
     def __init__(self) -> None:
-        self._producers: dict[str, ClusterProducer] = {}
+        self._producers: dict[ClientSettings, ClusterProducer] = {}
         self._lock = threading.Lock()
         self._swept = time.monotonic()
 
-    def get(self, bootstrap: str) -> ClusterProducer:
-        if not bootstrap:
+    def get(self, client: ClientSettings) -> ClusterProducer:
+        if not servers(client):
             raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
         now = time.monotonic()
         idle: list[ClusterProducer] = []
         with self._lock:
-            producer = self._producers.get(bootstrap)
+            producer = self._producers.get(client)
             if producer is None:
-                producer = self._producers[bootstrap] = ClusterProducer(bootstrap)
+                producer = self._producers[client] = ClusterProducer(client)
             producer.last_used = now
             if now - self._swept > IDLE_SECONDS / 10:
                 self._swept = now
                 idle = [p for p in self._producers.values() if now - p.last_used > IDLE_SECONDS]
                 for stale in idle:
-                    del self._producers[stale.bootstrap]
+                    del self._producers[stale.client]
         if idle:
             threading.Thread(target=_close_all, args=(idle,), name="rest-producer-close", daemon=True).start()
         return producer

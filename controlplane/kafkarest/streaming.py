@@ -113,7 +113,7 @@ def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterPr
         caller = caller_for_authorization(authorization)
         _within_rate_limit(caller)
         access = cluster_access(caller, cluster_id, role=Role.MEMBER)
-        producer = pool.get(access.bootstrap)
+        producer = pool.get(access.client)
         producer.partition_count(topic)
         return producer, access.kafka_cluster_id
     finally:
@@ -195,7 +195,7 @@ def _resolve_v2(authorization: str, cluster_id: str | None, topic: str) -> tuple
             cluster_id = caller.cluster_scope
             if cluster_id is None:
                 raise RestError(errors.BAD_REQUEST, v2_produce.ROOT_REFUSAL)
-        producer = pool.get(cluster_access(caller, cluster_id, role=Role.MEMBER).bootstrap)
+        producer = pool.get(cluster_access(caller, cluster_id, role=Role.MEMBER).client)
         return producer, producer.partition_count(topic)
     finally:
         close_old_connections()

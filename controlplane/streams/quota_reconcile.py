@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Cluster
 from controlplane.streams.models import ClientQuota
 from controlplane.streams.quota_plan import plan_quotas
-from dataplane.client.admin import AdminError, ClusterAdmin
+from dataplane.client.admin import AdminError
 from dataplane.security.quotas import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
@@ -51,7 +52,7 @@ def reconcile_quotas(cluster: Cluster, *, bootstrap: str) -> dict[str, Any]:
     """One pass; a summary for the cluster's status: ``pending`` changes, ``drift``, ``errors``, ``quotas``."""
     desired = desired_quotas(cluster)
     try:
-        with ClusterAdmin(bootstrap, timeout=10) as admin:
+        with cluster_admin(cluster, bootstrap=bootstrap) as admin:
             plan = plan_quotas(desired, admin.client_quotas(), correct_drift=cluster.drift_policy == "correct")
             outcomes = admin.alter_client_quotas(plan.changes)
     except AdminError as exc:

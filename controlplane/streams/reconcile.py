@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Cluster
 from controlplane.core.status import condition
 from controlplane.streams.models import Topic
@@ -97,7 +98,7 @@ def reconcile_topics(cluster: Cluster, *, bootstrap: str, resync: bool = False) 
     try:
         # Describing every topic's configs grows with the topic count: so does the deadline.
         timeout = 10 + 0.02 * Topic.objects.filter(cluster=cluster).count()
-        with ClusterAdmin(bootstrap, timeout=timeout) as admin:
+        with cluster_admin(cluster, bootstrap=bootstrap, timeout=timeout) as admin:
             observed, under_replicated = observe_topics(admin)
             rows = {t.name: t for t in Topic.objects.filter(cluster=cluster)}
             actions = plan_topics([desired_topic(r) for r in rows.values()], observed,

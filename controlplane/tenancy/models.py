@@ -105,6 +105,11 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # SCRAM-SHA-256/512 verification data derived from the secret when the key was made (RFC 5802: salt,
+    # iterations, StoredKey, ServerKey, base64), never the secret or the salted password:
+    # {"SCRAM-SHA-256": {"salt": ..., "iterations": 4096, "stored_key": ..., "server_key": ...}, ...}.
+    # Empty for keys made before Kafka credentials existed: those authenticate with PLAIN only.
+    scram_credentials = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["created_at"]
@@ -115,6 +120,11 @@ class ApiKey(models.Model):
                 name="api_key_exactly_one_owner",
             )
         ]
+
+    @property
+    def sasl_mechanisms(self) -> list[str]:
+        """The SASL mechanisms this key authenticates with on the tenant's clusters."""
+        return ["PLAIN", *sorted(self.scram_credentials)]
 
     @property
     def principal(self) -> str:

@@ -81,11 +81,15 @@ class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
                                     help_text="The one cluster this key reaches (its id); null: every cluster "
                                               "of the tenant.")
     revoked = serializers.SerializerMethodField()
+    sasl_mechanisms = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="How the key authenticates to the tenant's Kafka clusters (username = key id, password = "
+                  "secret). Keys made before SCRAM credentials were derived have PLAIN only.")
 
     class Meta:
         model = ApiKey
-        fields = ["key_id", "description", "owner", "principal", "cluster", "created_at", "last_used_at", "revoked",
-                  "revoked_at"]
+        fields = ["key_id", "description", "owner", "principal", "cluster", "sasl_mechanisms", "created_at",
+                  "last_used_at", "revoked", "revoked_at"]
         read_only_fields = fields
 
     def get_owner(self, key: ApiKey) -> dict[str, str]:

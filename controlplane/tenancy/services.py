@@ -17,6 +17,7 @@ from controlplane.audit.services import audit_record
 from controlplane.core.actors import Actor
 from controlplane.core.errors import ApplicationError, Conflict, ValidationFailed
 from controlplane.tenancy import keys
+from controlplane.tenancy.kafka_credentials import derive_scram
 from controlplane.tenancy.models import (
     ROLE_RANK,
     ApiKey,
@@ -70,6 +71,23 @@ def tenant_delete(*, tenant: Tenant, actor: Actor) -> None:
     tenant.delete()
 
 
+def _sync_kafka(tenant: Tenant, *, cluster_id: uuid.UUID | None = None, acls: bool = False) -> None:
+    """Once this transaction commits: rewrite the tenant's clusters' credentials (a key became usable or stopped
+    being so), and with ``acls`` run their reconcile (the ACLs derived from roles changed)."""
+    tenant_id = tenant.pk
+
+    def run() -> None:
+        # clusters depends on tenancy, not the reverse: imported when needed.
+        from controlplane.clusters.models import Cluster
+        from controlplane.clusters.tasks import enqueue_credentials, enqueue_reconcile
+
+        enqueue_credentials(tenant_id, cluster_id=cluster_id)
+        if acls:
+            for pk in Cluster.objects.filter(tenant_id=tenant_id).values_list("pk", flat=True):
+                enqueue_reconcile(pk)
+    transaction.on_commit(run)
+
+
 def _owner_count(tenant: Tenant) -> int:
     return Membership.objects.filter(tenant=tenant, role=Role.OWNER).count()
 
@@ -87,6 +105,8 @@ def membership_add(*, tenant: Tenant, email: str, role: str, actor: Actor) -> Me
     if Membership.objects.filter(tenant=tenant, user=user).exists():
         raise Conflict(f"{email} is already a member of this tenant.", extra={"field": "email"})
     membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+    if role in (Role.OWNER, Role.ADMIN):
+        _sync_kafka(tenant, acls=True)
     audit_record(tenant=tenant, actor=actor, action="membership.create", target_type="membership",
                  target_id=str(membership.id), data={"email": email, "role": role})
     return membership
@@ -101,6 +121,8 @@ def membership_update(*, membership: Membership, role: str, actor: Actor) -> Mem
     old = membership.role
     membership.role = role
     membership.save(update_fields=["role"])
+    if old != role:
+        _sync_kafka(membership.tenant, acls=True)
     audit_record(tenant=membership.tenant, actor=actor, action="membership.update", target_type="membership",
                  target_id=str(membership.id), data={"role": [old, role]})
     return membership
@@ -117,6 +139,7 @@ def membership_remove(*, membership: Membership, actor: Actor) -> None:
         revoked_at=now)
     audit_record(tenant=membership.tenant, actor=actor, action="membership.delete", target_type="membership",
                  target_id=str(membership.id), data={"user_id": membership.user_id})
+    _sync_kafka(membership.tenant, acls=True)
     membership.delete()
 
 
@@ -154,6 +177,7 @@ def service_account_update(*, account: ServiceAccount, actor: Actor, name: str |
 def service_account_delete(*, account: ServiceAccount, actor: Actor) -> None:
     audit_record(tenant=account.tenant, actor=actor, action="service_account.delete",
                  target_type="service_account", target_id=str(account.id), data={"name": account.name})
+    _sync_kafka(account.tenant)
     account.delete()
 
 
@@ -189,9 +213,12 @@ def api_key_create(*, tenant: Tenant, actor: Actor, description: str = "",
         key_id = keys.new_key_id()
         if not ApiKey.objects.filter(key_id=key_id).exists():
             break
+    # The only moment the secret is known: derive the SCRAM credentials Kafka clients will log in with.
     api_key = ApiKey.objects.create(key_id=key_id, secret_hash=keys.hash_secret(secret), tenant=tenant,
                                     owner_user=owner_user, owner_service_account=owner_service_account,
-                                    description=description, cluster=cluster)
+                                    description=description, cluster=cluster,
+                                    scram_credentials=derive_scram(secret))
+    _sync_kafka(tenant, cluster_id=cluster.pk if cluster is not None else None)
     audit_record(tenant=tenant, actor=actor, action="api_key.create", target_type="api_key", target_id=key_id,
                  data={"principal": api_key.principal, "description": description,
                        "cluster": str(cluster.pk) if cluster is not None else None})
@@ -213,6 +240,7 @@ def api_key_revoke(*, api_key: ApiKey, actor: Actor) -> ApiKey:
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
+        _sync_kafka(api_key.tenant, cluster_id=api_key.cluster_id)
         audit_record(tenant=api_key.tenant, actor=actor, action="api_key.revoke", target_type="api_key",
                      target_id=api_key.key_id)
     return api_key

@@ -14,7 +14,8 @@ codec (``dataplane.protocol.client``): partition reassignments
 (AlterPartitionReassignments, ListPartitionReassignments) to the controller,
 DescribeLogDirs and ListGroups to every broker. ListGroups is the one API
 librdkafka has but cannot be used for: its listing drops each group's protocol
-type. That path speaks PLAINTEXT only.
+type. That path speaks PLAINTEXT and SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256/512,
+from the same ``sasl.*`` settings librdkafka is given).
 
 Each public call has one deadline (``timeout``) shared by the requests it
 makes, so an unreachable cluster raises a retriable AdminError instead of
@@ -68,7 +69,10 @@ from kio.schema.alter_partition_reassignments.v0.request import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from kio.schema.errors import ErrorCode as WireError
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import f64, i32, i32Timedelta
 
@@ -77,6 +81,8 @@ from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.framing import RemoteProtocolError
 from dataplane.security import acl
 from dataplane.security.quotas import Entity as QuotaEntity
+from dataplane.security.sasl import ALL_MECHANISMS, PLAIN, ClientCredentials
+from dataplane.security.scram import ScramClient, ScramError
 
 CLIENT_ID = "sluice-controlplane"
 TopicPartitionKey = tuple[str, int]
@@ -344,7 +350,7 @@ class _Wire:
     version both sides know. Single-threaded; closed by its context manager.
     """
 
-    def __init__(self, broker: BrokerInfo, deadline: _Deadline) -> None:
+    def __init__(self, broker: BrokerInfo, deadline: _Deadline, sasl: ClientCredentials | None = None) -> None:
         self._deadline = deadline
         self._where = f"broker {broker.node_id} at {broker.host}:{broker.port}"
         self._codec = ClientCodec(CLIENT_ID)
@@ -359,6 +365,33 @@ class _Wire:
             self._sock.close()
             raise
         self._served = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in answer.api_keys}
+        if sasl is not None:
+            try:
+                self._authenticate(sasl)
+            except BaseException:
+                self._sock.close()
+                raise
+
+    def _authenticate(self, credentials: ClientCredentials) -> None:
+        """SaslHandshake v1 then SaslAuthenticate (KIP-152), as librdkafka does on a SASL_PLAINTEXT listener."""
+        answer = self.call(SaslHandshakeRequest(mechanism=credentials.mechanism))
+        if answer.error_code != WireError.none:
+            raise AdminError(answer.error_code.name.upper(), f"{self._where} refused SASL mechanism "
+                             f"{credentials.mechanism} (offers {list(answer.mechanisms)})")
+        try:
+            if credentials.mechanism == PLAIN:
+                self._sasl_step(f"\0{credentials.username}\0{credentials.password}".encode())
+                return
+            client = ScramClient(credentials.mechanism, credentials.username, credentials.password)
+            client.verify(self._sasl_step(client.final(self._sasl_step(client.first()))))
+        except ScramError as exc:
+            raise AdminError("SASL_AUTHENTICATION_FAILED", f"{self._where}: {exc}") from exc
+
+    def _sasl_step(self, token: bytes) -> bytes:
+        answer = self.call(SaslAuthenticateRequest(auth_bytes=token))
+        if answer.error_code != WireError.none:
+            raise AdminError("SASL_AUTHENTICATION_FAILED", f"{self._where}: {answer.error_message}")
+        return bytes(answer.auth_bytes)
 
     def __enter__(self) -> _Wire:
         return self
@@ -440,8 +473,8 @@ class ClusterAdmin:
     """Admin operations on one cluster, reached through ``bootstrap`` ("host:port,host:port").
 
     ``config`` is passed to librdkafka (security settings, for instance); the
-    requests spoken over plain sockets support PLAINTEXT only and refuse with
-    ``_NOT_IMPLEMENTED`` under any other ``security.protocol``.
+    requests spoken over plain sockets support PLAINTEXT and SASL_PLAINTEXT and
+    refuse with ``_NOT_IMPLEMENTED`` under any other ``security.protocol``.
 
     Reads, and writes that change nothing when repeated, are asked again while
     the cluster answers that leadership is moving (NOT_CONTROLLER, an unknown
@@ -537,10 +570,16 @@ class ClusterAdmin:
 
     def _wire(self, broker: BrokerInfo, deadline: _Deadline) -> _Wire:
         protocol = self._config.get("security.protocol", "plaintext").lower()
-        if protocol != "plaintext":
+        if protocol == "plaintext":
+            return _Wire(broker, deadline)
+        if protocol != "sasl_plaintext":
             raise AdminError("_NOT_IMPLEMENTED", f"reassignments, log dirs and group listings are spoken over "
-                             f"PLAINTEXT only, not {protocol}")
-        return _Wire(broker, deadline)
+                             f"PLAINTEXT and SASL_PLAINTEXT only, not {protocol}")
+        mechanism = self._config.get("sasl.mechanism", self._config.get("sasl.mechanisms", "GSSAPI")).upper()
+        if mechanism not in ALL_MECHANISMS:
+            raise AdminError("_NOT_IMPLEMENTED", f"SASL mechanism {mechanism} is not spoken here")
+        return _Wire(broker, deadline, ClientCredentials(mechanism, self._config.get("sasl.username", ""),
+                                                         self._config.get("sasl.password", "")))
 
     def _each_broker(self, deadline: _Deadline, api_key: int, make: Callable[[int], Any]) -> Iterator[
             tuple[BrokerInfo, Any]]:
@@ -675,6 +714,35 @@ class ClusterAdmin:
                                                               request_timeout=deadline.remaining()).values()
             self._wait(future, deadline)
         self._retry(attempt)
+
+    def alter_broker_configs(self, node_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        """Set and remove dynamic configs of one broker (librdkafka sends the request to that broker)."""
+        changes = [KafkaConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+        changes += [KafkaConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        if not changes:
+            return
+        resource = ConfigResource(ResourceType.BROKER, str(node_id), incremental_configs=changes)
+
+        def attempt(deadline: _Deadline) -> None:
+            [future] = self._client.incremental_alter_configs([resource],
+                                                              request_timeout=deadline.remaining()).values()
+            self._wait(future, deadline)
+        self._retry(attempt)
+
+    def broker_configs(self, node_id: int) -> dict[str, ConfigEntry]:
+        """Every config of one broker, with where its value comes from."""
+        resource = ConfigResource(ResourceType.BROKER, str(node_id))
+
+        def attempt(deadline: _Deadline) -> dict[str, ConfigEntry]:
+            futures = self._client.describe_configs([resource], request_timeout=deadline.remaining())
+            for _, entries, error in self._outcomes(futures, deadline):
+                if error is not None:
+                    raise AdminError(error.code, f"broker {node_id}: {error.message}", retriable=error.retriable)
+                return {name: ConfigEntry(name, entry.value, _source_name(entry.source), bool(entry.is_default),
+                                          bool(entry.is_read_only), bool(entry.is_sensitive))
+                        for name, entry in sorted(entries.items())}
+            return {}
+        return self._retry(attempt)
 
     def delete_topics(self, names: Iterable[str]) -> dict[str, AdminError | None]:
         wanted = list(dict.fromkeys(names))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import psycopg
 
@@ -26,8 +26,12 @@ log = logging.getLogger(__name__)
 
 class BrokerLease:
     def __init__(self, db: StoreThread, metadata: MetadataCache, lease_seconds: float, *,
-                 after_lapse: Callable[[], Awaitable[None]]) -> None:
+                 after_lapse: Callable[[], Awaitable[None]],
+                 bytes_out: Callable[[], Mapping[str, int] | None] = lambda: None,
+                 published: Callable[[], None] = lambda: None) -> None:
         self.db = db
+        # Per-topic bytes sent to consumers, written with each renewal; ``published`` once that succeeded.
+        self._bytes_out, self._published = bytes_out, published
         self.metadata = metadata
         self.lease_seconds = lease_seconds
         self._after_lapse = after_lapse  # re-read metadata before leading again
@@ -51,7 +55,12 @@ class BrokerLease:
             try:
                 lapsed = not self.ok()
                 sent = time.monotonic()
-                if not await self.db.call(self.db.store.renew_lease, node_id, incarnation, self.lease_seconds):
+                counters = self._bytes_out()
+                renewed = await self.db.call(self.db.store.renew_lease, node_id, incarnation, self.lease_seconds,
+                                             counters)
+                if renewed and counters is not None:
+                    self._published()
+                if not renewed:
                     log.error("broker %d lost its registration to another process; re-registering", node_id)
                     await self.db.call(self.db.store.register_broker, self.metadata.local, self.lease_seconds)
                 self.metadata.update_brokers(await self.db.call(self.db.store.live_brokers))

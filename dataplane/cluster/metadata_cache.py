@@ -27,6 +27,7 @@ class MetadataCache:
         self.topics: dict[str, TopicState] = {}
         self._names: dict[uuid.UUID, str] = {}  # topic id -> name (Fetch v13+ names topics by id)
         self.cluster_defaults: dict[str, str] = {}  # cluster-wide topic config defaults
+        self.broker_configs: dict[int, dict[str, str]] = {}  # dynamic broker configs by node id (-1: default)
         self._brokers: dict[int, BrokerRegistration] = {}
         self.controller_id = -1
         self.controller_epoch = 0
@@ -49,6 +50,15 @@ class MetadataCache:
         self._names = {t.topic_id: t.name for t in self.topics.values()}
         self.cluster_defaults = dict(defaults)
         self.version = version
+
+    def update_broker_configs(self, configs: Mapping[int, Mapping[str, str]]) -> None:
+        self.broker_configs = {node: dict(values) for node, values in configs.items()}
+
+    def dynamic_broker_config(self, name: str, node_id: int | None = None) -> str | None:
+        """A dynamic broker config in force on ``node_id`` (this broker by default): its own, else the default."""
+        node = self.node_id if node_id is None else node_id
+        own = self.broker_configs.get(node, {}).get(name)
+        return own if own is not None else self.broker_configs.get(-1, {}).get(name)
 
     def update_brokers(self, brokers: Iterable[BrokerRegistration]) -> None:
         self._brokers = {b.node_id: b for b in brokers}

@@ -1,4 +1,4 @@
-"""Client quotas in the cluster's metadata schema (migration 0005).
+"""Client quotas in the cluster's metadata schema (migration 0008).
 
 Writes follow the store's discipline: one transaction, the cluster row locked so two writers' read-modify-write
 cycles serialise, ``metadata_version`` and ``quota_version`` bumped and a NOTIFY sent at commit, so every broker

@@ -162,13 +162,25 @@ class MetadataStore:
                  broker.directory_id, lease_seconds))
             self._changed()
 
-    def renew_lease(self, node_id: int, incarnation: uuid.UUID, lease_seconds: float) -> bool:
-        """Extend our lease; False when another incarnation took the node id over."""
+    def renew_lease(self, node_id: int, incarnation: uuid.UUID, lease_seconds: float,
+                    bytes_out: Mapping[str, int] | None = None) -> bool:
+        """Extend our lease (and publish our per-topic bytes sent to consumers, when given); False when
+        another incarnation took the node id over."""
         row = self.conn.execute(
-            "UPDATE brokers SET lease_expires_at = now() + make_interval(secs => %s)"
+            "UPDATE brokers SET lease_expires_at = now() + make_interval(secs => %s),"
+            " bytes_out = COALESCE(%s, bytes_out)"
             " WHERE cluster_id = %s AND node_id = %s AND incarnation = %s RETURNING 1",
-            (lease_seconds, self.cluster_id, node_id, incarnation)).fetchone()
+            (lease_seconds, None if bytes_out is None else Jsonb(dict(bytes_out)), self.cluster_id, node_id,
+             incarnation)).fetchone()
         return row is not None
+
+    def bytes_out(self) -> dict[int, tuple[uuid.UUID, dict[str, int]]]:
+        """node id -> (incarnation, bytes sent to consumers per topic) of every broker holding a live lease."""
+        rows = self.conn.execute("SELECT node_id, incarnation, bytes_out FROM brokers WHERE cluster_id = %s"
+                                 " AND lease_expires_at > now()", (self.cluster_id,)).fetchall()
+        return {int(str(node)): (cast(uuid.UUID, incarnation),
+                                 {str(k): int(v) for k, v in cast(dict[str, int], counters).items()})
+                for node, incarnation, counters in rows}
 
     def unregister_broker(self, node_id: int, incarnation: uuid.UUID) -> None:
         """At clean shutdown: let the lease lapse now rather than at its expiry."""
@@ -520,6 +532,36 @@ class MetadataStore:
                 with self.conn.cursor() as cur:
                     cur.executemany("INSERT INTO cluster_configs (cluster_id, name, value) VALUES (%s, %s, %s)",
                                     [(self.cluster_id, key, value) for key, value in sorted(configs.items())])
+                self._changed()
+        return configs
+
+    def broker_configs(self) -> dict[int, dict[str, str]]:
+        """Dynamic broker configs by node id (-1: the cluster-wide default), by Kafka's broker config name."""
+        rows = self.conn.execute("SELECT node_id, name, value FROM broker_configs WHERE cluster_id = %s",
+                                 (self.cluster_id,)).fetchall()
+        found: dict[int, dict[str, str]] = {}
+        for node_id, name, value in rows:
+            found.setdefault(int(str(node_id)), {})[str(name)] = str(value)
+        return found
+
+    def alter_broker_configs(self, node_id: int, change: Callable[[Mapping[str, str]], Mapping[str, str]], *,
+                             dry_run: bool = False) -> dict[str, str]:
+        """Replace one node's dynamic configs (-1: the cluster default) with ``change(current)``; returns them.
+
+        ``change`` validates (the server knows which names are dynamic); the cluster row
+        lock serialises read-modify-write cycles as for the topic defaults.
+        """
+        with self.conn.transaction():
+            self.conn.execute("SELECT 1 FROM clusters WHERE cluster_id = %s FOR UPDATE", (self.cluster_id,))
+            current = self.broker_configs().get(node_id, {})
+            configs = dict(change(current))
+            if not dry_run and configs != current:
+                self.conn.execute("DELETE FROM broker_configs WHERE cluster_id = %s AND node_id = %s",
+                                  (self.cluster_id, node_id))
+                with self.conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO broker_configs (cluster_id, node_id, name, value) VALUES (%s, %s, %s, %s)",
+                        [(self.cluster_id, node_id, key, value) for key, value in sorted(configs.items())])
                 self._changed()
         return configs
 

@@ -74,3 +74,14 @@ def build(cls: type[T], values: Mapping[str, Any]) -> T:
                 value = build(field.entity, value)
         kwargs[field.name] = value
     return cls(**kwargs)
+
+
+def nested(cls: type, *path: str) -> type:
+    """The entity class reached from ``cls`` through the named fields (``nested(Resp, "results", "configs")``),
+    so a handler can build repeated parts once and reuse them (``build`` keeps entities it is given)."""
+    for name in path:
+        field = next((f for f in _fields(cls) if f.name == name), None)
+        if field is None or field.entity is None:
+            raise TypeError(f"{cls.__qualname__}.{name} holds no entity")
+        cls = field.entity
+    return cls

@@ -16,7 +16,7 @@ import contextlib
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -79,7 +79,9 @@ class FetcherSettings:
     partition_max_bytes: int = 4 << 20
     response_max_bytes: int = 10 << 20
     request_timeout_s: float = 30.0
-    throttle_bytes_per_s: Callable[[], float | None] = lambda: None
+    # Paces a fetch of ``received`` bytes that started at ``started`` (monotonic) under the broker's
+    # replication throttle; None: never throttled.
+    throttle: Callable[[int, float], Awaitable[None]] | None = None
     sasl: ClientCredentials | None = None  # the cluster's broker credential on a SASL listener
 
 
@@ -292,10 +294,5 @@ class ReplicaFetcher:
         return len(records) if records else 0
 
     async def _throttle(self, received: int, started: float) -> None:
-        """Keep this fetcher under the replication throttle (reassignments), if one is set."""
-        rate = self.settings.throttle_bytes_per_s()
-        if not rate or not received:
-            return
-        owed = received / rate - (time.monotonic() - started)
-        if owed > 0:
-            await asyncio.sleep(owed)
+        if self.settings.throttle is not None and received:
+            await self.settings.throttle(received, started)

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,24 @@ class TopicConfigs(Protocol):
     def min_insync_replicas(self, topic: TopicState, cluster_defaults: Mapping[str, str] | None = None) -> int: ...
 
 
+class ReplicationPacer:
+    """The follower replication throttle's clock: one budget per broker, shared by all its fetchers.
+
+    Kafka's follower quota bounds a broker's replication bytes, not each leader connection's: the bytes
+    every fetch brought advance one clock by ``bytes / rate``, and a fetcher waits until the clock has
+    caught up with it. Idle time is not saved up (the clock never starts behind a fetch's own start).
+    Owned by the replica manager; used on the broker's event loop only.
+    """
+
+    def __init__(self) -> None:
+        self.paced_until = 0.0  # monotonic seconds: when the bytes fetched so far are paid for
+
+    def delay(self, received: int, started: float, now: float, rate: float) -> float:
+        """Seconds a fetch of ``received`` bytes that began at ``started`` must wait, at ``now``."""
+        self.paced_until = max(self.paced_until, started) + received / rate
+        return max(0.0, self.paced_until - now)
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaSettings:
     lag_time_max_ms: int = 30_000
@@ -101,7 +120,8 @@ class ReplicaManager:
         self._isr_changes: set[Key] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._frozen = False
-        self._fetcher_settings = dataclasses.replace(settings.fetcher, throttle_bytes_per_s=self.throttle)
+        self._fetcher_settings = dataclasses.replace(settings.fetcher, throttle=self.pace_replication)
+        self._pacer = ReplicationPacer()
 
     def freeze(self) -> None:
         """No more ISR changes: this broker is shutting down."""
@@ -317,9 +337,18 @@ class ReplicaManager:
     def request_metadata_refresh(self) -> None:
         self.listener.request_metadata_refresh()
 
+    async def pace_replication(self, received: int, started: float) -> None:
+        """Hold a fetcher back so that all of this broker's fetchers together stay under the throttle."""
+        rate = self.throttle()
+        if rate:
+            delay = self._pacer.delay(received, started, time.monotonic(), rate)
+            if delay > 0:
+                await asyncio.sleep(delay)
+
     def throttle(self) -> float | None:
         """The replication byte rate while this broker is catching up as a reassignment's new replica."""
-        rate = self.settings.throttled_rate
+        dynamic = self.metadata.dynamic_broker_config("follower.replication.throttled.rate")
+        rate = int(dynamic) if dynamic is not None else self.settings.throttled_rate
         if not rate:
             return None
         for topic in self.metadata.topics.values():

@@ -40,6 +40,23 @@ class Credentials:
 
     plain: Mapping[str, str] = field(default_factory=dict)  # username -> sha256 hex of the password
     scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)  # (username, mechanism) ->
+    # username -> the principal it authenticates as, where that is not Kafka's ``User:<username>``
+    # (an API key acts as its owner). Per (username, mechanism): one name never means two principals.
+    principals: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    def principal(self, mechanism: str, username: str) -> str:
+        """Who ``username`` is once authenticated with ``mechanism``."""
+        return self.principals.get((username, mechanism)) or f"User:{username}"
+
+    def stored(self, mechanism: str, username: str) -> tuple[object, str] | None:
+        """What a login with ``mechanism`` as ``username`` was checked against, and its principal; None if gone.
+
+        A connection keeps this from its login: when a refresh no longer returns the same value, the credential
+        was revoked or replaced and the connection is closed.
+        """
+        credential: object | None = (self.plain.get(username) if mechanism == PLAIN
+                                     else self.scram.get((username, mechanism)))
+        return None if credential is None else (credential, self.principal(mechanism, username))
 
 
 class Mechanism(Protocol):

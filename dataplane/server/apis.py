@@ -25,16 +25,21 @@ class SaslSession:
     ``required`` on a SASL listener: until ``principal`` is set only ApiVersions,
     SaslHandshake and SaslAuthenticate are served. ``failed`` tells the
     connection to close once the failure's response is sent, as Kafka does.
+    ``stored`` is what the login was checked against (``Credentials.stored``):
+    when a security refresh no longer has it, the connection is closed.
     """
 
-    __slots__ = ("failed", "mechanism", "principal", "required", "server")
+    __slots__ = ("close", "failed", "mechanism", "principal", "required", "server", "stored", "username")
 
     def __init__(self, required: bool) -> None:
         self.required = required
         self.mechanism: str | None = None
         self.server: Mechanism | None = None
         self.principal: str | None = None
+        self.username: str | None = None
+        self.stored: tuple[object, str] | None = None
         self.failed = False
+        self.close: Callable[[], None] | None = None  # set by the connection: ends it (its credential went)
 
 
 

@@ -55,12 +55,13 @@ from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.security.quotas import Window
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.server.access import Access
-from dataplane.server.apis import REGISTRY, RequestContext
+from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
 from dataplane.server.quotas import QuotaManager
 from dataplane.server.topic_configs import TopicConfigResolver
+from dataplane.server.traffic import TopicTraffic
 from dataplane.storage import Log, LogManager
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,12 @@ class Broker:
         self._security_lock = asyncio.Lock()
         self.quotas = QuotaManager(Window(config.quota_window_num, config.quota_window_size_seconds),
                                    config.max_connections_per_principal)
+        # Connections authenticated on this broker (their SASL sessions): closed when their credential goes.
+        self.sessions: set[SaslSession] = set()
         self.topic_configs = TopicConfigResolver(self.metadata)
-        self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics)
+        self.traffic = TopicTraffic()
+        self.lease = BrokerLease(self.db, self.metadata, config.lease_seconds, after_lapse=self.refresh_topics,
+                                 bytes_out=self.traffic.unpublished, published=self.traffic.published)
         self.controller = ControllerLoop(self.db, self.metadata, self.lease, on_change=self.request_metadata_refresh)
         self.replicas = ReplicaManager(
             config.node_id, self.manager, self.metadata, self.topic_configs, self, self,
@@ -213,8 +218,10 @@ class Broker:
         here, so AlterConfigs needs no path of its own to the storage layer.
         """
         async with self._refresh_lock:
-            version, topics, defaults = await self.db.call(
-                lambda: (self.store.metadata_version(), self.store.topics(), self.store.cluster_configs()))
+            version, topics, defaults, broker_configs = await self.db.call(
+                lambda: (self.store.metadata_version(), self.store.topics(), self.store.cluster_configs(),
+                         self.store.broker_configs()))
+            self.metadata.update_broker_configs(broker_configs)
             changed = self.metadata.config_changes(topics, defaults)
             # Roles are applied before the cache shows the new state, so a broker never names itself leader
             # of a partition (in Metadata) that it does not lead yet.
@@ -232,6 +239,31 @@ class Broker:
                     return self.store.versions()[1], security.acls(), security.credentials()
             version, bindings, credentials = await self.db.call(read)
             self.access.update(version, bindings, credentials)
+            self._close_revoked()
+
+    def authenticated(self, session: SaslSession) -> None:
+        """A connection completed SASL: remember it, so revoking its credential closes it."""
+        self.sessions.add(session)
+
+    def forget(self, session: SaslSession) -> None:
+        self.sessions.discard(session)
+
+    def _close_revoked(self) -> None:
+        """Close every connection whose credential was deleted or replaced (a revoked or re-issued key).
+
+        Kafka keeps such connections until they re-authenticate (KIP-368); a managed service must cut them
+        at once, so a revoked key reads and writes nothing more.
+        """
+        credentials = self.access.credentials
+        for session in list(self.sessions):
+            if session.mechanism is None or session.username is None:
+                continue
+            if credentials.stored(session.mechanism, session.username) != session.stored:
+                self.sessions.discard(session)
+                log.info("closing a connection of %s (%s): its credential was revoked or changed",
+                         session.principal, session.username)
+                if session.close is not None:
+                    session.close()
 
     async def refresh_quotas(self) -> None:
         """Re-read client quotas (one transaction's view) and swap them in."""

@@ -148,6 +148,9 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.peer = _peer(sock)
         self.session = SaslSession(required=listener.startswith("SASL_"))
+        self.session.close = self._revoke
+        self.revoked = False
+        self._task: asyncio.Task[Any] | None = None
         # The client id follows each request; the principal follows SASL authentication.
         self.context = RequestContext(ANONYMOUS, "", self.peer, listener, self.session)
         self.decoder = FrameDecoder(broker.config.max_request_bytes)
@@ -167,6 +170,7 @@ class Connection:
     async def serve(self) -> None:
         metrics = self.broker.metrics
         metrics.connection_opened()
+        self._task = asyncio.current_task()
         try:
             if not self._admit():
                 return
@@ -187,7 +191,10 @@ class Connection:
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
         except asyncio.CancelledError:
-            log.info("closing connection from %s: broker shutting down", self.peer)
+            if self.revoked:
+                log.info("closed connection from %s: its credential was revoked", self.peer)
+            else:
+                log.info("closing connection from %s: broker shutting down", self.peer)
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
@@ -196,7 +203,14 @@ class Connection:
             if self._slot is not None:
                 self.broker.quotas.connection_closed(self._slot)
             metrics.connection_closed()
+            self.broker.forget(self.session)
             self.sock.close()
+
+    def _revoke(self) -> None:
+        """End this connection now: the credential it authenticated with is gone (called on the event loop)."""
+        self.revoked = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
     async def _handle(self, payload: bytes) -> None:
         started = time.perf_counter()

@@ -32,6 +32,15 @@ class TenantWorld:
     def client(self, role: str = Role.OWNER) -> APIClient:
         return self.clients[role]
 
+    def kafka(self, bootstrap: str, role: str = Role.OWNER, mechanism: str = "PLAIN") -> dict[str, str]:
+        """librdkafka settings for a cluster of this tenant, authenticated with ``role``'s API key.
+
+        Owners and admins may do anything on the tenant's clusters (ACLs derived from roles); others need ACLs.
+        """
+        key, secret = self.keys[role]
+        return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.username": key.key_id, "sasl.password": secret}
+
     @property
     def base(self) -> str:
         return f"/api/v1/tenants/{self.tenant.slug}"

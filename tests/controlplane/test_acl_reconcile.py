@@ -9,20 +9,32 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin, internal_password
+from controlplane.clusters.models import Cluster
 from controlplane.streams.acl_reconcile import reconcile_acls
 from controlplane.streams.models import AclBinding
-from dataplane.client.admin import AclSpec, ClusterAdmin
-from tests.controlplane.factories import ClusterFactory
+from controlplane.tenancy.models import Role, user_principal
+from dataplane.client.admin import AclSpec
+from tests.controlplane.factories import ClusterFactory, MembershipFactory, UserFactory
 from tests.dataplane.server.processes import LoggedBroker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("security")]
 
 
 def _broker(root: Path, authorizer: bool) -> LoggedBroker:
+    """A broker configured as a managed cluster's are (SASL, the cluster-internal super user), the authorizer
+    on or off; the control plane's admin client authenticates as that principal (``client_config``)."""
+    cluster_id = f"test-{uuid.uuid4().hex[:12]}"
     config = root / "broker.toml"
-    # The control plane's admin client connects without credentials here: it is the super user.
-    config.write_text('authorizer.enabled = true\nsuper.users = "User:ANONYMOUS"\n' if authorizer else "")
-    return LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}", extra_args=["--config", str(config)])
+    config.write_text('listeners = "SASL_PLAINTEXT://127.0.0.1:0"\n'
+                      f"authorizer.enabled = {'true' if authorizer else 'false'}\n"
+                      f'inter.broker.sasl.username = "{INTERNAL_USERNAME}"\n'
+                      f'inter.broker.sasl.password = "{internal_password(cluster_id)}"\n')
+    return LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
+
+
+def _cluster(broker: LoggedBroker) -> Cluster:
+    return ClusterFactory(kafka_cluster_id=broker.cluster_id)
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +58,11 @@ def _spec(name: str, operation: str = "READ") -> AclSpec:
 
 
 def test_bindings_are_applied_extras_removed_and_removals_followed(secured: LoggedBroker) -> None:
-    cluster = ClusterFactory()
+    cluster = _cluster(secured)
     row = _binding(cluster, "orders-")
     summary = reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    assert summary == {"pending": 0, "acls": {"bindings": 1, "enforced": True}}
-    with ClusterAdmin(secured.bootstrap) as admin:
+    assert summary == {"pending": 0, "acls": {"bindings": 1, "from_roles": 0, "enforced": True}}
+    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("orders-")]
         admin.create_acls([_spec("stray", "WRITE")])
     cluster.drift_policy = "report"
@@ -58,12 +70,12 @@ def test_bindings_are_applied_extras_removed_and_removals_followed(secured: Logg
     assert report["drift"] == "1 ACL(s) in the cluster that no binding names" and report["pending"] == 0
     cluster.drift_policy = "correct"
     assert "drift" not in reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    with ClusterAdmin(secured.bootstrap) as admin:
+    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("orders-")]
     row.delete()
     _binding(cluster, "payments-", "WRITE")
     reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    with ClusterAdmin(secured.bootstrap) as admin:
+    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("payments-", "WRITE")]
     # Nothing left to do: a second pass changes nothing.
     assert reconcile_acls(cluster, bootstrap=secured.bootstrap)["pending"] == 0
@@ -74,10 +86,30 @@ def test_without_an_authorizer_bindings_are_kept_and_reported_as_not_enforced(
     broker = _broker(tmp_path, authorizer=False)
     broker.start()
     try:
-        cluster = ClusterFactory()
+        cluster = _cluster(broker)
         _binding(cluster, "orders-")
         summary = reconcile_acls(cluster, bootstrap=broker.bootstrap)
         assert summary["pending"] == 0 and summary["acls"]["enforced"] is False
         assert "without an authorizer" in summary["acls"]["message"]
     finally:
         broker.stop()
+
+
+def test_owners_and_admins_get_allow_all_bindings_members_none(secured: LoggedBroker) -> None:
+    cluster = _cluster(secured)
+    owner, admin_user, member = UserFactory(), UserFactory(), UserFactory()
+    MembershipFactory(tenant=cluster.tenant, user=owner, role=Role.OWNER)
+    MembershipFactory(tenant=cluster.tenant, user=admin_user, role=Role.ADMIN)
+    MembershipFactory(tenant=cluster.tenant, user=member, role=Role.MEMBER)
+    summary = reconcile_acls(cluster, bootstrap=secured.bootstrap)
+    assert summary["acls"] == {"bindings": 0, "from_roles": 8, "enforced": True}
+    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+        acls = admin.acls()
+    assert {a.principal for a in acls} == {user_principal(owner.pk), user_principal(admin_user.pk)}
+    assert {(a.resource_type, a.resource_name, a.operation, a.permission) for a in acls} == {
+        ("TOPIC", "*", "ALL", "ALLOW"), ("GROUP", "*", "ALL", "ALLOW"), ("TRANSACTIONAL_ID", "*", "ALL", "ALLOW"),
+        ("CLUSTER", "kafka-cluster", "ALL", "ALLOW")}
+    admin_user.memberships.update(role=Role.MEMBER)  # a demotion takes the rights away on the next pass
+    reconcile_acls(cluster, bootstrap=secured.bootstrap)
+    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+        assert {a.principal for a in admin.acls()} == {user_principal(owner.pk)}

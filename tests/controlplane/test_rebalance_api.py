@@ -38,3 +38,19 @@ def test_rebalance_requests_are_checked(world_a: TenantWorld) -> None:
     events = admin.get(f"{world_a.base}/audit-events", {"target_type": "rebalance"}).json()["results"]
     assert [e["action"] for e in events] == ["rebalance.refresh", "rebalance.stop", "rebalance.approve",
                                              "rebalance.create"]
+
+
+def test_a_rebalance_takes_its_replication_throttle(world_a: TenantWorld) -> None:
+    cluster = ClusterFactory(tenant=world_a.tenant)
+    base = f"{world_a.base}/clusters/{cluster.pk}/rebalances"
+    admin = world_a.client(Role.ADMIN)
+    for bad in (-1, "fast", 2**63):
+        refused = admin.post(base, {"replication_throttle": bad}, format="json")
+        assert refused.status_code == 400, refused.json()
+        assert "replication_throttle" in refused.json()["extra"]["fields"]
+    assert not Rebalance.objects.filter(cluster=cluster).exists()
+    made = admin.post(base, {"replication_throttle": 10 * 1024 * 1024}, format="json")
+    assert made.status_code == 201 and made.json()["replication_throttle"] == 10 * 1024 * 1024
+    Rebalance.objects.filter(pk=made.json()["id"]).update(state=RebalanceState.STOPPED)
+    default = admin.post(base)
+    assert default.status_code == 201 and default.json()["replication_throttle"] == 50 * 1024 * 1024

@@ -67,6 +67,20 @@ class RestStack:
     proc: subprocess.Popen[str] | None = None
     extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
+    @property
+    def kafka(self) -> dict[str, str]:
+        """librdkafka settings for the demo cluster as the demo tenant's owner (its API key over SASL/PLAIN)."""
+        key_id, _, secret = self.key.partition(":")
+        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": key_id, "sasl.password": secret}
+
+    @property
+    def kafka_python(self) -> dict[str, str]:
+        """The same for kafka-python (and aiokafka) keyword arguments."""
+        key_id, _, secret = self.key.partition(":")
+        return {"bootstrap_servers": self.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "PLAIN", "sasl_plain_username": key_id, "sasl_plain_password": secret}
+
     @staticmethod
     def basic(key: str) -> str:
         return "Basic " + base64.b64encode(key.encode()).decode()
@@ -111,7 +125,7 @@ class RestStack:
         """Until the topic has ``partitions`` partitions, each with a leader (clients can use it)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.kafka)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             described = admin.list_topics(name, timeout=5).topics.get(name)

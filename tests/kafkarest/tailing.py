@@ -89,7 +89,7 @@ async def bounded(stack: RestStack, topic: str, **fields: Any) -> tuple[dict[str
 
 def produce(stack: RestStack, topic: str, records: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """Produce and wait for every delivery; returns (partition, offset) of each, in order."""
-    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 1})
+    producer = Producer({**stack.kafka, "linger.ms": 1})
     where: list[tuple[int, int] | None] = [None] * len(records)
 
     def delivered(index: int) -> Callable[[Any, Any], None]:

@@ -190,7 +190,7 @@ def test_idle_instance_expires_and_leaves_its_group(rest_stack: RestStack) -> No
     assert v2(rest_stack, "POST", f"{instance}/subscription", {"topics": [topic]}).status == 204
     _produce(rest_stack, topic, [b"x"])
     _records(rest_stack, instance, 1)
-    admin = AdminClient({"bootstrap.servers": rest_stack.bootstrap})
+    admin = AdminClient(rest_stack.kafka)
 
     def members() -> int:
         described = admin.describe_consumer_groups([group])[group].result(10)

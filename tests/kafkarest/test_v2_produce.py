@@ -14,7 +14,7 @@ pytestmark = pytest.mark.xdist_group("kafkarest")
 
 
 def _read(stack: RestStack, topic: str, partition: int, count: int) -> list[tuple[bytes | None, bytes | None]]:
-    consumer = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": "v2-test-reader",
+    consumer = Consumer({**stack.kafka, "group.id": "v2-test-reader",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, partition, 0)])
     got: list[tuple[bytes | None, bytes | None]] = []

@@ -24,7 +24,7 @@ def _b64(data: bytes) -> str:
 
 
 def _read(stack: RestStack, topic: str, partitions: int, count: int) -> list[Any]:
-    consumer = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+    consumer = Consumer({**stack.kafka, "group.id": f"read-{uuid.uuid4().hex[:6]}",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen: list[Any] = []
@@ -89,7 +89,7 @@ def test_rest_and_java_partitioner_agree_for_10000_keys(rest_stack: RestStack, t
     # ...and where a Kafka producer using it (kafka-python's default partitioner) really puts the same keys.
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=rest_stack.bootstrap, linger_ms=5)
+    producer = KafkaProducer(**rest_stack.kafka_python, linger_ms=5)
     try:
         futures = [(k, producer.send(topic, key=k, value=b"v")) for k in keys]
         producer.flush(60)

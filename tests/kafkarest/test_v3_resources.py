@@ -99,7 +99,7 @@ def test_topic_create_errors_and_validate_only(rest_stack: RestStack) -> None:
 def test_partitions_offsets_and_replicas(rest_stack: RestStack) -> None:
     name = f"off-{uuid.uuid4().hex[:8]}"
     rest_stack.create_topic(name, partitions=2)
-    producer = Producer({"bootstrap.servers": rest_stack.bootstrap})
+    producer = Producer(rest_stack.kafka)
     for _ in range(7):
         producer.produce(name, value=b"x", partition=1)
     assert producer.flush(30) == 0
@@ -118,11 +118,11 @@ def test_consumer_groups_members_assignments_and_lag(rest_stack: RestStack) -> N
     name = f"grp-{uuid.uuid4().hex[:8]}"
     group = f"g-{uuid.uuid4().hex[:6]}"
     rest_stack.create_topic(name, partitions=2)
-    producer = Producer({"bootstrap.servers": rest_stack.bootstrap})
+    producer = Producer(rest_stack.kafka)
     for i in range(10):
         producer.produce(name, value=b"v", partition=i % 2)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": rest_stack.bootstrap, "group.id": group, "client.id": "lagger",
+    consumer = Consumer({**rest_stack.kafka, "group.id": group, "client.id": "lagger",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([name])
     try:

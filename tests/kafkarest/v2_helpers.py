@@ -33,7 +33,7 @@ def header(answer: Answer, name: str) -> str:
 def new_topic(stack: RestStack, partitions: int = 3) -> str:
     """A fresh topic with leaders on every partition (made with a Kafka admin client)."""
     name = f"v2-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+    admin = AdminClient(stack.kafka)
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     stack.wait_for_leaders(name, partitions)
     return name

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -98,13 +99,24 @@ def var() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _produce_and_read_back(bootstrap: str, value: bytes) -> None:
+def _banner_config(banner: str, var: Path) -> dict[str, str]:
+    """The ready-to-paste client config the banner prints (also kept, 0600, in var/demo-client.properties)."""
+    # Other processes' output interleaves with the banner: only the config's own lines ("      name=value").
+    printed = dict(m.groups() for line in banner.splitlines() if (m := re.match(r"^ {6}([a-z.]+)=(\S+)$", line)))
+    saved = var / "demo-client.properties"
+    assert oct(saved.stat().st_mode & 0o777) == "0o600"
+    assert dict(line.split("=", 1) for line in saved.read_text().splitlines() if not line.startswith("#")) == printed
+    assert printed["security.protocol"] == "SASL_PLAINTEXT" and printed["sasl.mechanism"] == "PLAIN"
+    return printed
+
+
+def _produce_and_read_back(config: dict[str, str], value: bytes) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer = Producer({**config, "acks": "all"})
     producer.produce("demo", value=value, partition=0)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "up-test", "auto.offset.reset": "earliest"})
+    consumer = Consumer({**config, "group.id": "up-test", "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("demo", 0, 0)])
     try:
         deadline = time.monotonic() + 30
@@ -123,7 +135,10 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var
         key = _demo_key(var)
         # The first command gives a Kafka endpoint: the demo cluster is Ready, its topic made, its address shown.
         assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
-        _produce_and_read_back(f"127.0.0.1:{broker_port}", b"first")
+        config = _banner_config(banner, var)
+        assert config["bootstrap.servers"] == f"127.0.0.1:{broker_port}"
+        assert f"{config['sasl.username']}:{config['sasl.password']}" == key  # the demo key is the Kafka login
+        _produce_and_read_back(config, b"first")
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
         assert status == 200 and [c["name"] for c in clusters["results"]] == ["demo"]
         # ...and a REST Proxy endpoint for the same cluster, printed beside it.
@@ -153,7 +168,7 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var
         assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
         assert status == 200 and [c["name"] for c in clusters["results"]] == ["demo", "kept"]
-        _produce_and_read_back(f"127.0.0.1:{broker_port}", b"second")
+        _produce_and_read_back(_banner_config(banner, var), b"second")
 
         # SIGKILL of the supervisor: its children follow it (no orphans) ...
         children = _tree(proc.pid)

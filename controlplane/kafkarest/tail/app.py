@@ -19,6 +19,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.access import caller_for_authorization, caller_for_user, cluster_access
 from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, FORBIDDEN, RestError
 from controlplane.kafkarest.producer import pool
@@ -54,12 +55,12 @@ async def tail_app(scope: Scope, receive: Receive, send: Send) -> None:
         return
     kwargs = scope["url_route"]["kwargs"]
     try:
-        bootstrap = await _admit(scope, kwargs["cluster_id"], kwargs["topic"])
+        client = await _admit(scope, kwargs["cluster_id"], kwargs["topic"])
     except RestError as refusal:
         await _refuse(scope, send, refusal)
         return
     await send({"type": "websocket.accept"})
-    connection = Connection(kwargs["cluster_id"], kwargs["topic"], bootstrap, receive, send, registry)
+    connection = Connection(kwargs["cluster_id"], kwargs["topic"], client, receive, send, registry)
     await connection.serve()
 
 
@@ -67,8 +68,8 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
 
 
-async def _admit(scope: Scope, cluster_id: str, topic: str) -> str:
-    """The cluster's bootstrap address if this upgrade may proceed, else the RestError to refuse it with."""
+async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClientSettings:
+    """The cluster's client settings if this upgrade may proceed, else the RestError to refuse it with."""
     headers = _headers(scope)
     if not origin_allowed(headers.get("origin"), headers.get("host"), settings.SLUICE_WS_ALLOWED_ORIGINS):
         raise RestError(FORBIDDEN, f"Origin {headers.get('origin')} is not allowed to open a tail.")
@@ -80,9 +81,10 @@ async def _admit(scope: Scope, cluster_id: str, topic: str) -> str:
     access = await database_sync_to_async(cluster_access)(caller, cluster_id, role=Role.VIEWER)
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
-    producer = pool.get(access.bootstrap)  # its metadata cache answers "does the topic exist" cheaply
+    producer = pool.get(access.client)  # its metadata cache answers "does the topic exist" cheaply
     await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
-    return str(access.bootstrap)
+    client: ClientSettings = access.client
+    return client
 
 
 async def _refuse(scope: Scope, send: Send, refusal: RestError) -> None:
@@ -99,9 +101,9 @@ async def _refuse(scope: Scope, send: Send, refusal: RestError) -> None:
 class Connection:
     """One accepted tail connection; owned by its ``tail_app`` call, on the event loop."""
 
-    def __init__(self, cluster_id: str, topic: str, bootstrap: str, receive: Receive, send: Send,
+    def __init__(self, cluster_id: str, topic: str, client: ClientSettings, receive: Receive, send: Send,
                  fetchers: FetcherRegistry) -> None:
-        self.cluster_id, self.topic, self.bootstrap = cluster_id, topic, bootstrap
+        self.cluster_id, self.topic, self.client = cluster_id, topic, client
         self._receive, self._asgi_send = receive, send
         self.fetchers = fetchers
         self.limits = Limits(settings.SLUICE_TAIL_BUFFER_BYTES, settings.SLUICE_TAIL_BYTES_PER_SECOND)
@@ -151,7 +153,7 @@ class Connection:
         limits = self.limits
         if subscription.max_bytes_per_second is not None:
             limits = Limits(limits.buffer_bytes, min(limits.bytes_per_second, subscription.max_bytes_per_second))
-        self.session = TailSession(cluster_id=self.cluster_id, bootstrap=self.bootstrap, topic=self.topic,
+        self.session = TailSession(cluster_id=self.cluster_id, client=self.client, topic=self.topic,
                                    subscription=subscription, record_filter=compile_filter(subscription.filter),
                                    send=self.send, limits=limits, registry=self.fetchers)
         tailing = asyncio.create_task(self.session.run())

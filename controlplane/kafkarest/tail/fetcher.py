@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError
 
+from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.protocol import Close, ProtocolError
@@ -107,10 +108,10 @@ class TopicStats:
 class LiveFetcher:
     """The shared reader of one topic; see the module docstring for its thread and its owner."""
 
-    def __init__(self, key: tuple[str, str], bootstrap: str, topic: str, stats: TopicStats,
+    def __init__(self, key: tuple[str, str], client: ClientSettings, topic: str, stats: TopicStats,
                  on_stopped: Callable[[LiveFetcher], None]) -> None:
         self.key = key
-        self.bootstrap = bootstrap
+        self.client = client
         self.topic = topic
         self.stats = stats
         self.loop = asyncio.get_running_loop()
@@ -152,7 +153,7 @@ class LiveFetcher:
 
     def _run(self) -> None:
         consumer_id = id(self)
-        consumer = kafka.make_consumer(self.bootstrap, on_stats=self.stats.on_stats("live", consumer_id), live=True)
+        consumer = kafka.make_consumer(self.client, on_stats=self.stats.on_stats("live", consumer_id), live=True)
         try:
             partitions = kafka.partitions_of(consumer, self.topic)
             positions = {p: high for p, (_, high) in kafka.watermarks(consumer, self.topic, partitions).items()}
@@ -229,11 +230,12 @@ class FetcherRegistry:
             stats = self._stats[(cluster_id, topic)] = TopicStats(buffer_limit)
         return stats
 
-    def attach(self, cluster_id: str, bootstrap: str, topic: str, viewer: Viewer, stats: TopicStats) -> LiveFetcher:
+    def attach(self, cluster_id: str, client: ClientSettings, topic: str, viewer: Viewer,
+               stats: TopicStats) -> LiveFetcher:
         key = (cluster_id, topic)
         fetcher = self._fetchers.get(key)
         if fetcher is None:
-            fetcher = self._fetchers[key] = LiveFetcher(key, bootstrap, topic, stats, self._stopped)
+            fetcher = self._fetchers[key] = LiveFetcher(key, client, topic, stats, self._stopped)
             fetcher.start()
         fetcher.viewers.add(viewer)
         return fetcher

@@ -14,6 +14,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
+from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.tail.protocol import Close, ProtocolError, StartAt
 
 TIMEOUT_SECONDS = 10.0
@@ -26,9 +27,9 @@ def fetch_requests(stats_json: str) -> int:
     return sum(int(broker.get("req", {}).get("Fetch", 0)) for broker in stats.get("brokers", {}).values())
 
 
-def make_consumer(bootstrap: str, *, on_stats: Callable[[str], None] | None, live: bool) -> Consumer:
+def make_consumer(client: ClientSettings, *, on_stats: Callable[[str], None] | None, live: bool) -> Consumer:
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
+        **dict(client),  # address and credentials (``client_config``)
         "group.id": "sluice-tail",  # required by librdkafka; never joined (assign only) and never committed
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError
 
+from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.fetcher import Batch, FetcherRegistry, LiveFetcher, fatal_error
@@ -87,10 +88,10 @@ def _digest(consumer: Consumer, count: int) -> list[Read]:
 class TailSession:
     """See the module docstring."""
 
-    def __init__(self, *, cluster_id: str, bootstrap: str, topic: str, subscription: Subscription,
+    def __init__(self, *, cluster_id: str, client: ClientSettings, topic: str, subscription: Subscription,
                  record_filter: RecordFilter | None, send: Callable[[str], Awaitable[None]], limits: Limits,
                  registry: FetcherRegistry) -> None:
-        self.cluster_id, self.bootstrap, self.topic = cluster_id, bootstrap, topic
+        self.cluster_id, self.client, self.topic = cluster_id, client, topic
         self.subscription = subscription
         self.filter = record_filter
         self._send = send
@@ -165,7 +166,7 @@ class TailSession:
         sub = self.subscription
         fetcher: LiveFetcher | None = None
         if not sub.bounded:
-            fetcher = self._fetcher = self.registry.attach(self.cluster_id, self.bootstrap, self.topic, self,
+            fetcher = self._fetcher = self.registry.attach(self.cluster_id, self.client, self.topic, self,
                                                            self.stats)
             try:
                 await asyncio.wait_for(asyncio.shield(fetcher.ready), READY_SECONDS)
@@ -177,7 +178,7 @@ class TailSession:
         needs_consumer = sub.bounded or sub.start.mode != "latest"
         if needs_consumer:
             on_stats = self.stats.on_stats("backlog", id(self))
-            self._consumer = await self._call(lambda: kafka.make_consumer(self.bootstrap, on_stats=on_stats,
+            self._consumer = await self._call(lambda: kafka.make_consumer(self.client, on_stats=on_stats,
                                                                           live=False))
         all_partitions = fetcher.partitions if fetcher is not None else \
             tuple(await self._call(kafka.partitions_of, self._consumer, self.topic))

@@ -28,6 +28,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
@@ -85,11 +86,11 @@ def _kafka_error(exc: KafkaException) -> RestError:
 class ConsumerInstance:
     """A consumer instance; see the module docstring for its owner and its thread."""
 
-    def __init__(self, key: InstanceKey, bootstrap: str, config: InstanceConfig) -> None:
+    def __init__(self, key: InstanceKey, client: ClientSettings, config: InstanceConfig) -> None:
         self.key = key
         self.config = config
         settings: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
+            **dict(client),  # address and credentials (``client_config``)
             "group.id": key.group,
             "client.id": f"sluice-rest-{key.name}"[:200],
             "enable.auto.offset.store": False,  # stored when returned to the client, see _take

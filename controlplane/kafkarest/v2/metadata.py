@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.admin import rest_error_for_admin
 from controlplane.kafkarest.errors import (
@@ -22,7 +23,7 @@ from dataplane.client.admin import AdminError, ClusterAdmin, PartitionInfo, Topi
 
 ADMIN_TIMEOUT_SECONDS = 10.0
 
-_admins: dict[str, ClusterAdmin] = {}
+_admins: dict[ClientSettings, ClusterAdmin] = {}
 _lock = threading.Lock()
 
 
@@ -30,9 +31,10 @@ def _admin(access: ClusterAccess) -> ClusterAdmin:
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
     with _lock:
-        admin = _admins.get(access.bootstrap)
+        admin = _admins.get(access.client)
         if admin is None:
-            admin = _admins[access.bootstrap] = ClusterAdmin(access.bootstrap, timeout=ADMIN_TIMEOUT_SECONDS)
+            admin = _admins[access.client] = ClusterAdmin(access.bootstrap, timeout=ADMIN_TIMEOUT_SECONDS,
+                                                          config=dict(access.client))
         return admin
 
 

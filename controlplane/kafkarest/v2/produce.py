@@ -117,7 +117,7 @@ def as_produce_record(record: V2Record, partition: int | None) -> ProduceRecord:
 def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
                     partition: int | None = None) -> dict[str, Any]:
     """Produce every record of a v2 request and report where each landed (``ProduceResponse``)."""
-    producer = pool.get(access.bootstrap)
+    producer = pool.get(access.client)
     count = producer.partition_count(topic)
     if partition is not None and not 0 <= partition < count:
         raise RestError(PARTITION_NOT_FOUND, "Partition not found.")

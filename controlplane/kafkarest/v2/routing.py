@@ -41,6 +41,7 @@ import redis
 from confluent_kafka import KafkaException
 from django.conf import settings
 
+from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.errors import (
     CONSUMER_ALREADY_EXISTS,
     CONSUMER_INSTANCE_NOT_FOUND,
@@ -129,7 +130,7 @@ class InstanceRouter:
 
     # ------------------------------------------------------------------ request threads
 
-    def create(self, key: InstanceKey, bootstrap: str, config: InstanceConfig) -> None:
+    def create(self, key: InstanceKey, client: ClientSettings, config: InstanceConfig) -> None:
         """Make the instance here and register this process as its owner; 40902 if the name is taken."""
         node, r, owner_key = self.node, self.redis, _owner_key(key)
         if not r.set(owner_key, node, nx=True, ex=OWNER_TTL_SECONDS):
@@ -139,7 +140,7 @@ class InstanceRouter:
                                                          "the specified consumer group.")
             r.set(owner_key, node, ex=OWNER_TTL_SECONDS)  # its owner is gone: the name is free again
         try:
-            instance = ConsumerInstance(key, bootstrap, config)
+            instance = ConsumerInstance(key, client, config)
         except KafkaException as exc:
             r.delete(owner_key)
             raise RestError(INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {exc}") from exc

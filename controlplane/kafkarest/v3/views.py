@@ -45,7 +45,7 @@ class RecordsView(KafkaRestView):
     def post(self, request: Request, cluster_id: str, topic_name: str) -> HttpResponse:
         access = self.cluster(cluster_id, Role.MEMBER)
         _json_content(request)
-        producer = pool.get(access.bootstrap)
+        producer = pool.get(access.client)
         producer.partition_count(topic_name)
         decoder = ConcatenatedJson(MAX_RECORD_BYTES)
         try:
@@ -71,7 +71,7 @@ class RecordsBatchView(KafkaRestView):
     def post(self, request: Request, cluster_id: str, topic_name: str) -> Response:
         access = self.cluster(cluster_id, Role.MEMBER)
         _json_content(request)
-        producer = pool.get(access.bootstrap)
+        producer = pool.get(access.client)
         producer.partition_count(topic_name)
         return Response(produce_batch(producer, access.kafka_cluster_id, topic_name, request.data), status=207)
 

@@ -2,11 +2,13 @@
 
 Topic resources read and write a topic's overrides. The BROKER resource shows
 Kafka's broker-level names (``log.retention.ms``…) for the cluster-wide topic
-defaults in ``cluster_configs`` plus a few static, read-only settings. Brokers
-share one metadata store and have no dynamic configs of their own, so altering
-a BROKER resource, named ``""`` (Kafka's cluster default) or by this broker's id
-(librdkafka refuses empty names), changes the cluster-wide defaults; it is
-reported back as DYNAMIC_DEFAULT_BROKER_CONFIG, never as a per-broker value.
+defaults in ``cluster_configs`` plus the static settings. Brokers share one
+metadata store, so a topic default set through a BROKER resource, named ``""``
+(Kafka's cluster default) or by this broker's id (librdkafka refuses empty
+names), changes the cluster-wide defaults; it is reported back as
+DYNAMIC_DEFAULT_BROKER_CONFIG, never as a per-broker value. The few true dynamic
+broker configs (``DYNAMIC_BROKER_CONFIGS``: the replication throttle) live in
+``broker_configs``, per broker or for the cluster default, as in Kafka.
 Every change is a read-modify-write in one store transaction with the row locked;
 ``Broker.refresh_topics`` then pushes the new values to the live logs.
 """
@@ -30,7 +32,7 @@ from dataplane.config.topic import (
     ConfigType,
     validate_topic_configs,
 )
-from dataplane.protocol.build import build
+from dataplane.protocol.build import build, nested
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
@@ -76,6 +78,20 @@ class Entry:
         return cls(name, resolved.value, resolved.source, resolved.synonyms, d.type, d.doc)
 
 
+@dataclass(frozen=True, slots=True)
+class DynamicBrokerConfig:
+    doc: str
+    minimum: int = 0
+
+
+# Broker configs an operator changes at run time (Kafka's DynamicConfig.Broker names); LONG values.
+DYNAMIC_BROKER_CONFIGS: dict[str, DynamicBrokerConfig] = {
+    "follower.replication.throttled.rate": DynamicBrokerConfig(
+        "bytes/s all of this broker's fetchers may copy while it catches up as a reassignment's new replica "
+        "(0: unlimited)"),
+}
+
+
 def _request_error(message: str) -> KafkaError:
     return KafkaError(message, code=ErrorCode.INVALID_REQUEST)
 
@@ -102,7 +118,8 @@ def topic_entries(overrides: Mapping[str, str], defaults: Mapping[str, str]) -> 
     return [Entry.of(resolved, resolved.name) for resolved in resolve_all(overrides, defaults)]
 
 
-def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic: bool) -> list[Entry]:
+def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic: bool,
+                   dynamic: Mapping[int, Mapping[str, str]]) -> list[Entry]:
     """The broker's view: topic defaults under Kafka's broker names, then the static settings."""
     entries = []
     for name in TOPIC_CONFIGS:
@@ -111,10 +128,22 @@ def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic:
             continue
         entries.append(Entry.of(resolved, BROKER_SYNONYMS[name]))
     if only_dynamic:
+        for name, value in sorted(dynamic.get(-1, {}).items()):
+            source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            entries.append(Entry(name, value, source, (Synonym(name, value, source),), ConfigType.LONG,
+                                 DYNAMIC_BROKER_CONFIGS[name].doc if name in DYNAMIC_BROKER_CONFIGS else ""))
         return entries
+    own, default = dynamic.get(broker.config.node_id, {}), dynamic.get(-1, {})
     for name, value, kind, doc in static_broker_settings(broker.config):
-        source = ConfigSource.STATIC_BROKER_CONFIG
-        entries.append(Entry(name, value, source, (Synonym(name, value, source),), kind, doc, read_only=True))
+        synonyms = [Synonym(name, value, ConfigSource.STATIC_BROKER_CONFIG)]
+        if name in DYNAMIC_BROKER_CONFIGS:
+            if name in default:
+                synonyms.insert(0, Synonym(name, default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+            if name in own:
+                synonyms.insert(0, Synonym(name, own[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        top = synonyms[0]
+        entries.append(Entry(name, top.value, top.source, tuple(synonyms), kind, doc,
+                             read_only=name not in DYNAMIC_BROKER_CONFIGS))
     return entries
 
 
@@ -180,20 +209,33 @@ async def describe_configs(broker: Broker, request: Request, context: RequestCon
     body, version = request.body, request.api_version
     await broker.refresh_topics()
     documentation = version >= 3 and body.include_documentation
+    schema = load_response_schema(32, version)
+    entry_class = nested(schema, "results", "configs")
+    # Topics with the same overrides describe alike (most have none): their entries are resolved and built once
+    # per request (the cluster defaults cannot change within it), which is most of the work at 1,000 topics.
+    built: dict[tuple[frozenset[tuple[str, str]], frozenset[str]], tuple[Any, ...]] = {}
     results = []
     for resource in body.resources:
         result: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "configs": (),
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name}
         try:
             _authorize(broker, context, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
-            entries = _entries_for(broker, resource.resource_type, resource.resource_name)
-            keys = set(resource.configuration_keys or ())  # null or empty: every config (Kafka's reading)
-            result["configs"] = [_describe_entry(e, synonyms=body.include_synonyms, documentation=documentation)
-                                 for e in entries if not keys or e.name in keys]
+            keys = frozenset(resource.configuration_keys or ())  # null or empty: every config (Kafka's reading)
+            topic = broker.metadata.topics.get(resource.resource_name) if resource.resource_type == TOPIC else None
+            key = (frozenset(topic.configs.items()), keys) if topic is not None else None
+            configs = built.get(key) if key is not None else None
+            if configs is None:
+                entries = _entries_for(broker, resource.resource_type, resource.resource_name)
+                configs = tuple(build(entry_class, _describe_entry(e, synonyms=body.include_synonyms,
+                                                                   documentation=documentation))
+                                for e in entries if not keys or e.name in keys)
+                if key is not None:
+                    built[key] = configs
+            result["configs"] = configs
         except KafkaError as exc:
             result.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(result)
-    return build(load_response_schema(32, version), {"throttle_time": ZERO, "results": results})
+    return build(schema, {"throttle_time": ZERO, "results": results})
 
 
 def _authorize(broker: Broker, context: RequestContext, operation: AclOperation, resource_type: int,
@@ -213,7 +255,8 @@ def _entries_for(broker: Broker, resource_type: int, name: str) -> list[Entry]:
         return topic_entries(topic.configs, broker.metadata.cluster_defaults)
     if resource_type == BROKER:
         _check_broker_name(broker, name)
-        return broker_entries(broker, broker.metadata.cluster_defaults, only_dynamic=name == CLUSTER_DEFAULT)
+        return broker_entries(broker, broker.metadata.cluster_defaults, only_dynamic=name == CLUSTER_DEFAULT,
+                              dynamic=broker.metadata.broker_configs)
     raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
 
 
@@ -276,8 +319,41 @@ def _replacement(ops: Sequence[tuple[str, int, str | None]]) -> Change:
 def _to_topic_names(names: Iterable[str]) -> None:
     for name in names:
         if name not in TOPIC_NAME_FOR_BROKER_CONFIG:
+            dynamic = sorted({*TOPIC_NAME_FOR_BROKER_CONFIG, *DYNAMIC_BROKER_CONFIGS})
             raise _config_error(f"Cannot update broker config '{name}' dynamically: the dynamic broker "
-                                f"configs are {', '.join(sorted(TOPIC_NAME_FOR_BROKER_CONFIG))}.")
+                                f"configs are {', '.join(dynamic)}.")
+
+
+def _dynamic_change(ops: Sequence[tuple[str, int, str | None]], *, replace: bool) -> Change:
+    """Operations on dynamic broker configs (SET and DELETE; the values are LONGs) as a function of the current."""
+    values: dict[str, str | None] = {}
+    for name, op, value in ops:
+        definition = DYNAMIC_BROKER_CONFIGS[name]
+        if op == AlterOp.DELETE or (replace and value is None):
+            values[name] = None
+            continue
+        if op != AlterOp.SET:
+            raise _config_error(f"Config value {AlterOp(op).name.lower() if op in {o.value for o in AlterOp} else op}"
+                                f" is not allowed for config key: {name}.")
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise _config_error(f"Invalid value {value} for configuration {name}: Not a number of type LONG") \
+                from None
+        if number < definition.minimum:
+            raise _config_error(f"Invalid value {value} for configuration {name}: Value must be at least "
+                                f"{definition.minimum}")
+        values[name] = str(number)
+
+    def change(current: Mapping[str, str]) -> dict[str, str]:
+        configs = {} if replace else dict(current)
+        for name, value in values.items():
+            if value is None:
+                configs.pop(name, None)
+            else:
+                configs[name] = value
+        return configs
+    return change
 
 
 async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
@@ -294,11 +370,18 @@ async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tu
         await broker.db.call(broker.store.alter_topic_configs, name, change, dry_run=validate_only)
     elif resource_type == BROKER:
         _check_broker_name(broker, name)
-        _to_topic_names(op[0] for op in ops)
-        topic_ops = [(TOPIC_NAME_FOR_BROKER_CONFIG[key], op, value) for key, op, value in ops]
-        change = (_replacement(topic_ops) if replace
-                  else incremental_change(topic_ops, lambda key: TOPIC_CONFIGS[key].default))
-        await broker.db.call(broker.store.alter_cluster_configs, change, dry_run=validate_only)
+        dynamic_ops = [op for op in ops if op[0] in DYNAMIC_BROKER_CONFIGS]
+        other_ops = [op for op in ops if op[0] not in DYNAMIC_BROKER_CONFIGS]
+        _to_topic_names(op[0] for op in other_ops)
+        dynamic_change = _dynamic_change(dynamic_ops, replace=replace)  # validated before anything is written
+        if other_ops or replace:
+            topic_ops = [(TOPIC_NAME_FOR_BROKER_CONFIG[key], op, value) for key, op, value in other_ops]
+            change = (_replacement(topic_ops) if replace
+                      else incremental_change(topic_ops, lambda key: TOPIC_CONFIGS[key].default))
+            await broker.db.call(broker.store.alter_cluster_configs, change, dry_run=validate_only)
+        if dynamic_ops or replace:
+            node = -1 if name == CLUSTER_DEFAULT else int(name)
+            await broker.db.call(broker.store.alter_broker_configs, node, dynamic_change, dry_run=validate_only)
     else:
         raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
 

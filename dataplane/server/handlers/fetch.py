@@ -60,6 +60,12 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
     finally:
         for stop in stop_watching:
             stop()
+    if _replica_id(body) < 0:  # what consumers are sent (the last pass's answer), for the throughput history
+        for topic_response in responses:
+            for entry in topic_response["partitions"]:
+                records = entry["records"]
+                if isinstance(records, Deferred) and topic_response["topic"]:
+                    broker.traffic.sent(topic_response["topic"], records.length)
     return build(load_response_schema(1, request.api_version), {
         "throttle_time": ZERO, "error_code": WireError.none, "session_id": 0, "responses": responses,
         "node_endpoints": hints.node_endpoints()})

@@ -2,7 +2,8 @@
 
 The handshake picks a mechanism; each SaslAuthenticate carries one token to the
 connection's mechanism (``dataplane.security.sasl``) and its answer back. When
-the mechanism completes, the connection's principal becomes ``User:<name>``; a
+the mechanism completes, the connection's principal becomes the credential's
+(``User:<name>`` unless the store names another, as for API keys); a
 failure is answered with SASL_AUTHENTICATION_FAILED and the connection closes.
 Only handshake v1 is served: v0 would send raw SASL tokens outside Kafka framing.
 """
@@ -63,5 +64,17 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
         values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(exc))
         return build(schema, values)
     if session.server.complete:
-        session.principal = f"User:{session.server.username}"
+        username = session.server.username
+        assert username is not None and session.mechanism is not None
+        credentials = broker.access.credentials
+        # The principal and the credential as of this login: a refresh that changes either closes the connection.
+        session.username = username
+        session.stored = credentials.stored(session.mechanism, username)
+        if session.stored is None:  # revoked between the handshake and now
+            session.failed = True
+            values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                          error_message="Authentication failed: Invalid username or password")
+            return build(schema, values)
+        session.principal = credentials.principal(session.mechanism, username)
+        broker.authenticated(session)
     return build(schema, values)

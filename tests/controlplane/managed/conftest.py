@@ -118,6 +118,7 @@ def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "conditi
 
 @pytest.fixture(scope="module")
 def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
+    from django.conf import settings
     from django.db import connection
 
     from controlplane.celery_app import app
@@ -127,7 +128,9 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
     root = Path(tempfile.mkdtemp(prefix="sluice-managed-"))
     queue = f"test-{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
-           "SLUICE_VAR_DIR": str(root / "var"), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+           "SLUICE_VAR_DIR": str(root / "var"), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
+           # The cluster-internal password derives from it: this process's admin clients must agree with the agents.
+           "SECRET_KEY": settings.SECRET_KEY}
     worker = Process("worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
                                 "--pool", "threads", "--concurrency", "4", "--queues", queue,
                                 "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",

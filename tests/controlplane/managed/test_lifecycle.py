@@ -68,7 +68,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
                           {"name": "payments", "partitions": 3, "replication_factor": 3,
                            "configs": {"min.insync.replicas": "2"}}, format="json")
         assert made.status_code == 201, made.content
-        kafka_admin = AdminClient({"bootstrap.servers": bootstrap})
+        kafka_admin = AdminClient(world.kafka(bootstrap))
         wait_for(lambda: "payments" in kafka_admin.list_topics(timeout=5).topics, 60, "the topic on the cluster",
                  stack)
         meta = kafka_admin.list_topics(topic="payments", timeout=5).topics["payments"]
@@ -85,8 +85,8 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         assert topic["managed"] is False and topic["partitions"] == 2 and topic["replication_factor"] == 2
         wait_for(lambda: _condition(admin.get(f"{world.base}/clusters/{cluster_id}/topics/payments").json(),
                                     "Ready").get("status") == "True", 60, "the API topic Ready", stack)
-        # An ACL binding goes to the cluster's reconcile; brokers without an authorizer cannot store it, which
-        # the status says, and the cluster stays Ready (nothing to retry until they can).
+        # An ACL binding goes to the cluster's reconcile and into the brokers, which enforce it; the cluster
+        # stays Ready.
         acl = admin.post(f"{world.base}/clusters/{cluster_id}/acls",
                          {"principal": "User:*", "resource_type": "TOPIC", "pattern_type": "LITERAL",
                           "resource_name": "payments", "operation": "READ", "permission": "ALLOW", "host": "*"},
@@ -96,10 +96,11 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         def acls_reported() -> bool:
             body = _status(world, cluster_id)
             acls = body["status"].get("topics", {}).get("acls", {})
-            return acls.get("bindings") == 1 and acls.get("enforced") is False and \
-                _condition(body, "Ready").get("status") == "True"
+            # Managed brokers enforce ACLs: the binding, plus the allow-all ones of the owner and the admin.
+            return acls.get("bindings") == 1 and acls.get("from_roles") == 8 and acls.get("enforced") is True \
+                and _condition(body, "Ready").get("status") == "True"
 
-        wait_for(acls_reported, 60, "the ACL reported as not enforced, the cluster Ready", stack,
+        wait_for(acls_reported, 60, "the ACL reported as enforced, the cluster Ready", stack,
                  lambda: _status(world, cluster_id)["status"])
         # Converged: planning again against the real cluster finds nothing to do, for brokers and topics alike.
         last: list[object] = []
@@ -114,7 +115,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
         stop = threading.Event()
 
         def produce() -> None:
-            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            producer = Producer({**world.kafka(bootstrap), "acks": "all", "enable.idempotence": True,
                                  "linger.ms": 5, "message.timeout.ms": 60000})
             n = 0
 
@@ -160,7 +161,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
             stop.set()
             writer.join(90)
         assert not failed, failed[:5]
-        _assert_all_present(bootstrap, "payments", set(acked))
+        _assert_all_present(world.kafka(bootstrap), "payments", set(acked))
     finally:
         _delete_and_wait(world, cluster_id, stack)
 
@@ -176,15 +177,16 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
 
 
 def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
+    from controlplane.clusters.credentials import cluster_admin
     from controlplane.clusters.provisioning import plan_nodes
     from controlplane.clusters.reconcile import cluster_view
     from controlplane.streams.models import Topic
     from controlplane.streams.reconcile import desired_topic, observe_topics
     from controlplane.streams.topic_plan import plan_topics
-    from dataplane.client.admin import ClusterAdmin
 
-    view, _ = cluster_view(Cluster.objects.get(pk=cluster_id))
-    with ClusterAdmin(bootstrap) as admin:
+    cluster = Cluster.objects.get(pk=cluster_id)
+    view, _ = cluster_view(cluster)
+    with cluster_admin(cluster, bootstrap=bootstrap) as admin:
         observed, under = observe_topics(admin)
     rows = [desired_topic(t) for t in Topic.objects.filter(cluster_id=cluster_id)]
     planned = (plan_nodes(view), plan_topics(rows, observed, correct_drift=True), under)
@@ -192,10 +194,10 @@ def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
     return not any(planned)
 
 
-def _assert_all_present(bootstrap: str, topic: str, expected: set[bytes]) -> None:
+def _assert_all_present(kafka: dict[str, str], topic: str, expected: set[bytes]) -> None:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+    consumer = Consumer({**kafka, "group.id": f"check-{uuid.uuid4().hex[:6]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     seen: set[bytes] = set()
@@ -238,16 +240,17 @@ def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) ->
         assert admin.post(f"{base}/topics", {"name": "events", "partitions": 2}, format="json").status_code == 201
         wait_for(lambda: _condition(admin.get(f"{base}/topics/events").json(), "Ready").get("status") == "True",
                  60, "the topic", stack)
+        from controlplane.clusters import metadata
         from controlplane.clusters.throughput import sample
 
         cluster = Cluster.objects.get(pk=cluster_id)
         assert sample(cluster) == 0  # the first sample only sets the counters
-        producer = Producer({"bootstrap.servers": bootstrap})
+        producer = Producer(world.kafka(bootstrap))
         for i in range(10):
             producer.produce("events", value=b"x" * 100, partition=i % 2)
         assert producer.flush(30) == 0
 
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "readers", "auto.offset.reset": "earliest",
+        consumer = Consumer({**world.kafka(bootstrap), "group.id": "readers", "auto.offset.reset": "earliest",
                              "enable.auto.commit": False})
         consumer.subscribe(["events"])
         seen = 0
@@ -255,13 +258,18 @@ def test_brokers_partitions_groups_lag_reset_and_delete_records(stack: Stack) ->
             seen += sum(1 for m in consumer.consume(10, timeout=1) if m.error() is None)
         consumer.commit(asynchronous=False)
         committed = sum(tp.offset for tp in consumer.committed(consumer.assignment(), timeout=10) if tp.offset > 0)
+        # The broker publishes what it sent to consumers with its next lease renewal.
+        wait_for(lambda: metadata.bytes_out(cluster.kafka_cluster_id).get(1, {}).get("events", 0) >= 600, 30,
+                 "the broker's bytes-out counters", stack)
         assert sample(cluster) > 0
         points = admin.get(f"{base}/throughput", {"scope": "topic", "topic": "events"}).json()
         assert isinstance(points, list), points
         assert [(p["records_in"], p["records_out"]) for p in points] == [(10, committed)]
         assert points[0]["bytes_in"] > 1000
+        assert points[0]["bytes_out"] >= 600 and points[0]["bytes_out_per_sec"] > 0
         per_broker = admin.get(f"{base}/throughput", {"scope": "broker"}).json()
-        assert [(p["name"], p["records_in"]) for p in per_broker] == [("1", 10)]
+        assert [(p["name"], p["records_in"], p["bytes_out"]) for p in per_broker] == [
+            ("1", 10, points[0]["bytes_out"])]
 
         brokers = admin.get(f"{base}/brokers").json()
         assert [(b["node_id"], b["status"], b["controller"]) for b in brokers] == [(1, "up", True)]

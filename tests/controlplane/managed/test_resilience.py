@@ -112,7 +112,7 @@ def test_a_worker_killed_mid_provisioning_resumes_to_ready(stack: Stack) -> None
 
 @pytest.mark.django_db(transaction=True)
 def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Stack) -> None:
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
     world = make_world(f"s{uuid.uuid4().hex[:6]}")
     admin = world.client(Role.ADMIN)
@@ -129,7 +129,7 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
                  60, "the topic", stack)
 
         def replicas_on_4() -> int:
-            topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+            topics = AdminClient(world.kafka(bootstrap)).list_topics(timeout=10).topics
             return sum(4 in p.replicas for t in topics.values() for p in t.partitions.values())
 
         acked: list[bytes] = []
@@ -137,7 +137,7 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
         stop = threading.Event()
 
         def produce() -> None:
-            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            producer = Producer({**world.kafka(bootstrap), "acks": "all", "enable.idempotence": True,
                                  "linger.ms": 5, "message.timeout.ms": 120000})
             n = 0
             while not stop.is_set():
@@ -173,7 +173,15 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
                             and r, 180, "the rebalance to finish", stack,
                             lambda: admin.get(f"{base}/rebalances/{ready['id']}").json())
             assert set(done["progress"].values()) == {"done"}
+            assert done["replication_throttle"] == 50 * 1024 * 1024
             assert replicas_on_4() > 0
+            # The moves ran under the replication throttle, which is gone once the rebalance is Ready.
+            describer = AdminClient(world.kafka(bootstrap))  # the owner: ALL on the cluster
+            for node in (1, 2, 3, 4):
+                resource = ConfigResource(ResourceType.BROKER, str(node))
+                entry = describer.describe_configs([resource])[resource].result(30)[
+                    "follower.replication.throttled.rate"]
+                assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, (node, entry)
             # Scale in: the fourth broker's replicas move off before it stops.
             assert admin.patch(base, {"broker_count": 3}, format="json").status_code == 200
             body = wait_for(lambda: (b := _ready(world, cluster_id)) and len(b["status"]["brokers"]) == 3 and b,
@@ -187,7 +195,64 @@ def test_scale_out_approve_the_proposal_then_scale_in_while_producing(stack: Sta
         assert sorted(b["node_id"] for b in body["status"]["brokers"]) == [1, 2, 3]
         assert replicas_on_4() == 0
         assert len(stack.broker_pids()) == 3
-        _assert_all_present(body["status"]["bootstrap_servers"], "spread", set(acked))
+        _assert_all_present(world.kafka(body["status"]["bootstrap_servers"]), "spread", set(acked))
     finally:
         _delete_and_wait(world, cluster_id, stack)
     assert not Cluster.objects.filter(pk=cluster_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_rebalance_resumes_to_the_same_end_state(stack: Stack) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
+
+    from controlplane.clusters.tasks import resync_all
+    from dataplane.client.admin import ClusterAdmin
+
+    world = make_world(f"r{uuid.uuid4().hex[:6]}")
+    admin = world.client(Role.ADMIN)
+    cluster_id = _create(world, "moving", plan="dedicated", broker_count=3)
+    base = f"{world.base}/clusters/{cluster_id}"
+    try:
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready with 3", stack)
+        bootstrap = body["status"]["bootstrap_servers"]
+        client = world.kafka(bootstrap)  # the owner's key: ALL on the cluster
+        kafka = AdminClient(client)
+        kafka.create_topics([NewTopic("lopsided", 6, replica_assignment=[[1]] * 6)])["lopsided"].result(30)
+        producer = Producer({**client, "acks": "all", "linger.ms": 20})
+        values = [f"{i:06d}".encode() + b"x" * 65_000 for i in range(6 * 48)]  # ~3 MB a partition
+        for i, value in enumerate(values):
+            producer.produce("lopsided", value=value, partition=i % 6)
+        assert producer.flush(60) == 0
+        # A slow throttle keeps the moves running long enough to kill the worker in the middle of them.
+        made = admin.post(f"{base}/rebalances", {"replication_throttle": 1024 * 1024}, format="json")
+        assert made.status_code == 201, made.content
+        rid = made.json()["id"]
+        ready = wait_for(lambda: (r := admin.get(f"{base}/rebalances/{rid}").json())["state"] == "ProposalReady"
+                         and r, 60, "the proposal", stack)
+        targets = {(m["topic"], m["partition"]): m["target"] for m in ready["proposal"]["moves"]}
+        assert sum(1 for (t, _), target in targets.items() if t == "lopsided" and target != [1]) >= 3
+        assert admin.post(f"{base}/rebalances/{rid}/approve").status_code == 200
+        wait_for(lambda: admin.get(f"{base}/rebalances/{rid}").json()["state"] == "Rebalancing", 60,
+                 "the moves to start", stack)
+        with ClusterAdmin(bootstrap, timeout=30, config=client) as moves:
+            assert moves.list_reassignments(), "the moves finished before the worker could be killed amid them"
+        stack.worker.stop(signal.SIGKILL)
+        stack.worker.start()
+
+        def finished() -> dict[str, Any] | None:
+            resync_all.delay()  # what beat does every few seconds
+            found = admin.get(f"{base}/rebalances/{rid}").json()
+            return found if found["state"] == "Ready" else None
+
+        done = wait_for(finished, 180, "the rebalance to finish after the worker restart", stack)
+        assert set(done["progress"].values()) == {"done"}
+        placed = kafka.list_topics("lopsided", timeout=10).topics["lopsided"].partitions
+        assert {p: sorted(placed[p].replicas) for p in placed} == {
+            p: sorted(targets.get(("lopsided", p), [1])) for p in placed}  # moves name only what changes
+        for node in (1, 2, 3):  # the throttle went with the rebalance
+            resource = ConfigResource(ResourceType.BROKER, str(node))
+            entry = kafka.describe_configs([resource])[resource].result(30)["follower.replication.throttled.rate"]
+            assert entry.source == ConfigSource.STATIC_BROKER_CONFIG.value, (node, entry)
+        _assert_all_present(client, "lopsided", set(values))
+    finally:
+        _delete_and_wait(world, cluster_id, stack)

@@ -266,6 +266,10 @@ def test_confluent_broker_configs_are_cluster_defaults(broker: BrokerProcess, ad
     assert retention.value == "1234" and retention.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     own = describe(admin, ConfigResource(ResourceType.TOPIC, "own"))["retention.ms"]
     assert own.value == "5000" and own.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    # In one request (where topics with equal overrides share their described entries), each its own.
+    both = [ConfigResource(ResourceType.TOPIC, "inherits"), ConfigResource(ResourceType.TOPIC, "own")]
+    described_both = {r.name: f.result(30)["retention.ms"].value for r, f in admin.describe_configs(both).items()}
+    assert described_both == {"inherits": "1234", "own": "5000"}
     # The cluster default reaches existing logs too.
     errors = produce(broker, "inherits", [b"x" * 5000])
     assert errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
@@ -277,6 +281,36 @@ def test_confluent_broker_configs_are_cluster_defaults(broker: BrokerProcess, ad
         ConfigEntry("log.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
     admin.incremental_alter_configs([reset])[reset].result(30)
     assert describe(admin, ConfigResource(ResourceType.TOPIC, "inherits"))["retention.ms"].value == "604800000"
+
+
+def test_replication_throttle_is_a_dynamic_broker_config(broker: BrokerProcess, admin: Any) -> None:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+
+    name = "follower.replication.throttled.rate"
+    node = ConfigResource(ResourceType.BROKER, "1")
+    before = describe(admin, node)[name]
+    assert before.source == ConfigSource.STATIC_BROKER_CONFIG.value and not before.is_read_only
+
+    def alter(op: Any, value: str | None, resource_name: str = "1") -> Any:
+        resource = ConfigResource(ResourceType.BROKER, resource_name, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+        return admin.incremental_alter_configs([resource])[resource]
+
+    alter(AlterConfigOpType.SET, "52428800").result(30)
+    now = describe(admin, node)[name]
+    assert (now.value, now.source) == ("52428800", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # A per-broker value is this broker's own: the topic defaults and the cluster default are untouched.
+    assert describe(admin, node)["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    for op, value in ((AlterConfigOpType.SET, "-1"), (AlterConfigOpType.SET, "fast"),
+                      (AlterConfigOpType.APPEND, "5")):
+        assert error_code(alter(op, value)) == KafkaError.INVALID_CONFIG
+    assert describe(admin, node)[name].value == "52428800"  # nothing half-applied
+
+    alter(AlterConfigOpType.DELETE, None).result(30)
+    after = describe(admin, node)[name]
+    assert (after.value, after.source) == (before.value, ConfigSource.STATIC_BROKER_CONFIG.value)
 
 
 def test_confluent_delete_records_moves_the_low_watermark(broker: BrokerProcess, admin: Any) -> None:

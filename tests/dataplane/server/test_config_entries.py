@@ -26,9 +26,11 @@ def test_topic_entries_carry_value_source_and_synonyms() -> None:
 
 
 def test_broker_cluster_default_entries_show_only_what_is_set() -> None:
-    entries = broker_entries(cast(Any, None), {"retention.ms": "1234"}, only_dynamic=True)
+    entries = broker_entries(cast(Any, None), {"retention.ms": "1234"}, only_dynamic=True,
+                             dynamic={-1: {"follower.replication.throttled.rate": "1000"}, 2: {"x": "y"}})
     assert [(e.name, e.value, e.source) for e in entries] == [
-        ("log.retention.ms", "1234", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        ("log.retention.ms", "1234", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("follower.replication.throttled.rate", "1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
 
 
 def test_append_starts_from_the_cluster_default_under_a_synonym() -> None:

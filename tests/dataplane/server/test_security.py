@@ -318,3 +318,68 @@ def test_scram_credentials_through_the_admin_api(secure: LoggedBroker) -> None:
     with pytest.raises(KafkaException) as caught:
         next(iter(refused.values())).result(30)
     assert caught.value.args[0].code() == CLUSTER_AUTHORIZATION_FAILED
+
+
+# ---------------------------------------------------------------------- credentials with a principal; revocation
+
+
+def _security(cluster_id: str) -> Iterator[SecurityStore]:
+    with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
+        yield SecurityStore(MetadataStore(conn, cluster_id))
+
+
+def test_a_credential_authenticates_as_the_principal_it_names(secure: LoggedBroker) -> None:
+    """An API key (username = key id) acts as its owner: the owner's ACLs apply, not User:<key id>."""
+    for security in _security(secure.cluster_id):
+        security.set_plain_credential("KEYOWNEDBYALICE1", plain_hash("key-secret"), principal="User:alice")
+        security.set_scram_credential("KEYOWNEDBYALICE1", "SCRAM-SHA-512", derive("SCRAM-SHA-512", "key-secret"),
+                                      principal="User:alice")
+    for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+        config = {**client_config(secure, "KEYOWNEDBYALICE1", mechanism, password="key-secret")}
+        deadline = datetime.datetime.now() + datetime.timedelta(seconds=10)
+        while True:  # the broker hears of the new credential within a notification
+            try:
+                topics = AdminClient(config).list_topics(timeout=5).topics
+                break
+            except KafkaException:
+                if datetime.datetime.now() > deadline:
+                    raise
+        assert "orders" in topics and "secret" not in topics  # alice's ACLs, as for alice herself
+    with KafkaWire(secure.port) as wire:
+        wire.authenticate("PLAIN", "KEYOWNEDBYALICE1", "key-secret")
+        assert wire.call(fetch_request("orders")).responses[0].partitions[0].error_code.value == 0
+        assert wire.call(fetch_request("secret")).responses[0].partitions[0].error_code.value == \
+            TOPIC_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_deleting_a_credential_closes_its_open_connections(secure: LoggedBroker, mechanism: str) -> None:
+    user = f"REVOKE{mechanism.replace('-', '')[:10]}"
+    for security in _security(secure.cluster_id):
+        if mechanism == "PLAIN":
+            security.set_plain_credential(user, plain_hash("gone-soon"), principal="User:alice")
+        else:
+            security.set_scram_credential(user, mechanism, derive(mechanism, "gone-soon"), principal="User:alice")
+    deadline = datetime.datetime.now() + datetime.timedelta(seconds=10)
+    while True:
+        wire = KafkaWire(secure.port, timeout=10)
+        try:
+            wire.authenticate(mechanism, user, "gone-soon")
+            break
+        except (PermissionError, ConnectionError):
+            wire.close()
+            assert datetime.datetime.now() < deadline, "the new credential never reached the broker"
+    with wire, KafkaWire(secure.port) as bystander:
+        bystander.authenticate(mechanism, "alice", USERS["alice"])
+        assert wire.call(fetch_request("orders")).responses[0].partitions[0].error_code.value == 0
+        for security in _security(secure.cluster_id):
+            if mechanism == "PLAIN":
+                security.apply_credentials(delete_plain=[user])
+            else:
+                security.apply_credentials(delete_scram=[(user, mechanism)])
+        wire.sock.settimeout(5)  # the bound the service promises: closed within 5 s (a timeout fails the test)
+        assert wire.sock.recv(1) == b""
+        # Other principals' connections stay open.
+        assert bystander.call(fetch_request("orders")).responses[0].partitions[0].error_code.value == 0
+    with KafkaWire(secure.port) as again, pytest.raises(PermissionError, match=r"(?i)sasl_authentication_failed"):
+        again.authenticate(mechanism, user, "gone-soon")

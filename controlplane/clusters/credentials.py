@@ -1,0 +1,79 @@
+"""How the control plane (and its brokers) authenticate to a managed cluster.
+
+Every managed cluster's brokers listen with ``SASL_PLAINTEXT`` and the authorizer
+on. Brokers talk to each other, and the control plane talks to them, as the
+cluster-internal principal ``User:__sluice``, a super user. Its password is
+derived, never stored: HMAC-SHA256 of Django's ``SECRET_KEY`` over the cluster's
+id, so the control plane and each host's agent (which writes it into the broker
+config, mode 0600) compute the same one, and nothing secret crosses the task
+queue. Rotating ``SECRET_KEY`` rotates every internal password (brokers pick the
+new one up on their next start; their stored credential is rewritten then).
+
+``client_config`` is the one place any control-plane Kafka client gets its
+librdkafka settings for a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from django.conf import settings
+
+from controlplane.agent.processes import INTERNAL_USERNAME
+from controlplane.clusters.models import BrokerNode, Cluster
+from dataplane.client.admin import ClusterAdmin
+
+# librdkafka settings frozen into a hashable value (sorted items), to key pools of clients by.
+ClientSettings = tuple[tuple[str, str], ...]
+
+INTERNAL_PRINCIPAL = f"User:{INTERNAL_USERNAME}"
+INTERNAL_MECHANISM = "SCRAM-SHA-512"  # what brokers use between themselves, so its credential is always there
+SECURITY_PROTOCOL = "SASL_PLAINTEXT"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def internal_password(kafka_cluster_id: str) -> str:
+    """The cluster-internal principal's password: HMAC-SHA256(SECRET_KEY, "cluster-internal:" + cluster id)."""
+    return hmac.new(settings.SECRET_KEY.encode(), f"cluster-internal:{kafka_cluster_id}".encode(),
+                    hashlib.sha256).hexdigest()
+
+
+def bootstrap_servers(cluster: Cluster) -> str:
+    """The cluster's client address list: every broker not being removed."""
+    nodes = BrokerNode.objects.filter(cluster=cluster, removal_requested_at__isnull=True).select_related("agent")
+    return ",".join(f"{n.agent.advertised_host}:{n.port}" for n in nodes)
+
+
+def client_config(cluster: Cluster, *, bootstrap: str | None = None) -> dict[str, str]:
+    """librdkafka settings for a control-plane client of ``cluster``: its brokers, SASL as the internal principal.
+
+    ``bootstrap`` when the caller already has the broker list (reconcile); otherwise it is read.
+    """
+    return {
+        "bootstrap.servers": bootstrap_servers(cluster) if bootstrap is None else bootstrap,
+        "security.protocol": SECURITY_PROTOCOL,
+        "sasl.mechanism": INTERNAL_MECHANISM,
+        "sasl.username": INTERNAL_USERNAME,
+        "sasl.password": internal_password(cluster.kafka_cluster_id),
+    }
+
+
+def frozen(config: dict[str, str]) -> ClientSettings:
+    return tuple(sorted(config.items()))
+
+
+def servers(settings: ClientSettings) -> str:
+    """The ``bootstrap.servers`` of frozen settings ('' when the cluster has no broker yet)."""
+    return dict(settings).get("bootstrap.servers", "")
+
+
+def cluster_admin(cluster: Cluster, *, bootstrap: str | None = None, timeout: float = 10.0) -> ClusterAdmin:
+    """An admin client of ``cluster`` with ``client_config``'s settings."""
+    config = client_config(cluster, bootstrap=bootstrap)
+    return ClusterAdmin(config["bootstrap.servers"], timeout=timeout, config=config)
+
+
+def security_status() -> dict[str, object]:
+    """What ``status`` says about how clients connect (next to ``bootstrap_servers``)."""
+    return {"security_protocol": SECURITY_PROTOCOL, "sasl_mechanisms": list(SASL_MECHANISMS)}
