@@ -58,7 +58,8 @@ def reconcile_quotas(cluster: Cluster, *, bootstrap: str) -> dict[str, Any]:
     except AdminError as exc:
         if exc.code == "_NOT_IMPLEMENTED":
             # Not a failure to retry (the pass would never finish): the admin client's own socket, which the quota
-            # APIs need, cannot reach this cluster's listener yet. The status says so; the rows wait.
+            # APIs need, cannot speak this cluster's listener (a protocol or mechanism it lacks). The status says
+            # so; the rows wait.
             return {"pending": 0, "quotas": {"entities": len(desired), "applied": False, "message": exc.message}}
         log.warning("cluster %s: quota reconcile failed: %s", cluster.kafka_cluster_id, exc)
         return {"pending": 1, "errors": [f"{exc.code}: {exc.message}"]}
