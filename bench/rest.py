@@ -156,6 +156,9 @@ class Stack:
         # The tail's per-viewer send limit (1 MiB/s by default) would cap what is measured at 1 KiB x 1,000/s:
         # raised here unless set in the environment (printed with the figures).
         env.setdefault("SLUICE_TAIL_BYTES_PER_SECOND", str(TAIL_LIMIT))
+        # Throughput is measured here, not the request-rate limits (one key sends thousands of requests a second).
+        env.setdefault("SLUICE_KAFKAREST_RATE_LIMIT", "")
+        env.setdefault("SLUICE_API_RATE_LIMIT", "")
         self.tail_limit = int(env["SLUICE_TAIL_BYTES_PER_SECOND"])
         log_path = self.tmp / "sluice-up.log"
         with open(log_path, "wb") as out:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from limits import parse_many as _parse_rate_limits
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SLUICE_VAR_DIR", BASE_DIR / "var"))
@@ -244,6 +246,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "controlplane.core.errors.exception_handler",
     "PAGE_SIZE": 50,
     # Login guesses: per client address, and per username (many addresses guessing one account).
+    "DEFAULT_THROTTLE_CLASSES": ["controlplane.core.ratelimit.RequestRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("LOGIN_THROTTLE_RATE", "20/min"),
                                "login_user": os.environ.get("LOGIN_USER_THROTTLE_RATE", "20/min")},
     # The client address throttles key on: REMOTE_ADDR, or with N trusted proxies in front the N-th address
@@ -278,6 +281,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# REST request-rate limits per API key or session user, in the `limits` library's notation ("3000/minute",
+# "50/second;3000/minute"; empty: none), counted in Redis so they hold across web processes
+# (controlplane/core/ratelimit.py): the management API, and the REST Proxy (its hot produce paths included).
+SLUICE_API_RATE_LIMIT = os.environ.get("SLUICE_API_RATE_LIMIT", "3000/minute")
+SLUICE_KAFKAREST_RATE_LIMIT = os.environ.get("SLUICE_KAFKAREST_RATE_LIMIT", "60000/minute")
+for _name in ("SLUICE_API_RATE_LIMIT", "SLUICE_KAFKAREST_RATE_LIMIT"):
+    try:
+        if globals()[_name].strip():
+            _parse_rate_limits(globals()[_name])
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"{_name}: {_exc}") from None
 
 # Throttle last-used writes on API keys: at most one UPDATE per key per interval.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = int(os.environ.get("API_KEY_LAST_USED_RESOLUTION_SECONDS", "60"))

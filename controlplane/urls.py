@@ -13,7 +13,7 @@ from controlplane.core.console import NOT_CONSOLE, console_asset, console_index
 from controlplane.core.views import HealthView
 from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
 from controlplane.reports.views import ReportRunViewSet, ReportViewSet
-from controlplane.streams.views import AclViewSet, TopicViewSet
+from controlplane.streams.views import AclViewSet, ClientQuotaViewSet, TopicViewSet
 from controlplane.tenancy.auth_views import LoginView, LogoutView
 from controlplane.tenancy.views import (
     ApiKeyViewSet,
@@ -43,6 +43,7 @@ router.register(TENANT + r"/audit-events", AuditEventViewSet, basename="audit-ev
 router.register(TENANT + r"/clusters", ClusterViewSet, basename="cluster")
 router.register(CLUSTER + r"/topics", TopicViewSet, basename="topic")
 router.register(CLUSTER + r"/acls", AclViewSet, basename="acl")
+router.register(CLUSTER + r"/quotas", ClientQuotaViewSet, basename="quota")
 router.register(CLUSTER + r"/rebalances", RebalanceViewSet, basename="rebalance")
 router.register(CLUSTER + r"/reports", ReportViewSet, basename="report")
 router.register(CLUSTER + r"/reports/(?P<report_pk>[^/]+)/runs", ReportRunViewSet, basename="report-run")

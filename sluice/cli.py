@@ -266,6 +266,10 @@ CLUSTER_FLAGS: dict[str, tuple[type, str]] = {
     "offsets_commit_timeout_ms": (int, "offsets.commit.timeout.ms (default 5000)"),
     "follower_replication_throttled_rate": (int, "follower.replication.throttled.rate: bytes/s for a "
                                                  "reassignment's new replicas (default 0, unlimited)"),
+    "quota_window_num": (int, "quota.window.num: samples client quota rates are measured over (default 11)"),
+    "quota_window_size_seconds": (float, "quota.window.size.seconds: the length of one sample (default 1)"),
+    "max_connections_per_principal": (int, "max.connections.per.principal: open connections one principal may "
+                                           "hold (default 0, unlimited; the max_connections quota overrides)"),
 }
 
 

@@ -152,15 +152,16 @@ def _act(cluster: Cluster, actions: list[provisioning.Action], nodes: list[Broke
 
 
 def _merged(topics: dict[str, Any], acls: dict[str, Any]) -> dict[str, Any]:
-    """The topic summary with the ACL pass's pending changes, errors and drift folded in."""
+    """The topic summary with an ACL (or quota) pass's pending changes, errors and drift folded in."""
     merged = dict(topics)
     merged["pending"] = topics.get("pending", 0) + acls.get("pending", 0)
     if acls.get("errors"):
         merged["errors"] = [*topics.get("errors", []), *acls["errors"]]
     if acls.get("drift"):
         merged["drift"] = "; ".join(d for d in (topics.get("drift"), acls["drift"]) if d)
-    if "acls" in acls:
-        merged["acls"] = acls["acls"]
+    for key in ("acls", "quotas"):
+        if key in acls:
+            merged[key] = acls[key]
     return merged
 
 
@@ -256,6 +257,9 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
 
             acls = reconcile_acls(cluster, bootstrap=_bootstrap(nodes))
             topics = _merged(topics, acls)
+            from controlplane.streams.quota_reconcile import reconcile_quotas
+
+            topics = _merged(topics, reconcile_quotas(cluster, bootstrap=_bootstrap(nodes)))
             topics = _merged(topics, {k: v for k, v in credentials.items() if k != "keys"})
         rebalancing = False
         if brokers_ready and not topics.get("pending"):

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -49,10 +50,11 @@ def http_status(error_code: int) -> int:
 class RestError(Exception):
     """A failure to report to a REST Proxy client; raised by the kafkarest services."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(self, error_code: int, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.message = message
+        self.retry_after = retry_after  # seconds, for a 429 (the Retry-After header)
 
     @property
     def status(self) -> int:
@@ -72,6 +74,8 @@ def as_rest_error(exc: Exception) -> RestError | None:
         return RestError(NOT_FOUND, "Not found.")
     if isinstance(exc, DjangoPermissionDenied):
         return RestError(FORBIDDEN, "Permission denied.")
+    if isinstance(exc, exceptions.Throttled):
+        return RestError(RATE_LIMITED, _flatten(exc.detail))
     if isinstance(exc, exceptions.ValidationError):
         return RestError(INVALID_PAYLOAD, f"Payload error. {_flatten(exc.detail)}")
     if isinstance(exc, exceptions.APIException):
@@ -103,5 +107,5 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response["WWW-Authenticate"] = 'Basic realm="sluice"'
     wait = getattr(exc, "wait", None)
     if wait is not None:
-        response["Retry-After"] = str(int(wait) + 1)
+        response["Retry-After"] = str(math.ceil(wait))
     return response

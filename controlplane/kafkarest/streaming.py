@@ -25,8 +25,9 @@ from urllib.parse import unquote
 
 from django.db import close_old_connections
 
+from controlplane.core import ratelimit
 from controlplane.kafkarest import errors, fastjson
-from controlplane.kafkarest.access import audit_refusal, caller_for_authorization, cluster_access
+from controlplane.kafkarest.access import Caller, audit_refusal, caller_for_authorization, cluster_access
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
 from controlplane.kafkarest.producer import ClusterProducer, pool
@@ -91,11 +92,26 @@ async def _respond(send: Send, status: int, body: dict[str, Any],
     await send({"type": "http.response.body", "body": data})
 
 
+async def _refuse(send: Send, error: RestError, headers: list[tuple[bytes, bytes]] = JSON_HEADERS) -> None:
+    if error.retry_after is not None:
+        headers = [*headers, (b"retry-after", str(error.retry_after).encode())]
+    await _respond(send, error.status, error.body(), headers)
+
+
+def _within_rate_limit(caller: Caller) -> None:
+    """The REST Proxy's request budget of the caller's API key (as on the DRF paths: one budget for both)."""
+    refusal = ratelimit.hit(ratelimit.KAFKA, f"key:{caller.api_key_id}" if caller.api_key_id else caller.principal)
+    if refusal is not None:
+        raise RestError(errors.RATE_LIMITED, refusal.message, retry_after=refusal.retry_after)
+
+
 def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterProducer, str]:
     """Caller, cluster and topic checks (a thread: they may read the database or the cluster's metadata)."""
     close_old_connections()
     try:
-        access = cluster_access(caller_for_authorization(authorization), cluster_id, role=Role.MEMBER)
+        caller = caller_for_authorization(authorization)
+        _within_rate_limit(caller)
+        access = cluster_access(caller, cluster_id, role=Role.MEMBER)
         producer = pool.get(access)
         try:
             producer.partition_count(topic)
@@ -136,7 +152,7 @@ async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str
         producer, kafka_cluster_id = await asyncio.to_thread(_resolve, authorization, cluster_id, topic)
     except (RestError, ValueError) as exc:
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
-        await _respond(send, error.status, error.body())
+        await _refuse(send, error)
         return None
     return producer, kafka_cluster_id, length
 
@@ -151,7 +167,7 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
     try:
         raw = await _read_body(receive)
     except RestError as exc:
-        await _respond(send, exc.status, exc.body())
+        await _refuse(send, exc)
         return
     if raw is None:
         return
@@ -162,7 +178,7 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
             raise RestError(errors.BAD_REQUEST, f"Malformed JSON: {exc}") from exc
         entries = parse_batch(body)
     except RestError as exc:
-        await _respond(send, exc.status, exc.body())
+        await _refuse(send, exc)
         return
     outcomes = AsyncOutcomes(asyncio.get_running_loop())
     await _add_all(outcomes, producer, topic, [record for _, record in entries])
@@ -175,6 +191,7 @@ def _resolve_v2(authorization: str, cluster_id: str | None, topic: str) -> tuple
     close_old_connections()
     try:
         caller = caller_for_authorization(authorization)
+        _within_rate_limit(caller)
         if cluster_id is None:
             cluster_id = caller.cluster_scope
             if cluster_id is None:
@@ -211,7 +228,7 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
         records = v2_produce.parse_records(fmt, raw)
     except (RestError, ValueError) as exc:
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
-        await _respond(send, error.status, error.body(), V2_HEADERS)
+        await _refuse(send, error, V2_HEADERS)
         return
     outcomes = AsyncOutcomes(asyncio.get_running_loop())
     await _add_all(outcomes, producer, topic, [v2_produce.as_produce_record(record, partition) for record in records])
@@ -264,7 +281,7 @@ async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, p
         values.append(exc)
     if not values:
         error = RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
-        await _respond(send, error.status, error.body())
+        await _refuse(send, error)
         return
     outcomes = AsyncOutcomes(asyncio.get_running_loop())
     await _add_all(outcomes, producer, topic, values)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.streams.models import AclBinding, ClientQuota, Topic
 
 
 @admin.register(Topic)
@@ -12,3 +12,9 @@ class TopicAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 @admin.register(AclBinding)
 class AclBindingAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["principal", "permission", "operation", "resource_type", "pattern_type", "resource_name", "host"]
+
+
+@admin.register(ClientQuota)
+class ClientQuotaAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["principal", "client_id", "cluster", "producer_byte_rate", "consumer_byte_rate",
+                    "request_percentage", "max_connections"]

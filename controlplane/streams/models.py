@@ -69,3 +69,32 @@ class AclBinding(models.Model):
     def __str__(self) -> str:
         return (f"{self.permission} {self.principal} {self.operation} on {self.resource_type}:"
                 f"{self.pattern_type}:{self.resource_name} from {self.host}")
+
+
+class ClientQuota(models.Model):
+    """Kafka client quotas for one principal of the cluster's tenant (a service account or a member, whose API
+    keys act as it), or for every principal without one of its own (``principal`` null: Kafka's default user),
+    optionally narrowed to one ``client_id``. Reconciled into the cluster with AlterClientQuotas.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="quotas")
+    principal = models.CharField(max_length=300, null=True, blank=True)
+    client_id = models.CharField(max_length=255, null=True, blank=True)
+    producer_byte_rate = models.BigIntegerField(null=True, blank=True)
+    consumer_byte_rate = models.BigIntegerField(null=True, blank=True)
+    request_percentage = models.FloatField(null=True, blank=True)
+    max_connections = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "principal", "client_id"], name="uniq_client_quota_entity",
+                                    nulls_distinct=False),
+        ]
+
+    def __str__(self) -> str:
+        who = self.principal or "every principal"
+        return f"{who} (client id {self.client_id})" if self.client_id else who

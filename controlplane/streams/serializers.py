@@ -1,4 +1,4 @@
-"""Request and response shapes for topics and ACLs."""
+"""Request and response shapes for topics, ACLs and client quotas."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.streams.models import AclBinding, ClientQuota, Topic
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
 
@@ -54,6 +54,31 @@ class AclWriteSerializer(serializers.Serializer[Any]):
     operation = serializers.ChoiceField(choices=_names(AclOperation))
     permission = serializers.ChoiceField(choices=_names(AclPermission), default="ALLOW")
     host = serializers.CharField(max_length=64, default="*")
+
+
+class ClientQuotaSerializer(serializers.ModelSerializer[ClientQuota]):
+    class Meta:
+        model = ClientQuota
+        fields = ["id", "principal", "client_id", "producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                  "max_connections", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class ClientQuotaWriteSerializer(serializers.Serializer[Any]):
+    principal = serializers.CharField(max_length=300, allow_null=True, required=False, default=None, help_text=(
+        "The service account's or member's principal ('User:sa-…', 'User:u-…'); its API keys act as it. "
+        "Null: every principal of the cluster that has no quota of its own (Kafka's default user)."))
+    client_id = serializers.CharField(max_length=255, allow_null=True, required=False, default=None,
+                                      help_text="Only clients with this client.id; null: any client.")
+    producer_byte_rate = serializers.IntegerField(min_value=1, max_value=2**63 - 1, allow_null=True, required=False,
+                                                  default=None, help_text="Bytes/s produced, per broker.")
+    consumer_byte_rate = serializers.IntegerField(min_value=1, max_value=2**63 - 1, allow_null=True, required=False,
+                                                  default=None, help_text="Bytes/s fetched, per broker.")
+    request_percentage = serializers.FloatField(min_value=0.01, max_value=100_000, allow_null=True, required=False,
+                                                default=None,
+                                                help_text="Share of one request-handler thread's time, per broker.")
+    max_connections = serializers.IntegerField(min_value=1, max_value=1_000_000, allow_null=True, required=False,
+                                               default=None, help_text="Open connections at once, per broker.")
 
 
 class PartitionViewSerializer(serializers.Serializer[Any]):

@@ -1,4 +1,4 @@
-"""Every way a cluster's topics and ACL bindings change."""
+"""Every way a cluster's topics, ACL bindings and client quotas change."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from controlplane.clusters.services import request_reconcile
 from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.streams.models import AclBinding, ClientQuota, Topic
 from controlplane.streams.selectors import cluster_partition_count
 from controlplane.tenancy.models import Membership, ServiceAccount, user_principal
 from dataplane.config.topic import ConfigError, validate_topic_configs
@@ -257,4 +257,67 @@ def acl_delete(*, acl: AclBinding, actor: Actor) -> None:
                  target_id=str(acl.id), data={"binding": str(acl)})
     cluster = acl.cluster
     acl.delete()
+    request_reconcile(cluster)
+
+
+# ---------------------------------------------------------------------------------------------------- client quotas
+
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "max_connections")
+
+
+def _quota_fields(cluster: Cluster, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Checked quota fields: a principal of the tenant (or None, every principal), a client id, one key at least."""
+    principal, client_id = fields.get("principal"), fields.get("client_id")
+    if principal is not None and (principal == f"User:{WILDCARD}" or not _known_principal(cluster, principal)):
+        raise ValidationFailed({"principal": [
+            f"'{principal}' is not a service account or member of this tenant; leave it null for every principal."]})
+    if client_id == "":
+        raise ValidationFailed({"client_id": ["Give a client id or null (any client)."]})
+    if all(fields.get(key) is None for key in QUOTA_KEYS):
+        raise ValidationFailed({"non_field_errors": [f"Set at least one of {', '.join(QUOTA_KEYS)}."]})
+    return {"principal": principal, "client_id": client_id, **{key: fields.get(key) for key in QUOTA_KEYS}}
+
+
+def _quota_conflict(cluster: Cluster, fields: Mapping[str, Any], exclude: uuid.UUID | None = None) -> None:
+    same = ClientQuota.objects.filter(cluster=cluster, principal=fields["principal"], client_id=fields["client_id"])
+    if exclude is not None:
+        same = same.exclude(pk=exclude)
+    if same.exists():
+        raise Conflict("A quota for this principal and client id already exists; change that one.",
+                       code="quota_exists")
+
+
+@transaction.atomic
+def quota_create(*, cluster: Cluster, actor: Actor, **given: Any) -> ClientQuota:
+    fields = _quota_fields(cluster, given)
+    _quota_conflict(cluster, fields)
+    quota = ClientQuota.objects.create(cluster=cluster, **fields)
+    audit_record(tenant=cluster.tenant, actor=actor, action="quota.create", target_type="quota",
+                 target_id=str(quota.id), data=fields)
+    request_reconcile(cluster)
+    return quota
+
+
+@transaction.atomic
+def quota_update(*, quota: ClientQuota, actor: Actor, **changes: Any) -> ClientQuota:
+    current = {f: getattr(quota, f) for f in ("principal", "client_id", *QUOTA_KEYS)}
+    wanted = _quota_fields(quota.cluster, {**current, **changes})
+    if wanted == current:
+        return quota
+    _quota_conflict(quota.cluster, wanted, exclude=quota.pk)
+    for field, value in wanted.items():
+        setattr(quota, field, value)
+    quota.save()
+    audit_record(tenant=quota.cluster.tenant, actor=actor, action="quota.update", target_type="quota",
+                 target_id=str(quota.id), data={"from": current, "to": wanted})
+    request_reconcile(quota.cluster)
+    return quota
+
+
+@transaction.atomic
+def quota_delete(*, quota: ClientQuota, actor: Actor) -> None:
+    audit_record(tenant=quota.cluster.tenant, actor=actor, action="quota.delete", target_type="quota",
+                 target_id=str(quota.id), data={"quota": str(quota)})
+    cluster = quota.cluster
+    quota.delete()
     request_reconcile(cluster)

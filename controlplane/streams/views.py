@@ -1,4 +1,4 @@
-"""Topic and ACL endpoints, nested under a cluster of the caller's tenant."""
+"""Topic, ACL and client quota endpoints, nested under a cluster of the caller's tenant."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from controlplane.clusters import observability
 from controlplane.clusters.views import ClusterChildViewSet
 from controlplane.core.viewsets import WHOLE_LIST
 from controlplane.streams import services
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.streams.models import AclBinding, ClientQuota, Topic
 from controlplane.streams.serializers import (
     AclSerializer,
     AclWriteSerializer,
+    ClientQuotaSerializer,
+    ClientQuotaWriteSerializer,
     DeleteRecordsSerializer,
     LowWatermarkSerializer,
     PartitionViewSerializer,
@@ -132,4 +134,42 @@ class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildV
 
     def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
         services.acl_delete(acl=self.get_object(), actor=self.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ClientQuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):
+    """Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas)."""
+
+    model = ClientQuota
+    queryset = ClientQuota.objects.none()
+    serializer_class = ClientQuotaSerializer
+    write_role = Role.ADMIN
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    filterset_fields = ["principal", "client_id"]
+    ordering_fields = ["created_at", "principal"]
+
+    def tenant_queryset(self, tenant: Tenant) -> QuerySet[ClientQuota]:
+        return ClientQuota.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
+
+    @extend_schema(request=ClientQuotaWriteSerializer, responses={201: ClientQuotaSerializer})
+    def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
+        data = ClientQuotaWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        quota = services.quota_create(cluster=self.cluster, actor=self.actor, **data.validated_data)
+        return Response(ClientQuotaSerializer(quota).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ClientQuotaWriteSerializer, responses={200: ClientQuotaSerializer})
+    def update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        data = ClientQuotaWriteSerializer(data=request.data, partial=request.method == "PATCH")
+        data.is_valid(raise_exception=True)
+        given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
+        quota = services.quota_update(quota=self.get_object(), actor=self.actor, **given)
+        return Response(ClientQuotaSerializer(quota).data)
+
+    @extend_schema(request=ClientQuotaWriteSerializer, responses={200: ClientQuotaSerializer})
+    def partial_update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        return self.update(request, tenant_slug, cluster_pk, pk)
+
+    def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
+        services.quota_delete(quota=self.get_object(), actor=self.actor)
         return Response(status=status.HTTP_204_NO_CONTENT)

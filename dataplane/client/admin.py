@@ -33,6 +33,7 @@ import concurrent.futures
 import datetime
 import socket
 import time
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -73,13 +74,14 @@ from kio.schema.list_partition_reassignments.v0.request import ListPartitionReas
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i32, i32Timedelta
+from kio.static.primitive import f64, i32, i32Timedelta
 
 from dataplane.client.tokens import with_static_token
 from dataplane.protocol.client import ClientCodec
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.framing import RemoteProtocolError
 from dataplane.security import acl
+from dataplane.security.quotas import Entity as QuotaEntity
 from dataplane.security.sasl import ALL_MECHANISMS, PLAIN, ClientCredentials
 from dataplane.security.scram import ScramClient, ScramError
 
@@ -112,8 +114,10 @@ _FUTURE_GRACE = 1.0  # librdkafka enforces request_timeout itself; this only gua
 _API_VERSIONS = 18
 _DESCRIBE_LOG_DIRS, _LIST_GROUPS = 35, 16
 _ALTER_REASSIGNMENTS, _LIST_REASSIGNMENTS = 45, 46
+_DESCRIBE_CLIENT_QUOTAS, _ALTER_CLIENT_QUOTAS = 48, 49
 _READABLE: dict[int, tuple[int, ...]] = {_DESCRIBE_LOG_DIRS: (1, 2, 3, 4), _LIST_GROUPS: (0, 1, 2, 3, 4),
-                                         _ALTER_REASSIGNMENTS: (0,), _LIST_REASSIGNMENTS: (0,)}
+                                         _ALTER_REASSIGNMENTS: (0,), _LIST_REASSIGNMENTS: (0,),
+                                         _DESCRIBE_CLIENT_QUOTAS: (0, 1), _ALTER_CLIENT_QUOTAS: (0, 1)}
 
 
 class AdminError(Exception):
@@ -432,6 +436,12 @@ def _request(api_key: int, version: int, **fields: Any) -> Any:
     """A kio request of a version chosen at run time (the fields given must exist in every version used)."""
     schema: Any = load_request_schema(api_key, version)
     return schema(**fields)
+
+
+def _field_type(schema: Any, name: str) -> Any:
+    """The nested entity class of a kio field (``tuple[EntryData, ...]`` -> ``EntryData``)."""
+    hints = typing.get_type_hints(schema)
+    return typing.get_args(hints[name])[0]
 
 
 def _timeout_ms(deadline: _Deadline) -> i32Timedelta:
@@ -818,6 +828,54 @@ class ClusterAdmin:
                     else error
             return results
         return self._retry(attempt)  # an election that already happened is ELECTION_NOT_NEEDED: success
+
+    # ------------------------------------------------------------------ client quotas (KIP-546; librdkafka lacks them)
+
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every quota entity in the cluster and its keys (DescribeClientQuotas, no filter, not strict)."""
+        def attempt(deadline: _Deadline) -> dict[QuotaEntity, dict[str, float]]:
+            broker = self._describe_cluster(deadline).brokers[0]
+            with self._wire(broker, deadline) as wire:
+                response = wire.call(_request(_DESCRIBE_CLIENT_QUOTAS, wire.version(_DESCRIBE_CLIENT_QUOTAS),
+                                              components=(), strict=False))
+            error = _wire_error(response.error_code, response.error_message)
+            if error is not None:
+                raise error
+            return {tuple(sorted((str(e.entity_type), None if e.entity_name is None else str(e.entity_name))
+                                 for e in entry.entity)): {str(v.key): float(v.value) for v in entry.values}
+                    for entry in response.entries or ()}
+        return self._retry(attempt)
+
+    def alter_client_quotas(self, changes: Mapping[QuotaEntity, Mapping[str, float | None]], *,
+                            validate_only: bool = False) -> dict[QuotaEntity, AdminError | None]:
+        """Set (a value) or remove (None) quota keys per entity; each entity's outcome.
+
+        Any broker takes them (they go to the metadata store). Not retried: a lost answer may have been applied,
+        and the caller's next reconcile pass sees the result either way.
+        """
+        if not changes:
+            return {}
+        entries = list(changes.items())
+
+        def attempt(deadline: _Deadline) -> dict[QuotaEntity, AdminError | None]:
+            broker = self._describe_cluster(deadline).brokers[0]
+            with self._wire(broker, deadline) as wire:
+                version = wire.version(_ALTER_CLIENT_QUOTAS)
+                schema: Any = load_request_schema(_ALTER_CLIENT_QUOTAS, version)
+                entry_type = _field_type(schema, "entries")
+                entity_type = _field_type(entry_type, "entity")
+                op_type = _field_type(entry_type, "ops")
+                request = schema(validate_only=validate_only, entries=tuple(
+                    entry_type(entity=tuple(entity_type(entity_type=t, entity_name=n) for t, n in entity),
+                               ops=tuple(op_type(key=k, value=f64(0.0 if v is None else v), remove=v is None)
+                                         for k, v in ops.items()))
+                    for entity, ops in entries))
+                response = wire.call(request)
+            results: dict[QuotaEntity, AdminError | None] = {}
+            for (entity, _), answer in zip(entries, response.entries, strict=True):
+                results[entity] = _wire_error(answer.error_code, answer.error_message)
+            return results
+        return self._once(attempt)
 
     def partition_sizes(self) -> list[PartitionSize]:
         """Every replica's log size on every broker (DescribeLogDirs); an offline log directory reports none."""

@@ -14,7 +14,9 @@ What each part owns:
   the high watermark, acks=all, long polls) and the fetchers of followers;
 * ``GroupCoordinator`` (coordinator): consumer groups, on ``__consumer_offsets``;
 * ``Access`` (server): the authorizer and SASL credentials, re-read when the
-  store's security version moves.
+  store's security version moves;
+* ``QuotaManager`` (server): client quotas, their rates and connection counts,
+  re-read when the store's quota version moves.
 
 Handlers (``dataplane.server.handlers``) translate requests into calls on these
 and results into responses, described once as version-agnostic values that
@@ -38,6 +40,7 @@ from dataplane.cluster.controller import ControllerLoop
 from dataplane.cluster.lease import BrokerLease
 from dataplane.cluster.listener import ChangeListener
 from dataplane.cluster.metadata_cache import MetadataCache
+from dataplane.cluster.quota_store import QuotaStore
 from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import BrokerRegistration, MetadataStore, PartitionState, TopicState
 from dataplane.cluster.store_thread import StoreThread
@@ -50,12 +53,14 @@ from dataplane.replication.partition import Role
 from dataplane.security import scram
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.security.oauthbearer import TokenValidator
+from dataplane.security.quotas import Window
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.server.access import Access
 from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
+from dataplane.server.quotas import QuotaManager
 from dataplane.server.topic_configs import TopicConfigResolver
 from dataplane.server.traffic import TopicTraffic
 from dataplane.storage import Log, LogManager
@@ -93,6 +98,8 @@ class Broker:
         self.token_validator = (TokenValidator(config.oauthbearer_token_key, config.cluster_id)
                                 if config.oauthbearer_token_key is not None else None)
         self._security_lock = asyncio.Lock()
+        self.quotas = QuotaManager(Window(config.quota_window_num, config.quota_window_size_seconds),
+                                   config.max_connections_per_principal)
         # Connections authenticated on this broker (their SASL sessions): closed when their credential goes.
         self.sessions: set[SaslSession] = set()
         self.topic_configs = TopicConfigResolver(self.metadata)
@@ -129,6 +136,7 @@ class Broker:
         if self.config.sasl:
             await self.db.call(self._store_inter_broker_credential)
         await self.refresh_security()
+        await self.refresh_quotas()
         await self.lease.register()
         await asyncio.to_thread(self.manager.startup)
         self.replicas.load_checkpoint()
@@ -155,9 +163,12 @@ class Broker:
                 await asyncio.wait_for(self._metadata_changed.wait(), self.config.metadata_refresh_seconds)
             self._metadata_changed.clear()
             try:
-                version, security_version = await self.db.call(self.store.versions)
+                version, security_version, quota_version = await self.db.call(
+                    lambda: (*self.store.versions(), QuotaStore(self.store).version()))
                 if security_version != self.access.version:
                     await self.refresh_security()
+                if quota_version != self.quotas.version:
+                    await self.refresh_quotas()
                 if version != self.metadata.version:
                     self.metadata.update_brokers(await self.db.call(self.store.live_brokers))
                     await self.refresh_topics()
@@ -272,6 +283,11 @@ class Broker:
                          session.principal, session.username)
                 if session.close is not None:
                     session.close()
+
+    async def refresh_quotas(self) -> None:
+        """Re-read client quotas (one transaction's view) and swap them in."""
+        version, quotas = await self.db.call(QuotaStore(self.store).snapshot)
+        self.quotas.update(version, quotas)
 
     def _inter_broker_credentials(self) -> ClientCredentials | None:
         config = self.config

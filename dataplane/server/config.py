@@ -74,6 +74,12 @@ class BrokerConfig:
     # OAUTHBEARER tokens the control plane mints per principal (HS256 with this key; audience = cluster.id).
     oauthbearer_token_key: bytes | None = field(default=None, repr=False)
     connections_max_reauth_ms: int = 0  # KIP-368: a session's longest life (0 = only a token's expiry bounds it)
+    # Client quotas: the window rates are measured over (Kafka's quota.window.num x quota.window.size.seconds;
+    # fractions of a second allowed, for tests), and a broker-wide cap on connections per principal (0 = none;
+    # the max_connections quota key overrides it per user).
+    quota_window_num: int = 11
+    quota_window_size_seconds: float = 1.0
+    max_connections_per_principal: int = 0
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -130,6 +136,11 @@ class BrokerConfig:
         if self.oauthbearer_token_key is not None and len(self.oauthbearer_token_key) < 32:
             raise ConfigError("sasl.oauthbearer.token.key must be at least 32 bytes (64 hex digits)")
         _at_least("connections.max.reauth.ms", self.connections_max_reauth_ms, 0)
+        _at_least("quota.window.num", self.quota_window_num, 2)
+        if not 0.01 <= self.quota_window_size_seconds <= 3600:
+            raise ConfigError(f"quota.window.size.seconds must be between 0.01 and 3600, "
+                              f"not {self.quota_window_size_seconds}")
+        _at_least("max.connections.per.principal", self.max_connections_per_principal, 0)
         if not self.metadata_refresh_seconds > 0:
             raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
 
@@ -322,6 +333,9 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "sasl.mechanism.inter.broker.protocol": _field("inter_broker_mechanism", _str),
     "sasl.oauthbearer.token.key": lambda value: {"oauthbearer_token_key": _hex_key(value)},
     "connections.max.reauth.ms": _field("connections_max_reauth_ms", _int),
+    "quota.window.num": _field("quota_window_num", _int),
+    "quota.window.size.seconds": _field("quota_window_size_seconds", _number),
+    "max.connections.per.principal": _field("max_connections_per_principal", _int),
 }
 
 

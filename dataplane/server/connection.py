@@ -12,6 +12,10 @@ record data can move from the segment file to the socket with ``os.sendfile``
 (uvloop does not implement ``loop.sendfile``) or with ``pread`` into a reused
 buffer, as the ``fetch_transfer`` setting says. Either way the record bytes
 never become Python objects.
+
+Client quotas (``server.quotas``) are applied here, where a request's size, its response's size and its
+handling time are known: a throttled response carries ``throttle_time_ms`` and goes out at once, and then the
+connection reads nothing from that client until the throttle has passed (KIP-219's muted channel).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import datetime
 import errno
 import logging
 import os
@@ -27,6 +32,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from kio.index import load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode as WireError
 
@@ -42,6 +48,7 @@ from dataplane.protocol.messages import (
 )
 from dataplane.server.apis import ANONYMOUS, REGISTRY, Later, RequestContext, SaslSession, api_name, api_version_entries
 from dataplane.server.metrics import response_error
+from dataplane.server.quotas import FETCH_KEY, ConnectionSlot, is_replica_fetch
 from dataplane.storage import FileRegion
 
 if TYPE_CHECKING:
@@ -154,6 +161,8 @@ class Connection:
         self._waiting: collections.deque[tuple[asyncio.Future[Any], int, int, float, int]] = collections.deque()
         self._sender: asyncio.Task[None] | None = None
         self._sent = asyncio.Event()
+        self._slot: ConnectionSlot | None = None  # this connection, counted against its principal's cap
+        self._muted_until = 0.0  # monotonic time until which a throttled client's requests are not read
         sock.setblocking(False)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -163,12 +172,16 @@ class Connection:
         metrics.connection_opened()
         self._task = asyncio.current_task()
         try:
+            if not self._admit():
+                return
             while not self.broker.stopping:
+                await self._unmuted()
                 data = await self.loop.sock_recv(self.sock, RECV_BYTES)
                 if not data:
                     return
                 self.busy = True
                 for payload in self.decoder.feed(data):
+                    await self._unmuted()
                     await self._handle(payload)
                 self.busy = bool(self._waiting)
             if self._sender is not None:
@@ -187,6 +200,8 @@ class Connection:
         finally:
             if self._sender is not None and not self._sender.done():
                 self._sender.cancel()
+            if self._slot is not None:
+                self.broker.quotas.connection_closed(self._slot)
             metrics.connection_closed()
             self.broker.forget(self.session)
             self.sock.close()
@@ -222,7 +237,12 @@ class Connection:
                 self.context = dataclasses.replace(self.context, client_id=parsed.client_id or "")
             response = await self.broker.handle(parsed, self.context)
             if session.principal is not None and session.principal != self.context.principal:
-                self.context = dataclasses.replace(self.context, principal=session.principal)
+                refusal = self._count(session.principal)
+                if refusal is None:
+                    self.context = dataclasses.replace(self.context, principal=session.principal)
+                else:
+                    response = self._refuse_login(parsed.api_version, refusal)
+            response = self._throttled(parsed, response, SIZE.size + len(payload), started)
             if isinstance(response, Later) or self._waiting:
                 await self._queue(response, parsed.correlation_id, parsed.api_key, started, SIZE.size + len(payload))
                 return
@@ -237,6 +257,68 @@ class Connection:
                 raise ConnectionAbortedError("SASL authentication failed")
         self.broker.metrics.observe_request(parsed.api_key, error, time.perf_counter() - started,
                                             SIZE.size + len(payload), sum(map(len, chunks)))
+
+    # ------------------------------------------------------------------ quotas
+
+    def _admit(self) -> bool:
+        """A new connection within its IP's creation rate and, unauthenticated, within ANONYMOUS's cap."""
+        quotas = self.broker.quotas
+        host = self.context.client_host
+        if not quotas.accept_ip(host):
+            log.warning("closing connection from %s: connection_creation_rate quota of %s exceeded", self.peer, host)
+            return False
+        if not self.session.required:
+            refusal = self._count(ANONYMOUS)
+            if refusal is not None:
+                log.warning("closing connection from %s: %s", self.peer, refusal)
+                return False
+        return True
+
+    def _count(self, principal: str) -> str | None:
+        """Count this connection against ``principal``'s connection cap; why not, when it is full."""
+        slot = self.broker.quotas.connection_opened(principal, self.context.client_id)
+        if isinstance(slot, str):
+            return slot
+        self._slot = slot
+        return None
+
+    def _refuse_login(self, version: int, message: str) -> Any:
+        """A completed SASL login whose principal has all the connections it may have: the client is told why
+        (as a SaslAuthenticate error, which every client reports with its message) and the connection ends."""
+        self.session.principal = None
+        self.session.failed = True
+        return build(load_response_schema(SASL_AUTHENTICATE_KEY, version), {
+            "error_code": WireError.policy_violation, "error_message": message, "auth_bytes": b"",
+            "session_lifetime": datetime.timedelta(0)})
+
+    def _throttled(self, parsed: Any, response: Any, request_bytes: int, started: float) -> Any:
+        """Record the request against the client's quotas; over one, the response carries the throttle time and
+        the channel is muted for it (KIP-219: answer at once, then read nothing until the throttle ends)."""
+        quotas = self.broker.quotas
+        if not quotas.config:
+            return response
+        response_bytes = 0
+        if parsed.api_key == FETCH_KEY and response is not None and not isinstance(response, Later):
+            # The record data is what a consumer quota is about; counting it from the response's values
+            # spares encoding the response twice (the rest of a response is tens of bytes a partition).
+            response_bytes = sum(len(part.records or b"") for topic in response.responses
+                                 for part in topic.partitions)
+        seconds = quotas.record_request(parsed.api_key, self.context.principal, self.context.client_id,
+                                        request_bytes=request_bytes, response_bytes=response_bytes,
+                                        seconds=time.perf_counter() - started,
+                                        replica_fetch=is_replica_fetch(parsed.api_key, parsed.body))
+        if seconds <= 0:
+            return response
+        self._muted_until = max(self._muted_until, time.monotonic() + seconds)
+        delay = datetime.timedelta(milliseconds=round(seconds * 1000))
+        if isinstance(response, Later):
+            return Later(_with_throttle_later(response.response, delay))
+        return _with_throttle(response, delay)
+
+    async def _unmuted(self) -> None:
+        wait = self._muted_until - time.monotonic()
+        if wait > 0 and not self.broker.stopping:
+            await asyncio.sleep(wait)
 
     async def _linger(self) -> None:
         """Wait (briefly) for the client to close first, as Kafka delays closing after a failed authentication
@@ -347,6 +429,16 @@ class Connection:
             await waiter
         finally:
             self.loop.remove_writer(self.fd)
+
+
+def _with_throttle(response: Any, delay: datetime.timedelta) -> Any:
+    if response is None or not hasattr(response, "throttle_time"):
+        return response
+    return dataclasses.replace(response, throttle_time=delay)
+
+
+async def _with_throttle_later(response: Any, delay: datetime.timedelta) -> Any:
+    return _with_throttle(await response, delay)
 
 
 def _peer(sock: socket.socket) -> str:

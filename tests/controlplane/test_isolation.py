@@ -18,7 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from controlplane.audit.models import AuditEvent
 from controlplane.clusters.models import Cluster, Rebalance
 from controlplane.reports.models import Report, ReportRun
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.streams.models import AclBinding, ClientQuota, Topic
 from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import AclFactory, ClusterFactory, TopicFactory
@@ -58,6 +58,8 @@ def _objects(world: TenantWorld) -> dict[type[Model], Model]:
         Cluster: cluster,
         Topic: TopicFactory(cluster=cluster),
         AclBinding: AclFactory(cluster=cluster),
+        ClientQuota: ClientQuota.objects.create(cluster=cluster, principal=world.service_account.principal,
+                                                producer_byte_rate=1024),
         Rebalance: Rebalance.objects.create(cluster=cluster),
         Membership: Membership.objects.filter(tenant=world.tenant, role=Role.MEMBER).get(),
         ServiceAccount: world.service_account,
@@ -82,6 +84,7 @@ def _snapshot(tenant: Tenant) -> dict[str, list[tuple[Any, ...]]]:
         "clusters": list(Cluster.objects.filter(tenant=tenant).order_by("pk").values_list()),
         "topics": list(Topic.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
         "acls": list(AclBinding.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
+        "quotas": list(ClientQuota.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
         "rebalances": list(Rebalance.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
         "reports": list(Report.objects.filter(cluster__tenant=tenant).order_by("pk").values_list()),
         "runs": list(ReportRun.objects.filter(report__cluster__tenant=tenant).order_by("pk").values_list()),

@@ -11,6 +11,7 @@ from dataplane.server.handlers import (
     metadata,
     offsets,
     produce,
+    quotas,
     records,
     replication,
     sasl,
@@ -19,5 +20,5 @@ from dataplane.server.handlers import (
 
 __all__ = [
     "acls", "cluster", "configs", "fetch", "group_offsets", "groups", "log_dirs", "metadata", "offsets", "produce",
-    "records", "replication", "sasl", "topics",
+    "quotas", "records", "replication", "sasl", "topics",
 ]

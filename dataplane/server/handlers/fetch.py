@@ -99,6 +99,11 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
     total = 0
     budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
     replica = _replica_id(body)
+    # A consumer under a byte-rate quota gets about one quota window's worth per response (still one whole
+    # batch at least), so it is held near its rate by many short throttles rather than a few long ones.
+    quota_bound = None if replica >= 0 else broker.quotas.fetch_bytes_bound(context.principal, context.client_id)
+    if quota_bound is not None:
+        budget = min(budget, quota_bound)
     responses = []
     read: list[tuple[Partition, int]] = []
     for topic_req in body.topics:
@@ -124,8 +129,14 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
                                                              getattr(part, "current_leader_epoch", -1))
                 if replica >= 0:
                     broker.replicas.on_follower_fetch(partition, replica, part.fetch_offset)
+                if quota_bound is not None and total and budget <= 0:  # the quota's share is full: no more reads
+                    entry.update(high_watermark=partition.high_watermark,
+                                 last_stable_offset=partition.high_watermark,
+                                 log_start_offset=partition.log.log_start_offset, records=b"")
+                    partitions.append(entry)
+                    continue
                 # At least one whole batch for the first partition with data, as Kafka does.
-                limit = min(part.partition_max_bytes, budget) if total else part.partition_max_bytes
+                limit = min(part.partition_max_bytes, budget) if total or quota_bound else part.partition_max_bytes
                 found = await partition.read(part.fetch_offset, limit, to_log_end=replica >= 0)
                 if found.region is not None and not zstd_allowed and uses_zstd(found.region.read_bytes()):
                     raise UnsupportedCompressionTypeError("zstd-compressed data needs Fetch v10 or later (KIP-110)")

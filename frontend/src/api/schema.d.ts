@@ -233,6 +233,44 @@ export interface paths {
         patch: operations["tenants_clusters_acls_partial_update"];
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/quotas/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas). */
+        get: operations["tenants_clusters_quotas_list"];
+        put?: never;
+        /** @description Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas). */
+        post: operations["tenants_clusters_quotas_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/quotas/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas). */
+        get: operations["tenants_clusters_quotas_retrieve"];
+        /** @description Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas). */
+        put: operations["tenants_clusters_quotas_update"];
+        post?: never;
+        /** @description Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas). */
+        delete: operations["tenants_clusters_quotas_destroy"];
+        options?: never;
+        head?: never;
+        /** @description Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas). */
+        patch: operations["tenants_clusters_quotas_partial_update"];
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/rebalances/": {
         parameters: {
             query?: never;
@@ -1779,6 +1817,7 @@ export interface components {
             readonly target_type: string;
             readonly target_id: string;
             readonly data: unknown;
+            readonly count: number;
             /** Format: date-time */
             readonly created_at: string;
         };
@@ -1812,6 +1851,44 @@ export interface components {
             process: {
                 [key: string]: unknown;
             };
+        };
+        ClientQuota: {
+            /** Format: uuid */
+            readonly id: string;
+            readonly principal: string | null;
+            readonly client_id: string | null;
+            readonly producer_byte_rate: number | null;
+            readonly consumer_byte_rate: number | null;
+            /** Format: double */
+            readonly request_percentage: number | null;
+            readonly max_connections: number | null;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        ClientQuotaWriteRequest: {
+            /** @description The service account's or member's principal ('User:sa-…', 'User:u-…'); its API keys act as it. Null: every principal of the cluster that has no quota of its own (Kafka's default user). */
+            principal?: string | null;
+            /** @description Only clients with this client.id; null: any client. */
+            client_id?: string | null;
+            /**
+             * Format: int64
+             * @description Bytes/s produced, per broker.
+             */
+            producer_byte_rate?: number | null;
+            /**
+             * Format: int64
+             * @description Bytes/s fetched, per broker.
+             */
+            consumer_byte_rate?: number | null;
+            /**
+             * Format: double
+             * @description Share of one request-handler thread's time, per broker.
+             */
+            request_percentage?: number | null;
+            /** @description Open connections at once, per broker. */
+            max_connections?: number | null;
         };
         Cluster: {
             /** Format: uuid */
@@ -2249,6 +2326,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["AuditEvent"][];
         };
+        PaginatedClientQuotaList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["ClientQuota"][];
+        };
         PaginatedClusterList: {
             /** @example 123 */
             count: number;
@@ -2402,6 +2494,29 @@ export interface components {
         };
         PatchedApiKeyUpdateRequest: {
             description?: string;
+        };
+        PatchedClientQuotaWriteRequest: {
+            /** @description The service account's or member's principal ('User:sa-…', 'User:u-…'); its API keys act as it. Null: every principal of the cluster that has no quota of its own (Kafka's default user). */
+            principal?: string | null;
+            /** @description Only clients with this client.id; null: any client. */
+            client_id?: string | null;
+            /**
+             * Format: int64
+             * @description Bytes/s produced, per broker.
+             */
+            producer_byte_rate?: number | null;
+            /**
+             * Format: int64
+             * @description Bytes/s fetched, per broker.
+             */
+            consumer_byte_rate?: number | null;
+            /**
+             * Format: double
+             * @description Share of one request-handler thread's time, per broker.
+             */
+            request_percentage?: number | null;
+            /** @description Open connections at once, per broker. */
+            max_connections?: number | null;
         };
         PatchedClusterWriteRequest: {
             name?: string;
@@ -3634,6 +3749,162 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Acl"];
+                };
+            };
+        };
+    };
+    tenants_clusters_quotas_list: {
+        parameters: {
+            query?: {
+                client_id?: string;
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                principal?: string;
+            };
+            header?: never;
+            path: {
+                cluster_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedClientQuotaList"];
+                };
+            };
+        };
+    };
+    tenants_clusters_quotas_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ClientQuotaWriteRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClientQuota"];
+                };
+            };
+        };
+    };
+    tenants_clusters_quotas_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClientQuota"];
+                };
+            };
+        };
+    };
+    tenants_clusters_quotas_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ClientQuotaWriteRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClientQuota"];
+                };
+            };
+        };
+    };
+    tenants_clusters_quotas_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    tenants_clusters_quotas_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedClientQuotaWriteRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClientQuota"];
                 };
             };
         };

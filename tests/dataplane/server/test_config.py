@@ -52,6 +52,8 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
     ({"group.max.size": 1.5}, "group.max.size: expected an integer, got 1.5"),
     ({"replica.lag.time.max.ms": "fast"}, "replica.lag.time.max.ms: expected an integer, got 'fast'"),
     ({"broker.session.timeout.ms": 2.5}, "broker.session.timeout.ms: expected an integer, got 2.5"),
+    ({"quota.window.size.seconds": "long"}, "quota.window.size.seconds: expected a number, got 'long'"),
+    ({"max.connections.per.principal": "many"}, "max.connections.per.principal: expected an integer"),
 ])
 def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -69,6 +71,9 @@ def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) 
     ({"group_min_session_timeout_ms": 10, "group_max_session_timeout_ms": 5},
      "group.max.session.timeout.ms must be at least 10, not 5"),
     ({"group_initial_rebalance_delay_ms": -1}, "group.initial.rebalance.delay.ms must be at least 0"),
+    ({"quota_window_num": 1}, "quota.window.num must be at least 2, not 1"),
+    ({"quota_window_size_seconds": 0}, "quota.window.size.seconds must be between 0.01 and 3600, not 0"),
+    ({"max_connections_per_principal": -1}, "max.connections.per.principal must be at least 0, not -1"),
 ])
 def test_broker_config_validates_itself(change: dict[str, object], message: str) -> None:
     base: dict[str, object] = {"node_id": 1, "host": "h", "port": 1, "data_dir": Path("d"), "metadata_url": ""}

@@ -102,13 +102,16 @@ def test_a_request_that_never_finishes_is_cancelled_after_the_grace_period(tmp_p
     import asyncio
     import socket
 
+    from dataplane.security.quotas import Window
     from dataplane.server import handlers  # noqa: F401  (registers the APIs the connection looks up)
     from dataplane.server.connection import Listener
+    from dataplane.server.quotas import QuotaManager
 
     class StuckBroker:
         """Just what Listener and Connection touch; its one request never finishes."""
 
         stopping = False
+        quotas = QuotaManager(Window())
 
         class config:
             max_request_bytes = 1 << 20

@@ -1,0 +1,77 @@
+"""Quota reconcile against a real broker configured as a managed cluster's are (SASL, the authorizer on, the
+cluster-internal super user the control plane authenticates as): quotas applied through AlterClientQuotas, changes
+followed, drift removed (or reported), a second pass a no-op."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin, internal_password
+from controlplane.streams.models import ClientQuota
+from controlplane.streams.quota_reconcile import reconcile_quotas
+from tests.controlplane.factories import ClusterFactory
+from tests.dataplane.server.processes import LoggedBroker
+
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("quotas")]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+    root = tmp_path_factory.mktemp("quota-reconcile")
+    cluster_id = f"test-{uuid.uuid4().hex[:12]}"
+    config = root / "broker.toml"
+    config.write_text('listeners = "SASL_PLAINTEXT://127.0.0.1:0"\nauthorizer.enabled = true\n'
+                      f'inter.broker.sasl.username = "{INTERNAL_USERNAME}"\n'
+                      f'inter.broker.sasl.password = "{internal_password(cluster_id)}"\n')
+    process = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_quotas_are_applied_followed_and_drift_corrected(broker: LoggedBroker) -> None:
+    cluster = ClusterFactory(kafka_cluster_id=broker.cluster_id)
+    account = "User:sa-0b7c6a5e-0000-4000-8000-000000000001"
+    row = ClientQuota.objects.create(cluster=cluster, principal=account, producer_byte_rate=1_000_000,
+                                     max_connections=20)
+    ClientQuota.objects.create(cluster=cluster, principal=None, client_id="batch", consumer_byte_rate=500_000)
+    summary = reconcile_quotas(cluster, bootstrap=broker.bootstrap)
+    assert summary == {"pending": 0, "quotas": {"entities": 2, "applied": True}}
+    mine = (("user", account.removeprefix("User:")),)
+    batch = (("client-id", "batch"), ("user", None))
+    with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
+        assert admin.client_quotas() == {mine: {"producer_byte_rate": 1_000_000.0, "max_connections": 20.0},
+                                         batch: {"consumer_byte_rate": 500_000.0}}
+        admin.alter_client_quotas({(("user", "stray"),): {"producer_byte_rate": 5.0}})
+    cluster.drift_policy = "report"
+    report = reconcile_quotas(cluster, bootstrap=broker.bootstrap)
+    assert report["drift"] == "1 client quota entit(ies) in the cluster that no quota names"
+    cluster.drift_policy = "correct"
+    row.max_connections = None
+    row.request_percentage = 50.0
+    row.save()
+    assert "drift" not in reconcile_quotas(cluster, bootstrap=broker.bootstrap)
+    with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
+        assert admin.client_quotas() == {mine: {"producer_byte_rate": 1_000_000.0, "request_percentage": 50.0},
+                                         batch: {"consumer_byte_rate": 500_000.0}}
+    assert reconcile_quotas(cluster, bootstrap=broker.bootstrap) == {"pending": 0,
+                                                                     "quotas": {"entities": 2, "applied": True}}
+    ClientQuota.objects.filter(cluster=cluster).delete()
+    reconcile_quotas(cluster, bootstrap=broker.bootstrap)
+    with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
+        assert admin.client_quotas() == {}
+
+
+def test_an_unreachable_cluster_is_pending_with_the_reason() -> None:
+    from tests.ports import free_port_range
+
+    cluster = ClusterFactory()
+    ClientQuota.objects.create(cluster=cluster, producer_byte_rate=1)
+    summary = reconcile_quotas(cluster, bootstrap=f"127.0.0.1:{free_port_range(1)[0]}")
+    assert summary["pending"] == 1 and summary["errors"]
+
