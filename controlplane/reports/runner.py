@@ -55,7 +55,7 @@ def run_execute(*, run_id: str, worker: str = "") -> str:
         with CancelWatch(session, str(run.pk), group) as watch:
             definition = run.definition
             window = kinds.resolve_time_range(definition.get("time_range") or {}, started)
-            df, scanned = engine.prepare(session, definition, connection_options(run.report.cluster), window)
+            df, scanned = engine.prepare(session, definition, connection_options(run.report), window)
             if cancel_requested(str(run.pk)):
                 raise engine.ReportError(CANCELLED_MESSAGE)
             outcome = engine.store(df, run_dir(str(run.pk)))

@@ -248,3 +248,39 @@ def test_result_pages_and_bad_paging(world_a: TenantWorld) -> None:
     assert csv_text == 'key,records\r\na,3\r\n,2\r\n"c,d",1\r\n'
     assert b"".join(viewer.get(f"{url}/download?format=json").streaming_content) == \
         b'[{"key":"a","records":3},{"key":null,"records":2},{"key":"c,d","records":1}]'
+
+
+@pytest.mark.django_db
+def test_a_run_reads_an_authenticating_cluster_as_the_reports_owner(world_a: TenantWorld) -> None:
+    import jwt
+    from django.utils import timezone
+
+    from controlplane.clusters.models import Agent, BrokerNode, Cluster
+    from controlplane.clusters.observability import ClusterUnavailable
+    from controlplane.clusters.principals import cluster_token_key
+    from controlplane.reports.connection import connection_options
+    from controlplane.reports.models import Report
+    from controlplane.tenancy.selectors import actor_for
+
+    cluster = ClusterFactory(tenant=world_a.tenant)
+    now = timezone.now()
+    agent = Agent.objects.create(host="h-owner", advertised_host="10.0.0.7", port_min=9092, port_max=9092,
+                                 last_seen=now, started_at=now)
+    BrokerNode.objects.create(cluster=cluster, node_id=1, agent=agent, port=9092)
+    report = Report.objects.create(cluster=cluster, name="plain", kind="top_keys", params={"topic": "t", "limit": 1})
+    assert connection_options(report) == {"kafka.bootstrap.servers": "10.0.0.7:9092"}
+
+    Cluster.objects.filter(pk=cluster.pk).update(status={"security_protocol": "SASL_PLAINTEXT"})
+    cluster.refresh_from_db()
+    member = world_a.users[Role.MEMBER]
+    owned = Report.objects.create(cluster=cluster, name="owned", kind="top_keys", params={"topic": "t", "limit": 1},
+                                  owner_principal=actor_for(member).principal or "")
+    options = connection_options(owned)
+    assert options["kafka.sasl.mechanisms"] == "OAUTHBEARER" and "kafka.sasl.password" not in options
+    claims = jwt.decode(options["kafka.sasl.oauthbearer.token"], cluster_token_key(cluster.kafka_cluster_id),
+                        algorithms=["HS256"], audience=cluster.kafka_cluster_id)
+    assert claims["sub"] == f"u-{member.pk}"  # type: ignore[attr-defined]  # the owner's principal, not the control plane's own
+    system_made = Report.objects.create(cluster=cluster, name="system", kind="top_keys",
+                                        params={"topic": "t", "limit": 1})
+    with pytest.raises(ClusterUnavailable):
+        connection_options(system_made)
