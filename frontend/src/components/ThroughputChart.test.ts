@@ -1,7 +1,7 @@
 import { sumByMinute } from "./ThroughputChart";
 
 const point = (name: string, at: string, rin: number, rout: number) => ({
-  name, at, seconds: 60, records_in: 0, bytes_in: 0, records_out: 0, records_in_per_sec: rin, bytes_in_per_sec: 0, records_out_per_sec: rout,
+  name, at, seconds: 60, records_in: 0, bytes_in: 0, records_out: 0, bytes_out: 0, records_in_per_sec: rin, bytes_in_per_sec: 0, records_out_per_sec: rout, bytes_out_per_sec: 0,
 });
 
 describe("sumByMinute", () => {
