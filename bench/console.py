@@ -60,7 +60,7 @@ def wait(condition: Any, what: str, timeout: float) -> Any:
 
 def make_topics(stack: Stack, count: int) -> float:
     """``count`` topics through the Kafka protocol, then until the control plane lists them all (seconds)."""
-    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+    admin = AdminClient(stack.kafka)
     start = time.monotonic()
     names = [f"bench-{i:05d}" for i in range(count)]
     for at in range(0, count, 50):
@@ -143,7 +143,7 @@ def tail_clicks(page: Page, seconds: float, cdp: Any) -> tuple[list[float], list
 
 def tail_run(page: Page, stack: Stack, seconds: float) -> dict[str, Any]:
     topic = "bench-tail"
-    admin = AdminClient({"bootstrap.servers": stack.bootstrap})  # kept: its futures die with it
+    admin = AdminClient(stack.kafka)  # kept: its futures die with it
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
     path = f"/api/v1/tenants/{stack.tenant}/clusters/{stack.cluster_pk}/topics/{topic}"
     wait(lambda: stack.api("GET", path)[0] == 200, "the tail topic in the control plane", 300)

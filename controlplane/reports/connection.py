@@ -9,7 +9,7 @@ bootstrap servers alone: if its brokers do require SASL, the run fails to connec
 
 from __future__ import annotations
 
-from controlplane.clusters.credentials import SECURITY_PROTOCOL
+from controlplane.clusters.credentials import SECURITY_PROTOCOL, client_config
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.observability import ClusterUnavailable, bootstrap
 from controlplane.clusters.principals import spark_options_for
@@ -28,3 +28,11 @@ def connection_options(report: Report) -> dict[str, str]:
     if not report.owner_principal:
         raise ClusterUnavailable("The report has no owner to read as (made by the system); recreate it.")
     return spark_options_for(cluster, report.owner_principal, lifetime_seconds=RUN_TOKEN_SECONDS)
+
+
+def internal_options(cluster: Cluster) -> dict[str, str]:
+    """The control plane's own access (the cluster-internal super user), for what no tenant principal may read:
+    the consumer-lag trend's ``__consumer_offsets`` (of which the run keeps only its report's group)."""
+    if cluster.status.get("security_protocol") != SECURITY_PROTOCOL:
+        return {"kafka.bootstrap.servers": bootstrap(cluster)}
+    return {f"kafka.{key}": value for key, value in client_config(cluster).items()}

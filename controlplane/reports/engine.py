@@ -82,8 +82,12 @@ def _time_options(time_range: kinds.TimeRange, *, start: bool = True) -> dict[st
 
 
 def prepare(spark: SparkSession, definition: dict[str, Any], connection: dict[str, str],
-            time_range: kinds.TimeRange) -> tuple[DataFrame, int]:
-    """Register the run's views on ``spark`` and return the query's DataFrame and the records pinned."""
+            time_range: kinds.TimeRange, offsets_connection: dict[str, str] | None = None) -> tuple[DataFrame, int]:
+    """Register the run's views on ``spark`` and return the query's DataFrame and the records pinned.
+
+    ``offsets_connection``: how the consumer-lag trend reads ``__consumer_offsets`` (the control plane's own
+    access: that topic holds every group's commits, which no tenant principal is granted; only the named
+    group's are kept), ``connection`` otherwise."""
     kind, params = definition["kind"], definition["params"]
     scanned = 0
     if kind == "sql":
@@ -102,7 +106,7 @@ def prepare(spark: SparkSession, definition: dict[str, Any], connection: dict[st
         # The log end at each window's end needs every record before it, whatever the range's start.
         scanned += _view(spark, "src", {**connection, "subscribe": params["topic"],
                                         **_time_options(time_range, start=False)})
-        scanned += _offsets_view(spark, connection, params["group"], time_range)
+        scanned += _offsets_view(spark, offsets_connection or connection, params["group"], time_range)
     else:
         scanned += _view(spark, "src", {**connection, "subscribe": params["topic"], **_time_options(time_range)})
     return spark.sql(kinds.builtin_sql(kind, params, time_range)), scanned
@@ -124,10 +128,12 @@ def _offsets_view(spark: SparkSession, connection: dict[str, str], group: str, t
     from pyspark.sql.functions import udf
 
     from dataplane.client.admin import ClusterAdmin
+    from dataplane.client.spark.options import client_config
     from dataplane.client.spark.records import OFFSET_COMMIT, offset_commit
     from dataplane.coordinator.records import partition_for_group
 
-    with ClusterAdmin(connection["kafka.bootstrap.servers"], timeout=30) as admin:
+    config = client_config(connection)
+    with ClusterAdmin(config["bootstrap.servers"], timeout=30, config=config) as admin:
         info = admin.topics(include_internal=True).get("__consumer_offsets")
     if info is None:
         raise ReportError("The cluster has no committed offsets yet (no consumer group has committed).")

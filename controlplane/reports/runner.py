@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.reports import engine, kinds
-from controlplane.reports.connection import connection_options
+from controlplane.reports.connection import connection_options, internal_options
 from controlplane.reports.models import Report, ReportResultRow, ReportRun, RunStatus
 from controlplane.reports.services import cancel_requested, run_dir
 
@@ -55,7 +55,8 @@ def run_execute(*, run_id: str, worker: str = "") -> str:
         with CancelWatch(session, str(run.pk), group) as watch:
             definition = run.definition
             window = kinds.resolve_time_range(definition.get("time_range") or {}, started)
-            df, scanned = engine.prepare(session, definition, connection_options(run.report), window)
+            df, scanned = engine.prepare(session, definition, connection_options(run.report), window,
+                                         offsets_connection=internal_options(run.report.cluster))
             if cancel_requested(str(run.pk)):
                 raise engine.ReportError(CANCELLED_MESSAGE)
             outcome = engine.store(df, run_dir(str(run.pk)))

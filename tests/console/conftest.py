@@ -15,7 +15,9 @@ from tests.kafkarest.conftest import RestStack, rest_stack  # noqa: F401  (the s
 expect.set_options(timeout=30_000)
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running in this thread while it is open, and the
+# worker that ran these tests goes on to tests that call asyncio.run (which refuses to nest).
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     check_prerequisites()
     with sync_playwright() as playwright:

@@ -28,7 +28,7 @@ def suffix() -> str:
 
 
 def kafka_produce(stack: RestStack, topic: str, records: list[tuple[str, str]]) -> None:
-    producer = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 1})
+    producer = Producer({**stack.kafka, "linger.ms": 1})
     for key, value in records:
         producer.produce(topic, key=key, value=value)
     assert producer.flush(60) == 0
@@ -135,7 +135,7 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
 
     # A Kafka client reads what the UI produced, commits, and leaves lag behind for the group page.
     group = f"e2e-group-{suffix()}"
-    consumer = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+    consumer = Consumer({**stack.kafka, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
     consumer.subscribe([topic])
     seen: list[tuple[bytes | None, bytes | None]] = []

@@ -8,8 +8,8 @@ provisioning would write them).
 
 from __future__ import annotations
 
+import os
 import shutil
-import signal
 import sys
 import tempfile
 import uuid
@@ -22,7 +22,7 @@ import pytest
 from django.utils import timezone
 
 from tests.controlplane.managed.conftest import Process, _database_url, wait_for
-from tests.dataplane.server.conftest import BrokerProcess
+from tests.dataplane.server.processes import LoggedBroker
 
 
 @dataclass
@@ -32,6 +32,16 @@ class ReportsStack:
     worker: Process
     bootstrap: str
     root: Path
+    kafka_cluster_id: str
+
+    @property
+    def kafka(self) -> dict[str, str]:
+        """librdkafka settings as the cluster-internal super user (what the control plane's own clients use)."""
+        from controlplane.clusters.credentials import INTERNAL_MECHANISM, INTERNAL_USERNAME, internal_password
+
+        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": INTERNAL_MECHANISM, "sasl.username": INTERNAL_USERNAME,
+                "sasl.password": internal_password(self.kafka_cluster_id)}
 
     def beat(self) -> Process:
         """A real ``celery beat`` on the database scheduler (not started); stop it before the test ends."""
@@ -42,9 +52,49 @@ class ReportsStack:
                        env, self.root / f"beat-{uuid.uuid4().hex[:6]}.log")
 
 
+def secured_broker(root: Path, cluster_id: str) -> LoggedBroker:
+    """A broker configured as the agent configures a managed cluster's (SASL, the authorizer, the internal super
+    user, the token key), so reports reach it as they reach a managed cluster: as their owner's principal."""
+    from controlplane.agent.processes import NodeSpec
+    from controlplane.clusters.credentials import internal_password
+    from controlplane.clusters.principals import cluster_token_key
+
+    spec = NodeSpec(cluster=cluster_id, node_id=1, host="reports", listen_host="127.0.0.1",
+                    advertised_host="127.0.0.1", port=0, metadata_url=os.environ["DATABASE_URL"], secure=True)
+    wanted = ("sasl.", "authorizer.", "super.users", "inter.broker.", "listeners")
+    config = root / "broker.toml"
+    root.mkdir(parents=True, exist_ok=True)
+    config.write_text("".join(line + "\n" for line in spec.config_toml(
+        root / "data", internal_password(cluster_id), cluster_token_key(cluster_id).hex()).splitlines()
+        if line.startswith(wanted)))
+    config.chmod(0o600)
+    broker = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
+    broker.start()
+    # Everyone may read and describe here: these tests are about what reports compute (ACLs deciding what a
+    # report reads is tests/kafkarest/test_principal.py's).
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from controlplane.clusters.credentials import INTERNAL_MECHANISM, INTERNAL_USERNAME
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": INTERNAL_MECHANISM, "sasl.username": INTERNAL_USERNAME,
+                         "sasl.password": internal_password(cluster_id)})
+    bindings = [AclBinding(kind, "*", ResourcePatternType.LITERAL, "User:*", "*", AclOperation.ALL,
+                           AclPermissionType.ALLOW) for kind in (ResourceType.TOPIC, ResourceType.GROUP)]
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+    return broker
+
+
 @pytest.fixture(scope="module")
 def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[ReportsStack]:
-    import os
 
     from django.conf import settings
     from django.db import connection
@@ -52,12 +102,12 @@ def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Rep
     with django_db_blocker.unblock():
         db_name = connection.settings_dict["NAME"]
     root = Path(tempfile.mkdtemp(prefix="sluice-reports-"))
-    broker = BrokerProcess(root / "broker", f"reports-{uuid.uuid4().hex[:8]}")
-    broker.start()
+    broker = secured_broker(root, f"skc-{uuid.uuid4().hex[:16]}")
     queue = f"reports-test-{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
            "SLUICE_REPORTS_QUEUE": queue, "SLUICE_VAR_DIR": str(root / "var"), "SPARK_MASTER": "local[2]",
-           "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+           "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
+           "SECRET_KEY": settings.SECRET_KEY}  # tokens the worker mints must match the broker's key
     worker = Process("reports worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
                                         "--pool", "threads", "--concurrency", "2", "--queues", queue,
                                         "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",
@@ -66,11 +116,11 @@ def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Rep
     settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = queue, root / "var"
     worker.start()
     try:
-        yield ReportsStack(env, queue, worker, broker.bootstrap, root)
+        yield ReportsStack(env, queue, worker, broker.bootstrap, root, broker.cluster_id)
     finally:
         settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = previous
         worker.stop()
-        broker.stop(signal.SIGKILL)
+        broker.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -80,7 +130,14 @@ def cluster_for(reports_stack: ReportsStack) -> Callable[[Any], Any]:
     from tests.controlplane.factories import ClusterFactory
 
     def make(tenant: Any) -> Any:
+        from controlplane.clusters.models import Cluster
+
+        assert not Cluster.objects.filter(kafka_cluster_id=reports_stack.kafka_cluster_id).exists(), \
+            "one cluster row per test points at the reports broker"
         cluster = ClusterFactory(tenant=tenant)
+        Cluster.objects.filter(pk=cluster.pk).update(kafka_cluster_id=reports_stack.kafka_cluster_id,
+                                                     status={"security_protocol": "SASL_PLAINTEXT"})
+        cluster.refresh_from_db()
         now = timezone.now()
         host, port = reports_stack.bootstrap.rsplit(":", 1)
         agent = Agent.objects.create(host=f"reports-{uuid.uuid4().hex[:8]}", advertised_host=host,

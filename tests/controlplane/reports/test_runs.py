@@ -21,29 +21,29 @@ TS0 = 1_699_999_980_000  # a whole minute (ms)
 KEYS = ["a", "a", "b", "a", "c", "b", "a", "b", "a", "c", "b", "a"]  # a: 6, b: 4, c: 2
 
 
-def _topic(bootstrap: str, partitions: int = 1) -> str:
+def _topic(kafka: dict[str, str], partitions: int = 1) -> str:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = f"r-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client fails its futures
+    admin = AdminClient(kafka)  # held: a collected client fails its futures
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     return name
 
 
-def _produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes, int | None]]) -> None:
+def _produce(kafka: dict[str, str], topic: str, records: list[tuple[int, bytes | None, bytes, int | None]]) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({**kafka, "linger.ms": 5})
     for partition, key, value, ts in records:
         producer.produce(topic, key=key, value=value, partition=partition, **({"timestamp": ts} if ts else {}))
     assert producer.flush(30) == 0
 
 
-def _orders(bootstrap: str) -> tuple[str, list[dict[str, Any]]]:
+def _orders(kafka: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
     """12 JSON records over 2 partitions, 20 s apart from TS0: 3 per minute."""
-    topic = _topic(bootstrap, 2)
+    topic = _topic(kafka, 2)
     values = [{"amount": i, "region": "eu" if i % 2 else "us"} for i in range(12)]
-    _produce(bootstrap, topic, [(i % 2, KEYS[i].encode(), json.dumps(v).encode(), TS0 + i * 20_000)
+    _produce(kafka, topic, [(i % 2, KEYS[i].encode(), json.dumps(v).encode(), TS0 + i * 20_000)
                                 for i, v in enumerate(values)])
     return topic, values
 
@@ -58,7 +58,7 @@ def _run(client: Any, base: str, report: dict[str, Any], stack: ReportsStack) ->
     response = client.post(f"{base}/reports/{report['id']}/run")
     assert response.status_code == 202, response.json()
     run = wait_for_run(client, f"{base}/reports/{report['id']}/runs/{response.json()['id']}", stack)
-    assert run["status"] == "succeeded", run
+    assert run["status"] == "succeeded", (run.get("error"), run)
     return run
 
 
@@ -72,7 +72,7 @@ def test_sql_and_builtin_kinds_compute_exactly(reports_stack: ReportsStack, clus
     world = make_world("rep-a")
     cluster = cluster_for(world.tenant)
     client, base = world.client(Role.MEMBER), f"{world.base}/clusters/{cluster.pk}"
-    topic, values = _orders(reports_stack.bootstrap)
+    topic, values = _orders(reports_stack.kafka)
     view = topic.replace("-", "_")
     sizes = [len(KEYS[i]) + len(json.dumps(v)) for i, v in enumerate(values)]
     cases: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
@@ -117,10 +117,10 @@ def test_consumer_lag_trend_from_committed_offsets(reports_stack: ReportsStack, 
     world = make_world("rep-lag")
     cluster = cluster_for(world.tenant)
     client, base = world.client(Role.MEMBER), f"{world.base}/clusters/{cluster.pk}"
-    topic = _topic(reports_stack.bootstrap, 2)
-    _produce(reports_stack.bootstrap, topic, [(i % 2, None, b"x", None) for i in range(10)])  # 5 per partition
+    topic = _topic(reports_stack.kafka, 2)
+    _produce(reports_stack.kafka, topic, [(i % 2, None, b"x", None) for i in range(10)])  # 5 per partition
     for group, commits in (("lag-g", [(0, 4), (1, 1)]), ("other-g", [(0, 5), (1, 5)])):
-        consumer = Consumer({"bootstrap.servers": reports_stack.bootstrap, "group.id": group})
+        consumer = Consumer({**reports_stack.kafka, "group.id": group})
         consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in commits], asynchronous=False)
         consumer.close()
     report = _create(client, base, {"name": "lag", "kind": "consumer_lag",
@@ -133,7 +133,7 @@ def test_large_result_is_parquet_paged_and_downloaded(reports_stack: ReportsStac
     world = make_world("rep-big")
     cluster = cluster_for(world.tenant)
     client, base = world.client(Role.VIEWER), f"{world.base}/clusters/{cluster.pk}"
-    topic, _ = _orders(reports_stack.bootstrap)
+    topic, _ = _orders(reports_stack.kafka)
     view = topic.replace("-", "_")
     report = _create(world.client(Role.MEMBER), base, {"name": "big", "kind": "sql", "params": {
         "topics": [topic], "sql": f"SELECT id, n, 'x,\"y' AS s FROM range(25000) CROSS JOIN "
@@ -160,7 +160,7 @@ def test_failures_are_readable_and_cancel_stops_a_running_job(reports_stack: Rep
     world = make_world("rep-fail")
     cluster = cluster_for(world.tenant)
     client, base = world.client(Role.MEMBER), f"{world.base}/clusters/{cluster.pk}"
-    topic, _ = _orders(reports_stack.bootstrap)
+    topic, _ = _orders(reports_stack.kafka)
     view = topic.replace("-", "_")
     failing = {"unresolved": (f"SELECT no_such_column FROM {view}", "no_such_column"),
                "raised": (f"SELECT raise_error(concat('bad record ', key_str)) FROM {view}", "bad record")}
@@ -194,7 +194,7 @@ def test_schedule_runs_on_beat(reports_stack: ReportsStack, cluster_for: Any) ->
     world = make_world("rep-beat")
     cluster = cluster_for(world.tenant)
     client, base = world.client(Role.MEMBER), f"{world.base}/clusters/{cluster.pk}"
-    topic, _ = _orders(reports_stack.bootstrap)
+    topic, _ = _orders(reports_stack.kafka)
     report = _create(client, base, {"name": "every-2s", "kind": "top_keys", "params": {"topic": topic},
                                     "schedule": {"interval_seconds": 2}})
     assert PeriodicTask.objects.get(name=f"report:{report['id']}").interval.every == 2
@@ -220,7 +220,7 @@ def test_unknown_topic_and_bad_offsets_are_400(reports_stack: ReportsStack, clus
     world = make_world("rep-bad")
     cluster = cluster_for(world.tenant)
     client, base = world.client(Role.MEMBER), f"{world.base}/clusters/{cluster.pk}"
-    topic = _topic(reports_stack.bootstrap)
+    topic = _topic(reports_stack.kafka)
     response = client.post(f"{base}/reports", {"name": "x", "kind": "top_keys", "params": {"topic": "nope"}},
                            format="json")
     assert response.status_code == 400
