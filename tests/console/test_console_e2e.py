@@ -253,10 +253,16 @@ def test_viewer_sees_no_produce_or_delete_controls(page: Page, rest_stack: RestS
     stack = rest_stack
     name = f"viewer-{suffix()}"
     create_user(stack.env, name, "viewer-pass-1", f"{name}@example.test")
-    stack.api("POST", "/members", {"email": f"{name}@example.test", "role": "viewer"})
+    member = stack.api("POST", "/members", {"email": f"{name}@example.test", "role": "viewer"})
     topic = f"viewed-{suffix()}"
     stack.create_topic(topic, 1)
     kafka_produce(stack, topic, [("k", "seen by a viewer")])
+    # A viewer reads as its own principal, so the cluster's ACLs must let it (roles and ACLs compose).
+    for operation in ("READ", "DESCRIBE"):
+        answer = stack.request("POST", f"/kafka/v3/clusters/{stack.cluster_id}/acls", {
+            "resource_type": "TOPIC", "resource_name": topic, "pattern_type": "LITERAL",
+            "principal": member["principal"], "host": "*", "operation": operation, "permission": "ALLOW"})
+        assert answer.status == 201, (answer.status, answer.body[:300])
 
     sign_in(page, stack.base, name, "viewer-pass-1")
     expect(page.get_by_test_id("role")).to_have_text("viewer")
@@ -266,8 +272,16 @@ def test_viewer_sees_no_produce_or_delete_controls(page: Page, rest_stack: RestS
     expect(page.get_by_role("form", name="Create a topic")).to_have_count(0)
     page.goto(f"/t/{stack.tenant}/clusters/{stack.cluster_pk}/topics/{topic}")
     browse = page.get_by_role("region", name="Browse messages")
-    browse.get_by_role("button", name="Read").click()
-    expect(browse.get_by_test_id("record")).to_contain_text("seen by a viewer")  # reading is allowed
+
+    def read_back() -> bool:  # the ACLs reach the cluster with the next reconcile pass
+        browse.get_by_role("button", name="Read").click()
+        try:
+            expect(browse.get_by_test_id("record")).to_contain_text("seen by a viewer", timeout=3000)
+        except AssertionError:
+            return False
+        return True
+
+    wait_until(read_back, "the viewer's read, once its ACLs are on the cluster")
     expect(page.get_by_role("region", name="Produce a message")).to_have_count(0)
     expect(page.get_by_role("button", name="Delete topic")).to_have_count(0)
     check_page(page, "viewer-topic")
