@@ -161,6 +161,9 @@ def reconcile_rebalances(cluster: Cluster, admin: ClusterAdmin) -> bool:
     try:
         return _step(cluster, admin, rebalance)
     except AdminError as exc:
+        if exc.retriable:  # a slow or restarting broker: the same step is tried again on the next pass
+            _set(rebalance, rebalance.state, f"Retrying after {exc.code}: {exc.message}")
+            return True
         _set(rebalance, RebalanceState.NOT_READY, f"{exc.code}: {exc.message}")
         return False
 
