@@ -859,7 +859,7 @@ class Bench:
                              f"({cpu_note(result, server)}){errors_note(result)}")
             self.keep(f"{size} B  {label}: {fmt(result.item_rate)} rec/s ({', '.join(vs)})")
 
-    async def consume(self, size: int) -> None:
+    async def consume(self, size: int, *, direct_only: bool = False) -> None:
         s = self.s
         topic = self.topic(f"fill-{size}")
         # More records than are read: a GET that reaches max_bytes returns at once, while the last one of an
@@ -871,6 +871,8 @@ class Bench:
         self.direct_consume[size] = direct
         self.line("direct consume loop", f"{fmt(direct):>8} rec/s")
         self.keep(f"{size} B  direct consume loop: {fmt(direct)} rec/s")
+        if direct_only:
+            return
         base = None
         for label, target, key in (("karapace v2 consumer", self.karapace, ""),
                                    ("sluice v2 consumer", self.sluice, "v2-consumer")):
@@ -980,8 +982,12 @@ async def run_all(args: argparse.Namespace, stack: Stack, settings: Settings) ->
         direct = direct_produce(stack.kafka, topic, value_of(size), settings.direct)
         print(f"\n{size} B records: direct confluent-kafka producer {fmt(direct)} rec/s (ceiling)", flush=True)
         bench.keep(f"{size} B  direct producer: {fmt(direct)} rec/s")
-        await bench.produce(size, direct)
-        await bench.consume(size)
+        if args.only in (None, "produce"):
+            await bench.produce(size, direct)
+        if args.only in (None, "consume", "websocket"):  # the tail's rate is set against the direct consume loop
+            await bench.consume(size, direct_only=args.only == "websocket")
+        if args.only not in (None, "websocket"):
+            continue
         try:
             await bench.websocket(size, bench.direct_consume.get(size, float("nan")))
         except FAILURES as exc:
@@ -1012,6 +1018,8 @@ def main() -> int:
                     help="a git clone of Aiven-Open/karapace to (re)build var/bench/karapace-venv from")
     ap.add_argument("--no-karapace", action="store_true", help="measure Sluice and the direct clients only")
     ap.add_argument("--keep-logs", action="store_true", help="keep the scratch directory (logs) and name it")
+    ap.add_argument("--only", choices=("produce", "consume", "websocket"),
+                    help="measure one group of paths (websocket also runs the direct consume loop, its baseline)")
     args = ap.parse_args()
     settings = QUICK if args.quick else FULL
 

@@ -3,6 +3,7 @@ for the live tail (see kafkarest.tail)."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -21,3 +22,8 @@ application = ProtocolTypeRouter({
     # The live tail: a session cookie (the console) or an Authorization header (API keys), checked at the upgrade.
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })
+
+# What the process has built so far (Django, its apps, the URL and ASGI routers) lives as long as the process. A
+# live tail renders hundreds of thousands of records a second, and each full collection walked all of this too:
+# frozen, it is left out of the collector's passes (measured: a third to a half of a tail's rendering time).
+gc.freeze()
