@@ -61,7 +61,8 @@ class Hold:
 class Watcher:
     """The process's holds, and the thread that ends them; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, listen: bool = True) -> None:
+        self._listen_enabled = listen  # False: no thread; the caller drives apply and sweep (tests)
         self._holds: set[Hold] = set()
         self._recent: collections.deque[tuple[float, Revocation]] = collections.deque()
         self._lock = threading.Lock()
@@ -135,6 +136,8 @@ class Watcher:
             log.exception("ending a connection whose credentials were revoked")
 
     def _start(self) -> None:
+        if not self._listen_enabled:
+            return
         with self._lock:
             if self._pid == os.getpid():
                 return
