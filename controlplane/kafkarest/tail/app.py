@@ -5,7 +5,8 @@ HTTP status and a Confluent-style JSON body (``{"error_code", "message"}``) befo
 accepted: 403 for a browser ``Origin`` that is not allowed, 401 without valid credentials, 404 for a
 cluster the caller cannot see (unknown or another tenant's: the same answer) or a topic that does not
 exist, 503 when the cluster does not answer. After the upgrade, failures are an ``error`` frame and a
-close code (:class:`~controlplane.kafkarest.tail.protocol.Close`).
+close code (:class:`~controlplane.kafkarest.tail.protocol.Close`); so is a revocation of the credentials the
+tail was opened with (4401, from :mod:`controlplane.kafkarest.revocation`'s thread).
 """
 
 from __future__ import annotations

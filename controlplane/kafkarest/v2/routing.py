@@ -18,7 +18,9 @@ in front of the web tier; ``base_uri`` is simply the URL the client used.
 
 Ownership: the module-level :data:`router` belongs to the process. Request threads call
 :meth:`InstanceRouter.create` and :meth:`InstanceRouter.call`; two daemon threads, started with the
-first instance this process creates, serve the inbox and keep time (heartbeat, idle expiry).
+first instance this process creates, serve the inbox and keep time (heartbeat, idle expiry). Each
+instance holds the credential it was created with (``kafkarest.revocation``): revoking it deletes the
+instance here, on a closer thread, and later requests for it get 40403.
 """
 
 from __future__ import annotations
