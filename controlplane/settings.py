@@ -207,6 +207,9 @@ CONSOLE_DIR = Path(os.environ.get("SLUICE_CONSOLE_DIR", BASE_DIR / "frontend" / 
 SLUICE_WS_ALLOWED_ORIGINS = _env_list("SLUICE_WS_ALLOWED_ORIGINS", "")
 SLUICE_TAIL_BYTES_PER_SECOND = int(os.environ.get("SLUICE_TAIL_BYTES_PER_SECOND", str(1024 * 1024)))
 SLUICE_TAIL_BUFFER_BYTES = int(os.environ.get("SLUICE_TAIL_BUFFER_BYTES", str(2 * 1024 * 1024)))
+# How often a web process checks, in the database, that the credentials of its open tails and v2 consumer
+# instances still work (revocations reach it at once over Redis; this catches a message it missed).
+SLUICE_REVOCATION_SWEEP_SECONDS = float(os.environ.get("SLUICE_REVOCATION_SWEEP_SECONDS", "30"))
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"

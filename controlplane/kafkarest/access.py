@@ -12,7 +12,8 @@ The DRF views authenticate through the project's authenticators; the raw ASGI pr
 WebSocket tail, which run outside DRF, use :func:`caller_for_authorization` (and the tail, for a
 console session, :func:`caller_for_user`). Both resolutions are
 cached per process for ``CACHE_SECONDS`` so a request costs no database round trip on the hot path;
-a revoked key therefore stops working within that time.
+a revoked key therefore stops working within that time, or at once where a published revocation
+(``controlplane.kafkarest.revocation``) clears the caches first.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, Re
 from controlplane.tenancy import keys
 from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
 from controlplane.tenancy.models import ApiKey, Membership, Role, user_principal
+from controlplane.tenancy.revocation import Credential
 from controlplane.tenancy.services import role_at_least
 
 CACHE_SECONDS = 2.0
@@ -50,6 +52,7 @@ class Caller:
     principal: str
     api_key_id: str | None = None
     cluster_scope: str | None = None  # a key bound to one cluster (kafka cluster id) reaches only that one
+    user_id: int | None = None  # a console session's user (api_key_id None): a removed member's tails end
 
     def role_in(self, tenant_id: int) -> str | None:
         return next((role for tid, role in self.roles if tid == tenant_id), None)
@@ -66,6 +69,8 @@ class ClusterAccess:
     role: str
     client: ClientSettings = ()  # ``client_config`` of the cluster, frozen: the control plane's own client of it
     principal: str = ""  # the caller's Kafka principal: data paths reach the brokers as it
+    # What the caller authenticated with: tails and v2 consumer instances opened with it end when it is revoked.
+    credential: Credential | None = None
 
     def require(self, role: str) -> None:
         if not role_at_least(self.role, role):
@@ -129,7 +134,8 @@ def _caller(user: Any, api_key: ApiKey | None) -> Caller:
     if api_key is not None:
         memberships = memberships.filter(tenant_id=api_key.tenant_id)
     roles = tuple((int(tid), str(role)) for tid, role in memberships.values_list("tenant_id", "role"))
-    return Caller(roles, user_principal(int(user.pk)), api_key.key_id if api_key else None, _scope(api_key))
+    return Caller(roles, user_principal(int(user.pk)), api_key.key_id if api_key else None, _scope(api_key),
+                  None if api_key else int(user.pk))
 
 
 def _scope(api_key: ApiKey | None) -> str | None:
@@ -213,8 +219,9 @@ def _cluster_access(caller: Caller, cluster_id: str) -> ClusterAccess | None:
     role = caller.role_in(cluster.tenant_id)
     assert role is not None
     config = client_config(cluster)
+    credential = Credential(cluster.tenant_id, caller.api_key_id, caller.user_id)
     return ClusterAccess(cluster.pk, cluster.kafka_cluster_id, cluster.tenant_id, config["bootstrap.servers"], role,
-                         frozen(config), caller.principal)
+                         frozen(config), caller.principal, credential)
 
 
 def clear_caches() -> None:

@@ -27,6 +27,7 @@ from controlplane.tenancy.models import (
     Tenant,
     slug_validator,
 )
+from controlplane.tenancy.revocation import Revocation, publish_on_commit
 
 
 def _validate_slug(slug: str) -> None:
@@ -133,10 +134,14 @@ def membership_remove(*, membership: Membership, actor: Actor) -> None:
     list(Membership.objects.select_for_update().filter(tenant=membership.tenant, role=Role.OWNER))
     if membership.role == Role.OWNER and _owner_count(membership.tenant) <= 1:
         raise ApplicationError("A tenant must keep at least one owner.", code="last_owner")
-    # The user's keys in this tenant stop working with the membership.
+    # The user's keys in this tenant stop working with the membership, and so do their open tails and consumer
+    # instances in it (those of the keys, and those of console sessions).
     now = timezone.now()
-    ApiKey.objects.filter(tenant=membership.tenant, owner_user=membership.user, revoked_at__isnull=True).update(
-        revoked_at=now)
+    keys_of_user = ApiKey.objects.filter(tenant=membership.tenant, owner_user=membership.user,
+                                         revoked_at__isnull=True)
+    key_ids = tuple(keys_of_user.values_list("key_id", flat=True))
+    keys_of_user.update(revoked_at=now)
+    publish_on_commit(Revocation(membership.tenant_id, key_ids, user_id=membership.user_id))
     audit_record(tenant=membership.tenant, actor=actor, action="membership.delete", target_type="membership",
                  target_id=str(membership.id), data={"user_id": membership.user_id})
     _sync_kafka(membership.tenant, acls=True)
@@ -178,6 +183,8 @@ def service_account_delete(*, account: ServiceAccount, actor: Actor) -> None:
     audit_record(tenant=account.tenant, actor=actor, action="service_account.delete",
                  target_type="service_account", target_id=str(account.id), data={"name": account.name})
     _sync_kafka(account.tenant)
+    # Its keys go with it (cascade): their open tails and consumer instances end too.
+    publish_on_commit(Revocation(account.tenant_id, tuple(account.api_keys.values_list("key_id", flat=True))))
     account.delete()
 
 
@@ -241,6 +248,7 @@ def api_key_revoke(*, api_key: ApiKey, actor: Actor) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
         _sync_kafka(api_key.tenant, cluster_id=api_key.cluster_id)
+        publish_on_commit(Revocation(api_key.tenant_id, (api_key.key_id,)))
         audit_record(tenant=api_key.tenant, actor=actor, action="api_key.revoke", target_type="api_key",
                      target_id=api_key.key_id)
     return api_key

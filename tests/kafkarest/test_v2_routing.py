@@ -2,46 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import psutil
 import pytest
 
-from sluice.embedded import free_port
-from tests.kafkarest.conftest import ROOT, RestStack
-from tests.kafkarest.v2_helpers import BINARY, b64, new_topic, scoped_key, until, v2
+from tests.kafkarest.conftest import RestStack
+from tests.kafkarest.v2_helpers import BINARY, b64, new_topic, scoped_key, until, v2, web_process
 
 pytestmark = pytest.mark.xdist_group("kafkarest")
-
-
-@contextlib.contextmanager
-def web_process(stack: RestStack) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Another web process of the same service (its own port), as a second host of the web tier would be."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1",
-                             "--port", str(port), "--no-access-log"], cwd=ROOT, env=stack.env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    stack.extra.append(proc)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        until(lambda: proc.poll() is None and _up(stack, base), "the second web process")
-        yield base, proc
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-        proc.wait(30)
-
-
-def _up(stack: RestStack, base: str) -> bool:
-    try:
-        return stack.request("GET", "/healthz", base=base, key=None, timeout=5).status < 500
-    except OSError:
-        return False
 
 
 def test_two_web_processes_serve_one_instance(rest_stack: RestStack) -> None:

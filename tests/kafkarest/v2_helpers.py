@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import psutil
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice.embedded import free_port
 from tests.kafkarest.conftest import ROOT, Answer, RestStack
 
 V2 = "application/vnd.kafka.v2+json"
@@ -82,3 +85,28 @@ def other_tenant_key(stack: RestStack) -> str:
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=stack.env,
                          capture_output=True, text=True, timeout=120, check=True).stdout
     return next(line.split()[1] for line in out.splitlines() if line.startswith("KEY "))
+
+
+@contextlib.contextmanager
+def web_process(stack: RestStack) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Another web process of the same service (its own port), as a second host of the web tier would be."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1",
+                             "--port", str(port), "--no-access-log"], cwd=ROOT, env=stack.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    stack.extra.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        until(lambda: proc.poll() is None and _up(stack, base), "the second web process")
+        yield base, proc
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+        proc.wait(30)
+
+
+def _up(stack: RestStack, base: str) -> bool:
+    try:
+        return stack.request("GET", "/healthz", base=base, key=None, timeout=5).status < 500
+    except OSError:
+        return False

@@ -33,12 +33,14 @@ maps each subscribed partition (as a string) to the next offset it will show. A 
 else base64, and the ``*encoding`` fields say which.
 
 **Close codes**: 1000 bounded read done; 4400 invalid message, subscribe or filter (``invalid_message``,
-``invalid_subscribe``, ``invalid_filter``, ``already_subscribed``); 4404 ``partition_not_found`` or
-``topic_not_found`` (deleted while tailing); 4408 ``subscribe_timeout``; 4429 ``too_slow`` (the viewer
-fell a whole buffer, ``SLUICE_TAIL_BUFFER_BYTES``, behind); 4503 ``kafka_unavailable``/``kafka_error``;
-1011 ``internal_error``. Each viewer is sent at most ``SLUICE_TAIL_BYTES_PER_SECOND``; the server also
-sends WebSocket protocol pings (uvicorn's ``--ws-ping-interval``, 20 s) and drops a peer that does not
-answer them.
+``invalid_subscribe``, ``invalid_filter``, ``already_subscribed``); 4401 ``credentials_revoked`` (the API key
+the tail was opened with was revoked, its service account deleted, or the session's user removed from the
+tenant: see ``kafkarest.revocation``); 4403 ``not_authorized`` (the cluster's ACLs refuse the principal); 4404
+``partition_not_found`` or ``topic_not_found`` (deleted while tailing); 4408 ``subscribe_timeout``; 4429
+``too_slow`` (the viewer fell a whole buffer, ``SLUICE_TAIL_BUFFER_BYTES``, behind); 4503
+``kafka_unavailable``/``kafka_error``; 1011 ``internal_error``. Each viewer is sent at most
+``SLUICE_TAIL_BYTES_PER_SECOND``; the server also sends WebSocket protocol pings (uvicorn's
+``--ws-ping-interval``, 20 s) and drops a peer that does not answer them.
 
 Modules: ``protocol`` (pure parsing and frames), ``records`` (rendering), ``filters`` (JMESPath),
 ``origin``, ``flow`` (buffer and rate limit), ``kafka`` (blocking librdkafka calls), ``fetcher`` (the

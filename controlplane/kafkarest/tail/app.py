@@ -5,7 +5,8 @@ HTTP status and a Confluent-style JSON body (``{"error_code", "message"}``) befo
 accepted: 403 for a browser ``Origin`` that is not allowed, 401 without valid credentials, 404 for a
 cluster the caller cannot see (unknown or another tenant's: the same answer) or a topic that does not
 exist, 503 when the cluster does not answer. After the upgrade, failures are an ``error`` frame and a
-close code (:class:`~controlplane.kafkarest.tail.protocol.Close`).
+close code (:class:`~controlplane.kafkarest.tail.protocol.Close`); so is a revocation of the credentials the
+tail was opened with (4401, from :mod:`controlplane.kafkarest.revocation`'s thread).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from controlplane.kafkarest.access import (
 )
 from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, FORBIDDEN, KAFKA_AUTHORIZATION, RestError
 from controlplane.kafkarest.producer import pool
+from controlplane.kafkarest.revocation import watcher
 from controlplane.kafkarest.tail.fetcher import FetcherRegistry, registry
 from controlplane.kafkarest.tail.filters import compile_filter
 from controlplane.kafkarest.tail.origin import origin_allowed
@@ -72,7 +74,13 @@ async def tail_app(scope: Scope, receive: Receive, send: Send) -> None:
         return
     await send({"type": "websocket.accept"})
     connection = Connection(access, kwargs["topic"], receive, send, registry)
-    await connection.serve()
+    # Revoking the credentials it was opened with (or removing its session's user from the tenant) ends it.
+    hold = watcher.hold(access.credential, connection.revoke) if access.credential is not None else None
+    try:
+        await connection.serve()
+    finally:
+        if hold is not None:
+            hold.release()
 
 
 async def _denied(send: Send, refusal: RestError) -> None:
@@ -130,6 +138,17 @@ class Connection:
         self.fetchers = fetchers
         self.limits = Limits(settings.SLUICE_TAIL_BUFFER_BYTES, settings.SLUICE_TAIL_BYTES_PER_SECOND)
         self.session: TailSession | None = None
+        self._loop = asyncio.get_running_loop()
+        self._revoked: asyncio.Future[ProtocolError] = self._loop.create_future()
+
+    def revoke(self, reason: str) -> None:
+        """End the tail because its credentials stopped working (any thread: the revocation watcher's)."""
+        with contextlib.suppress(RuntimeError):  # the loop is gone: so is the connection
+            self._loop.call_soon_threadsafe(self._end_revoked, reason)
+
+    def _end_revoked(self, reason: str) -> None:
+        if not self._revoked.done():
+            self._revoked.set_result(ProtocolError("credentials_revoked", reason, Close.UNAUTHORIZED))
 
     async def send(self, text: str) -> None:
         try:
@@ -158,7 +177,7 @@ class Connection:
 
     async def serve(self) -> None:
         try:
-            await self._serve()
+            await self._until_revoked()
         except Disconnected:
             pass
         except ProtocolError as error:
@@ -169,6 +188,22 @@ class Connection:
         except Exception:
             await self._close_with(ProtocolError("internal_error", "The tail failed.", Close.INTERNAL))
             raise
+
+    async def _until_revoked(self) -> None:
+        """Serve the tail; a revocation cancels it and raises its ProtocolError (an error frame, then 4401)."""
+        serving = asyncio.ensure_future(self._serve())
+        either: list[asyncio.Future[Any]] = [serving, self._revoked]
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not serving.done():
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+        if not serving.cancelled():  # it ended first (or together with the revocation): as it ended
+            serving.result()
+            return
+        raise self._revoked.result()
 
     async def _serve(self) -> None:
         message = await self._next_message(SUBSCRIBE_SECONDS)

@@ -22,6 +22,7 @@ class Close(IntEnum):
     DONE = 1000  # a bounded read ("until": "end") finished
     INTERNAL = 1011
     INVALID = 4400  # a malformed message, subscribe or filter
+    UNAUTHORIZED = 4401  # the credentials the tail was opened with were revoked (or their user left the tenant)
     FORBIDDEN = 4403  # the cluster's ACLs refused the viewer's principal (Kafka TOPIC_AUTHORIZATION_FAILED)
     NOT_FOUND = 4404  # a partition that does not exist, or the topic was deleted while tailing
     SUBSCRIBE_TIMEOUT = 4408  # no subscribe message in time

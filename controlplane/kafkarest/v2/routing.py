@@ -18,7 +18,9 @@ in front of the web tier; ``base_uri`` is simply the URL the client used.
 
 Ownership: the module-level :data:`router` belongs to the process. Request threads call
 :meth:`InstanceRouter.create` and :meth:`InstanceRouter.call`; two daemon threads, started with the
-first instance this process creates, serve the inbox and keep time (heartbeat, idle expiry).
+first instance this process creates, serve the inbox and keep time (heartbeat, idle expiry). Each
+instance holds the credential it was created with (``kafkarest.revocation``): revoking it deletes the
+instance here, on a closer thread, and later requests for it get 40403.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from controlplane.kafkarest.errors import (
     KAFKA_RETRIABLE,
     RestError,
 )
+from controlplane.kafkarest.revocation import Hold, watcher
 from controlplane.kafkarest.v2.consumers import ConsumerInstance, InstanceConfig, InstanceKey
+from controlplane.tenancy.revocation import Credential
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +108,7 @@ class InstanceRouter:
 
     def __init__(self) -> None:
         self._instances: dict[InstanceKey, ConsumerInstance] = {}
+        self._holds: dict[ConsumerInstance, Hold] = {}  # on the credentials each instance was created with
         self._lock = threading.Lock()
         self._pid = 0
         self._node = ""
@@ -116,7 +121,7 @@ class InstanceRouter:
     def node(self) -> str:
         if self._pid != os.getpid():  # a forked child is another node
             self._pid, self._node = os.getpid(), f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
-            self._redis, self._started, self._instances = None, False, {}
+            self._redis, self._started, self._instances, self._holds = None, False, {}, {}
         return self._node
 
     @property
@@ -129,10 +134,12 @@ class InstanceRouter:
 
     # ------------------------------------------------------------------ request threads
 
-    def create(self, key: InstanceKey, client_config: dict[str, Any], config: InstanceConfig, principal: str) -> None:
+    def create(self, key: InstanceKey, client_config: dict[str, Any], config: InstanceConfig, principal: str,
+               credential: Credential | None = None) -> None:
         """Make the instance here and register this process as its owner; 40902 if the name is taken.
 
-        The instance reads as ``principal`` (``client_config`` authenticates as it) and answers only to it."""
+        The instance reads as ``principal`` (``client_config`` authenticates as it) and answers only to it.
+        Revoking ``credential`` (what the caller authenticated with) deletes it."""
         node, r, owner_key = self.node, self.redis, _owner_key(key)
         if not r.set(owner_key, node, nx=True, ex=OWNER_TTL_SECONDS):
             current = _text(r.get(owner_key))
@@ -147,6 +154,16 @@ class InstanceRouter:
             raise RestError(INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {exc}") from exc
         with self._lock:
             self._instances[key] = instance
+        if credential is not None:
+            def revoked(reason: str) -> None:  # on the revocation watcher's thread: hand the closing over
+                self._closers.submit(self._revoke, instance)
+
+            hold = watcher.hold(credential, revoked)
+            with self._lock:
+                if self._instances.get(key) is instance:
+                    self._holds[instance] = hold
+                else:  # already revoked (a revocation of a moment ago) or deleted
+                    hold.release()
         self._start()
         self._heartbeat()
 
@@ -203,7 +220,8 @@ class InstanceRouter:
         if instance is None or instance.principal != principal:
             return {"error": [CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found."]}
         if op == "delete":
-            self._remove(instance)
+            if not self._remove(instance):  # expired or revoked a moment ago
+                return {"error": [CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found."]}
             future: concurrent.futures.Future[Any] = self._closers.submit(instance.shutdown)
         else:
             future = instance.submit(op, args)
@@ -224,17 +242,29 @@ class InstanceRouter:
         except redis.RedisError:
             log.exception("could not answer a forwarded consumer request")
 
-    def _remove(self, instance: ConsumerInstance) -> None:
+    def _revoke(self, instance: ConsumerInstance) -> None:
+        """Delete an instance whose creator's credentials were revoked (a closer thread): later requests get
+        40403, as for a deleted one."""
+        log.info("consumer instance %s deleted: its credentials were revoked", instance.key)
+        if self._remove(instance):
+            instance.shutdown()
+
+    def _remove(self, instance: ConsumerInstance) -> bool:
+        """Forget the instance and its registration; False if it was already gone."""
         with self._lock:
+            hold = self._holds.pop(instance, None)
             if self._instances.get(instance.key) is not instance:
-                return
+                return False
             del self._instances[instance.key]
+        if hold is not None:
+            hold.release()
         try:
             r = self.redis
             if r.get(_owner_key(instance.key)) == self.node:
                 r.delete(_owner_key(instance.key))
         except redis.RedisError:
             log.exception("could not unregister consumer instance %s", instance.key)
+        return True
 
     def _start(self) -> None:
         with self._lock:
@@ -285,17 +315,16 @@ class InstanceRouter:
             for instance in expired:
                 log.info("consumer instance %s expired after %d ms idle", instance.key,
                          instance.config.instance_timeout_ms)
-                self._remove(instance)
-                self._closers.submit(instance.shutdown)
+                if self._remove(instance):
+                    self._closers.submit(instance.shutdown)
 
     def close_all(self) -> None:
         """Close every instance (they leave their groups) and unregister this process: at exit."""
         self._stopping.set()
         with self._lock:
             instances = list(self._instances.values())
-        for instance in instances:
-            self._remove(instance)
-        for instance in instances:
+        removed = [instance for instance in instances if self._remove(instance)]
+        for instance in removed:
             instance.shutdown()
         with contextlib.suppress(redis.RedisError):
             self.redis.delete(_node_key(self.node))

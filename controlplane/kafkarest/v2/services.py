@@ -82,7 +82,8 @@ def consumer_create(*, access: ClusterAccess, group: str, body: Any) -> str:
     if not isinstance(body, dict):
         raise _payload_error("the body must be a JSON object.")
     name, config = parse_instance_config(body)
-    router.create(InstanceKey(access.kafka_cluster_id, group, name), access.client_config(), config, access.principal)
+    router.create(InstanceKey(access.kafka_cluster_id, group, name), access.client_config(), config, access.principal,
+                  access.credential)
     return name
 
 

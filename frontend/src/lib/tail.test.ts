@@ -81,6 +81,14 @@ describe("TailConnection", () => {
     expect(refused.states.at(-1)).toBe("failed");
     expect(FakeSocket.made).toHaveLength(1);
   });
+
+  it("does not reconnect once its credentials are revoked", () => {
+    const revoked = open();
+    FakeSocket.made[0].push({ type: "error", code: "credentials_revoked", message: "The user was removed." });
+    FakeSocket.made[0].onclose?.({ code: 4401, reason: "" });
+    expect(revoked.states.at(-1)).toBe("failed");
+    expect(FakeSocket.made).toHaveLength(1);
+  });
 });
 
 describe("prependBounded", () => {

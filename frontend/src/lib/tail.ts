@@ -33,8 +33,8 @@ export interface TailOptions {
   reconnectDelayMs?: number;
 }
 
-/** Close codes after which a reconnect cannot help (the request itself was refused). */
-const FINAL_CLOSES = new Set([1000, 4400, 4404]);
+/** Close codes after which a reconnect cannot help (the request itself was refused, or the credentials revoked). */
+const FINAL_CLOSES = new Set([1000, 4400, 4401, 4404]);
 
 export function tailUrl(clusterId: string, topic: string, location: Location = window.location): string {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
