@@ -10,6 +10,7 @@ from controlplane.kafkarest.errors import (
     BAD_REQUEST,
     BROKER_NOT_AVAILABLE,
     CONSUMER_GROUP_NOT_FOUND,
+    KAFKA_AUTHORIZATION,
     KAFKA_ERROR,
     KAFKA_RETRIABLE,
     TOPIC_NOT_FOUND,
@@ -24,6 +25,8 @@ _BAD_REQUEST_CODES = {"TOPIC_ALREADY_EXISTS", "INVALID_PARTITIONS", "INVALID_REP
 
 
 def rest_error_for_admin(exc: AdminError) -> RestError:
+    if exc.code.endswith("_AUTHORIZATION_FAILED"):  # the caller's principal lacks the ACL (topic, group, cluster)
+        return RestError(KAFKA_AUTHORIZATION, f"Not authorized by the cluster's ACLs: {exc.code}: {exc.message}")
     if exc.code in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION"):
         return RestError(TOPIC_NOT_FOUND, "This server does not host this topic-partition.")
     if exc.code in ("GROUP_ID_NOT_FOUND", "GROUP_NOT_FOUND"):
@@ -37,10 +40,12 @@ def rest_error_for_admin(exc: AdminError) -> RestError:
 
 @contextmanager
 def cluster_admin(access: ClusterAccess) -> Iterator[ClusterAdmin]:
+    """An admin client acting as the caller's principal: the cluster's ACLs decide what it may see and change
+    (Metadata lists only the topics it may describe), as for the caller's own Kafka clients."""
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
     try:
-        with ClusterAdmin(access.bootstrap, timeout=10, config=dict(access.client)) as admin:
+        with ClusterAdmin(access.bootstrap, timeout=10, config=access.client_config()) as admin:
             yield admin
     except AdminError as exc:
         raise rest_error_for_admin(exc) from exc

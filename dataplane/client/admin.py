@@ -15,7 +15,8 @@ codec (``dataplane.protocol.client``): partition reassignments
 DescribeLogDirs and ListGroups to every broker. ListGroups is the one API
 librdkafka has but cannot be used for: its listing drops each group's protocol
 type. That path speaks PLAINTEXT and SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256/512,
-from the same ``sasl.*`` settings librdkafka is given).
+from the same ``sasl.*`` settings librdkafka is given; OAUTHBEARER with a token from
+the same ``oauth_cb``).
 
 Each public call has one deadline (``timeout``) shared by the requests it
 makes, so an unreachable cluster raises a retriable AdminError instead of
@@ -81,6 +82,8 @@ from dataplane.protocol.client import ClientCodec
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.framing import RemoteProtocolError
 from dataplane.security import acl
+from dataplane.security.oauthbearer import OAUTHBEARER
+from dataplane.security.oauthbearer import client_message as oauthbearer_message
 from dataplane.security.quotas import Entity as QuotaEntity
 from dataplane.security.sasl import ALL_MECHANISMS, PLAIN, ClientCredentials
 from dataplane.security.scram import ScramClient, ScramError
@@ -383,6 +386,9 @@ class _Wire:
             if credentials.mechanism == PLAIN:
                 self._sasl_step(f"\0{credentials.username}\0{credentials.password}".encode())
                 return
+            if credentials.mechanism == OAUTHBEARER:
+                self._sasl_step(oauthbearer_message(credentials.password))
+                return
             client = ScramClient(credentials.mechanism, credentials.username, credentials.password)
             client.verify(self._sasl_step(client.final(self._sasl_step(client.first()))))
         except ScramError as exc:
@@ -577,6 +583,13 @@ class ClusterAdmin:
             raise AdminError("_NOT_IMPLEMENTED", f"reassignments, log dirs and group listings are spoken over "
                              f"PLAINTEXT and SASL_PLAINTEXT only, not {protocol}")
         mechanism = self._config.get("sasl.mechanism", self._config.get("sasl.mechanisms", "GSSAPI")).upper()
+        if mechanism == OAUTHBEARER:
+            # librdkafka's own callback (``oauth_cb``) gives the token; its first field is the token itself.
+            refresh = self._config.get("oauth_cb")
+            if not callable(refresh):
+                raise AdminError("_INVALID_ARG", "sasl.mechanisms OAUTHBEARER needs an oauth_cb")
+            token = refresh(str(self._config.get("sasl.oauthbearer.config", "")))[0]
+            return _Wire(broker, deadline, ClientCredentials(OAUTHBEARER, "", str(token)))
         if mechanism not in ALL_MECHANISMS:
             raise AdminError("_NOT_IMPLEMENTED", f"SASL mechanism {mechanism} is not spoken here")
         return _Wire(broker, deadline, ClientCredentials(mechanism, self._config.get("sasl.username", ""),

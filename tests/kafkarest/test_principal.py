@@ -29,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -181,7 +182,7 @@ def broker_reports(cluster_id: str) -> list[Any]:
 
 def http(server: str, method: str, path: str, body: Any, key: str,
          content_type: str = "application/json") -> tuple[int, Any]:
-    request = urllib.request.Request(f"http://{server}{path}", data=json.dumps(body).encode(), method=method,
+    request = urllib.request.Request(f"http://{server}{path}", data=None if body is None else json.dumps(body).encode(), method=method,
                                      headers={"Content-Type": content_type,
                                               "Authorization": "Basic " + base64.b64encode(key.encode()).decode()})
     try:
@@ -243,6 +244,47 @@ def test_records_batch_and_v2_produce_are_refused_without_write(setting: Setting
         status, body = produce_v2()
     assert status == 200 and body["offsets"][0].get("error_code") is None, body
     assert setting.records(topic) == [b"v2"]
+
+
+def test_v3_and_v2_topic_paths_see_and_change_only_what_the_callers_acls_allow(setting: Setting,
+                                                                              server: str) -> None:
+    from controlplane.streams.models import Topic
+
+    visible, hidden = setting.topic(), setting.topic()
+    setting.grant(visible, AclOperation.DESCRIBE)
+    v3 = f"/kafka/v3/clusters/{setting.cluster_id}"
+
+    status, body = http(server, "GET", f"{v3}/topics", None, setting.key)
+    assert status == 200, body
+    names = {t["topic_name"] for t in body["data"]}
+    assert visible in names and hidden not in names  # Metadata lists only what the principal may describe
+    status, body = http(server, "GET", f"{v3}/topics/{hidden}", None, setting.key)
+    assert (status, body["error_code"]) == (404, 40401), body
+    status, body = http(server, "GET", f"{v3}/topics/{hidden}/partitions/0/offset", None, setting.key)
+    assert (status, body["error_code"]) == (404, 40401), body
+    status, body = http(server, "GET", f"/kafka/v2/clusters/{setting.cluster_id}/topics", None, setting.key)
+    assert status == 200 and visible in body and hidden not in body, body
+
+    # Changes the member's role allows but the cluster's ACLs do not: refused, and nothing half-made.
+    new = f"n-{uuid.uuid4().hex[:8]}"
+    status, body = http(server, "POST", f"{v3}/topics", {"topic_name": new, "partitions_count": 1}, setting.key)
+    assert (status, body["error_code"]) == (403, 40301), body
+    assert not Topic.objects.filter(name=new).exists()
+    status, body = http(server, "PATCH", f"{v3}/topics/{visible}", {"partitions_count": 3}, setting.key)
+    assert (status, body["error_code"]) == (403, 40301), body
+    status, body = http(server, "POST", f"{v3}/topics/{visible}/configs:alter",
+                        {"data": [{"name": "retention.ms", "value": "1000"}]}, setting.key)
+    assert (status, body["error_code"]) == (403, 40301), body
+    status, body = http(server, "DELETE", f"{v3}/topics/{visible}", None, setting.key)
+    assert (status, body["error_code"]) == (403, 40301), body
+    listed = setting.admin.list_topics(visible, timeout=10).topics[visible]
+    assert len(listed.partitions) == 1
+    configs = setting.admin.describe_configs([ConfigResource("topic", visible)])
+    assert next(iter(configs.values())).result(30)["retention.ms"].value != "1000"
+
+    setting.grant(visible, AclOperation.ALTER)
+    status, body = http(server, "PATCH", f"{v3}/topics/{visible}", {"partitions_count": 3}, setting.key)
+    assert (status, body.get("partitions_count")) == (200, 3), body
 
 
 def test_a_v2_consumer_reads_as_its_creator_and_serves_only_it(setting: Setting, server: str) -> None:

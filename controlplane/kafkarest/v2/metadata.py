@@ -1,8 +1,9 @@
 """v2 reads of cluster metadata (topics, partitions, offsets, brokers) in Confluent's v2 bodies.
 
-One :class:`~dataplane.client.admin.ClusterAdmin` per cluster, created on first use and kept for the life
-of the process (the module-level pool; a ClusterAdmin may be shared between threads), so a v2 client that
-polls metadata costs no new connections per request.
+One :class:`~dataplane.client.admin.ClusterAdmin` per (cluster, caller's principal), created on first use and
+kept for the life of the process (the module-level pool; a ClusterAdmin may be shared between threads), so a v2
+client that polls metadata costs no new connections per request. It acts as the caller's principal: the
+cluster's ACLs decide which topics a caller sees, as for its own Kafka clients.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from controlplane.clusters.credentials import ClientSettings
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.admin import rest_error_for_admin
 from controlplane.kafkarest.errors import (
@@ -23,7 +23,7 @@ from dataplane.client.admin import AdminError, ClusterAdmin, PartitionInfo, Topi
 
 ADMIN_TIMEOUT_SECONDS = 10.0
 
-_admins: dict[ClientSettings, ClusterAdmin] = {}
+_admins: dict[tuple[Any, ...], ClusterAdmin] = {}
 _lock = threading.Lock()
 
 
@@ -31,10 +31,10 @@ def _admin(access: ClusterAccess) -> ClusterAdmin:
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
     with _lock:
-        admin = _admins.get(access.client)
+        admin = _admins.get(access.client_key)
         if admin is None:
-            admin = _admins[access.client] = ClusterAdmin(access.bootstrap, timeout=ADMIN_TIMEOUT_SECONDS,
-                                                          config=dict(access.client))
+            admin = _admins[access.client_key] = ClusterAdmin(access.bootstrap, timeout=ADMIN_TIMEOUT_SECONDS,
+                                                              config=access.client_config())
         return admin
 
 

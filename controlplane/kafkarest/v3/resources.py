@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor
 from controlplane.core.errors import ApplicationError
@@ -165,11 +167,13 @@ def create_topic(access: ClusterAccess, links: Links, actor: Actor, body: Any) -
     with cluster_admin(access) as admin:
         if name in admin.topics(include_internal=True):
             raise RestError(KAFKA_BAD_REQUEST, f"Topic '{name}' already exists.")
+        # The caller's own right to create it, asked of the cluster before the control plane records anything
+        # (the reconcile, which acts with the control plane's access, would otherwise create it regardless).
+        spec = NewTopic(name, partitions or 1, factor or min(3, cluster_row.broker_count), configs)
+        error = admin.create_topics([spec], validate_only=True).get(name)
+        if error is not None and (body.get("validate_only") or error.code.endswith("_AUTHORIZATION_FAILED")):
+            raise rest_error_for_admin(error)
         if body.get("validate_only"):
-            spec = NewTopic(name, partitions or 1, factor or min(3, cluster_row.broker_count), configs)
-            error = admin.create_topics([spec], validate_only=True).get(name)
-            if error is not None:
-                raise rest_error_for_admin(error)
             return _topic_body(links, TopicInfo(name, None, False, ()))
         try:
             row = topics_service.topic_create(cluster=cluster_row, name=name, actor=actor, partitions=partitions,
@@ -190,12 +194,13 @@ def _row(access: ClusterAccess, name: str) -> Topic | None:
 def delete_topic(access: ClusterAccess, actor: Actor, name: str) -> None:
     with cluster_admin(access) as admin:
         _described(admin, name)
-        row = _row(access, name)
-        if row is not None:
-            topics_service.topic_delete(topic=row, actor=actor)
+        # Deleted as the caller first (its ACLs decide); only then is the managed row's deletion requested.
         error = admin.delete_topics([name]).get(name)
         if error is not None and error.code not in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION"):
             raise rest_error_for_admin(error)
+        row = _row(access, name)
+        if row is not None:
+            topics_service.topic_delete(topic=row, actor=actor)
 
 
 def update_partition_count(access: ClusterAccess, links: Links, actor: Actor, name: str, body: Any) -> dict[str, Any]:
@@ -207,18 +212,21 @@ def update_partition_count(access: ClusterAccess, links: Links, actor: Actor, na
         if count < len(current.partitions):
             raise RestError(KAFKA_BAD_REQUEST, f"Topic currently has {len(current.partitions)} partitions, which "
                                                f"is higher than the requested {count}.")
-        row = _row(access, name)
-        if row is not None:
-            try:
-                topics_service.topic_update(topic=row, actor=actor, partitions=count)
-            except ApplicationError as exc:
-                raise _as_rest(exc) from exc
-        if count > len(current.partitions):
-            try:
-                admin.create_partitions(name, count)
-            except AdminError as exc:
-                if exc.code != "INVALID_PARTITIONS" or len(_described(admin, name).partitions) != count:
-                    raise
+        # One transaction around the desired state and the caller's own change: if the cluster's ACLs refuse
+        # the caller, the row is rolled back too (and no reconcile is asked for), so nothing half-made remains.
+        with transaction.atomic():
+            row = _row(access, name)
+            if row is not None:
+                try:
+                    topics_service.topic_update(topic=row, actor=actor, partitions=count)
+                except ApplicationError as exc:
+                    raise _as_rest(exc) from exc
+            if count > len(current.partitions):
+                try:
+                    admin.create_partitions(name, count)
+                except AdminError as exc:
+                    if exc.code != "INVALID_PARTITIONS" or len(_described(admin, name).partitions) != count:
+                        raise
         return _topic_body(links, _described(admin, name))
 
 
@@ -255,14 +263,15 @@ def alter_topic_configs(access: ClusterAccess, actor: Actor, topic_name: str,
     """Set (a value) or reset to default (None) each named config, as desired state and in the cluster."""
     with cluster_admin(access) as admin:
         _described(admin, topic_name)
-        row = _row(access, topic_name)
-        if row is not None:
-            try:
-                topics_service.topic_update(topic=row, actor=actor, configs=dict(changes))
-            except ApplicationError as exc:
-                raise _as_rest(exc) from exc
-        admin.alter_topic_configs(topic_name, {k: v for k, v in changes.items() if v is not None},
-                                  [k for k, v in changes.items() if v is None])
+        with transaction.atomic():  # as in update_partition_count: a refusal by the ACLs rolls the row back
+            row = _row(access, topic_name)
+            if row is not None:
+                try:
+                    topics_service.topic_update(topic=row, actor=actor, configs=dict(changes))
+                except ApplicationError as exc:
+                    raise _as_rest(exc) from exc
+            admin.alter_topic_configs(topic_name, {k: v for k, v in changes.items() if v is not None},
+                                      [k for k, v in changes.items() if v is None])
 
 
 def parse_alter_batch(body: Any) -> dict[str, str | None]:
