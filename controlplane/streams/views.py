@@ -14,8 +14,8 @@ from controlplane.clusters import observability
 from controlplane.clusters.views import ClusterChildViewSet
 from controlplane.core.viewsets import WHOLE_LIST
 from controlplane.streams import services
-from controlplane.streams.permissions import topic_permissions
 from controlplane.streams.models import AclBinding, ClientQuota, Topic
+from controlplane.streams.permissions import topic_permissions
 from controlplane.streams.serializers import (
     AclSerializer,
     AclWriteSerializer,
