@@ -90,10 +90,10 @@ def test_report_run_chart_table_and_csv(page: Page, rest_stack: RestStack) -> No
     # A schedule, changed in place; the list shows it with the last run.
     schedule = page.get_by_role("form", name="Schedule")
     schedule.get_by_label("Runs").select_option("cron")
-    schedule.get_by_label("Cron").fill("*/5 * * *")
+    schedule.get_by_label("Cron", exact=True).fill("*/5 * * *")
     schedule.get_by_role("button", name="Save schedule").click()
     expect(schedule.get_by_role("alert")).to_contain_text("Five fields")
-    schedule.get_by_label("Cron").fill("0 3 * * *")
+    schedule.get_by_label("Cron", exact=True).fill("0 3 * * *")
     schedule.get_by_role("button", name="Save schedule").click()
     expect(page.get_by_test_id("schedule")).to_have_text("cron 0 3 * * * (UTC)")
     page.goto(reports)

@@ -87,14 +87,15 @@ function Problem({ errors, name }: { errors: FieldErrors<ReportForm>; name: Form
 function Field({ label, name, errors, children }: { label: string; name: FormField; errors: FieldErrors<ReportForm>; children: ReactNode }) {
   return (
     <div className="stack field">
-      <label className="stack"><span>{label}</span>{children}</label>
+      <label htmlFor={`report-${name}`}>{label}</label>
+      {children}
       <Problem errors={errors} name={name} />
     </div>
   );
 }
 
 function input(register: UseFormRegister<ReportForm>, name: FormField, errors: FieldErrors<ReportForm>, extra: Record<string, unknown> = {}) {
-  return <input {...register(name)} aria-invalid={!!errors[name]} aria-describedby={errors[name] ? `${name}-error` : undefined} {...extra} />;
+  return <input id={`report-${name}`} {...register(name)} aria-invalid={!!errors[name]} aria-describedby={errors[name] ? `${name}-error` : undefined} {...extra} />;
 }
 
 export function CreateReport({ slug, cluster }: { slug: string; cluster: string }) {
@@ -138,7 +139,7 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
       <div className="inline-form">
         <Field label="Name" name="name" errors={errors}>{input(register, "name", errors)}</Field>
         <Field label="Kind" name="kind" errors={errors}>
-          <select {...register("kind")}>{KINDS.map((k) => <option key={k.value} value={k.value}>{k.label}</option>)}</select>
+          <select id="report-kind" {...register("kind")}>{KINDS.map((k) => <option key={k.value} value={k.value}>{k.label}</option>)}</select>
         </Field>
         <Field label="Description" name="description" errors={errors}>{input(register, "description", errors)}</Field>
       </div>
@@ -171,7 +172,7 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
           <>
             <Field label="Topics (comma-separated)" name="topics" errors={errors}>{input(register, "topics", errors, { placeholder: "orders, payments" })}</Field>
             <Field label="Spark SQL" name="sql" errors={errors}>
-              <textarea rows={4} cols={60} {...register("sql")} aria-invalid={!!errors.sql}
+              <textarea id="report-sql" rows={4} cols={60} {...register("sql")} aria-invalid={!!errors.sql}
                 placeholder="SELECT key_str, count(*) AS n FROM orders GROUP BY key_str" />
             </Field>
             <Field label="Starting offsets" name="starting_offsets" errors={errors}>{input(register, "starting_offsets", errors, { placeholder: "earliest" })}</Field>
@@ -183,7 +184,7 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
       <fieldset className="inline">
         <legend>Records</legend>
         <Field label="Time range" name="range_mode" errors={errors}>
-          <select {...register("range_mode")}>
+          <select id="report-range_mode" {...register("range_mode")}>
             <option value="all">Every record</option>
             <option value="last">The last N minutes</option>
             <option value="between">Between two times</option>
@@ -200,7 +201,7 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
       <fieldset className="inline">
         <legend>Schedule and chart</legend>
         <Field label="Schedule" name="schedule_mode" errors={errors}>
-          <select {...register("schedule_mode")}>
+          <select id="report-schedule_mode" {...register("schedule_mode")}>
             <option value="none">Only when run</option>
             <option value="interval">Every N seconds</option>
             <option value="cron">Cron (UTC)</option>
@@ -209,7 +210,7 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
         {schedule === "interval" && <Field label="Seconds" name="interval_seconds" errors={errors}>{input(register, "interval_seconds", errors, { inputMode: "numeric" })}</Field>}
         {schedule === "cron" && <Field label="Cron" name="cron" errors={errors}>{input(register, "cron", errors, { placeholder: "*/5 * * * *" })}</Field>}
         <Field label="Chart" name="chart_kind" errors={errors}>
-          <select {...register("chart_kind")}>
+          <select id="report-chart_kind" {...register("chart_kind")}>
             <option value="default">The kind's default</option>
             <option value="line">Line</option>
             <option value="bar">Bar</option>
