@@ -109,3 +109,17 @@ class DeleteRecordsSerializer(serializers.Serializer[Any]):
 class LowWatermarkSerializer(serializers.Serializer[Any]):
     partition = serializers.IntegerField()
     low_watermark = serializers.IntegerField()
+
+
+class PermissionSerializer(serializers.Serializer[Any]):
+    allowed = serializers.BooleanField()
+    reason = serializers.CharField(help_text="Why not, in words; empty when allowed.")
+
+
+class TopicPermissionsSerializer(serializers.Serializer[Any]):
+    role = serializers.CharField(help_text="The caller's role in the tenant.")
+    principal = serializers.CharField(help_text="The Kafka principal the caller's data paths act as.")
+    produce = PermissionSerializer(help_text="REST produce: the member role and a WRITE ACL on the topic.")
+    read = PermissionSerializer(help_text="Browse and live tail: the viewer role and a READ ACL on the topic.")
+    edit_configs = PermissionSerializer(help_text="Changing the topic's configs: the member role.")
+    delete = PermissionSerializer(help_text="Deleting the topic: the member role.")

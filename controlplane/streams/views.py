@@ -15,6 +15,7 @@ from controlplane.clusters.views import ClusterChildViewSet
 from controlplane.core.viewsets import WHOLE_LIST
 from controlplane.streams import services
 from controlplane.streams.models import AclBinding, ClientQuota, Topic
+from controlplane.streams.permissions import topic_permissions
 from controlplane.streams.serializers import (
     AclSerializer,
     AclWriteSerializer,
@@ -24,6 +25,7 @@ from controlplane.streams.serializers import (
     LowWatermarkSerializer,
     PartitionViewSerializer,
     TopicCreateSerializer,
+    TopicPermissionsSerializer,
     TopicSerializer,
     TopicUpdateSerializer,
 )
@@ -79,6 +81,17 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChil
     def partitions(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
         """Leader, replicas, ISR, size and start/end offsets of each partition, as the cluster reports them."""
         return Response(observability.partitions(self.cluster, self.get_object().name))
+
+    @extend_schema(responses={200: TopicPermissionsSerializer})
+    @action(detail=True, methods=["get"], **WHOLE_LIST)
+    def permissions(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
+        """What the caller may do with this topic (produce, read, edit configs, delete), each with the reason
+        when not: the tenant role and the cluster's ACLs for the caller's principal, as the console needs to
+        hide or disable what would be refused."""
+        topic = self.get_object()
+        rights = topic_permissions(cluster=self.cluster, topic=topic.name, role=self.role,
+                                   principal=self.actor.principal)
+        return Response(TopicPermissionsSerializer(rights).data)
 
     @extend_schema(request=DeleteRecordsSerializer, responses={200: LowWatermarkSerializer(many=True)})
     @action(detail=True, methods=["post"], url_path="delete-records", **WHOLE_LIST)

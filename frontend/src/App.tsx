@@ -11,6 +11,8 @@ import { ConsumerGroupPage, ConsumerGroupsPage } from "./pages/ConsumerGroups";
 import { Layout } from "./pages/Layout";
 import { MembersPage } from "./pages/Members";
 import { NotFound, RouteError } from "./pages/NotFound";
+import { ReportPage } from "./pages/Report";
+import { ReportsPage, TenantReportsPage } from "./pages/Reports";
 import { ServiceAccountsPage } from "./pages/ServiceAccounts";
 import { SignIn } from "./pages/SignIn";
 import { TopicPage } from "./pages/Topic";
@@ -32,7 +34,10 @@ export const routes = [
           { path: "consumer-groups", element: <ConsumerGroupsPage /> },
           { path: "consumer-groups/:group", element: <ConsumerGroupPage /> },
           { path: "acls", element: <AclsPage /> },
+          { path: "reports", element: <ReportsPage /> },
+          { path: "reports/:report", element: <ReportPage /> },
         ] },
+        { path: "reports", element: <TenantReportsPage /> },
         { path: "members", element: <MembersPage /> },
         { path: "service-accounts", element: <ServiceAccountsPage /> },
         { path: "audit", element: <AuditPage /> },

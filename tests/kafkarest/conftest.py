@@ -176,7 +176,9 @@ def rest_stack() -> Iterator[RestStack]:
     port, (first, last) = free_port(), free_port_range(10)
     suffix = uuid.uuid4().hex[:8]
     env = {**os.environ, "DATABASE_URL": _database_url(name), "SLUICE_VAR_DIR": str(var),
-           "CELERY_DEFAULT_QUEUE": f"rest-{suffix}", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING"}
+           "CELERY_DEFAULT_QUEUE": f"rest-{suffix}", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING",
+           # Its own reports queue too: another stack's reports worker (another database) must not take its runs.
+           "SLUICE_REPORTS_QUEUE": f"reports-{suffix}"}
     proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet", "--workers", "2",
                              "--broker-ports", f"{first}-{last}", "--agent-host", f"rest-{suffix}"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -563,6 +563,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/{name}/permissions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description What the caller may do with this topic (produce, read, edit configs, delete), each with the reason
+         *     when not: the tenant role and the cluster's ACLs for the caller's principal, as the console needs to
+         *     hide or disable what would be refused.
+         */
+        get: operations["tenants_clusters_topics_permissions_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/clusters/{id}/": {
         parameters: {
             query?: never;
@@ -2562,6 +2583,11 @@ export interface components {
          * @enum {string}
          */
         PatternTypeEnum: "LITERAL" | "PREFIXED";
+        Permission: {
+            allowed: boolean;
+            /** @description Why not, in words; empty when allowed. */
+            reason: string;
+        };
         /**
          * @description * `DENY` - DENY
          *     * `ALLOW` - ALLOW
@@ -2928,6 +2954,20 @@ export interface components {
             configs?: {
                 [key: string]: unknown;
             };
+        };
+        TopicPermissions: {
+            /** @description The caller's role in the tenant. */
+            role: string;
+            /** @description The Kafka principal the caller's data paths act as. */
+            principal: string;
+            /** @description REST produce: the member role and a WRITE ACL on the topic. */
+            produce: components["schemas"]["Permission"];
+            /** @description Browse and live tail: the viewer role and a READ ACL on the topic. */
+            read: components["schemas"]["Permission"];
+            /** @description Changing the topic's configs: the member role. */
+            edit_configs: components["schemas"]["Permission"];
+            /** @description Deleting the topic: the member role. */
+            delete: components["schemas"]["Permission"];
         };
         TopicUpdateRequest: {
             partitions?: number;
@@ -4584,6 +4624,29 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PartitionView"][];
+                };
+            };
+        };
+    };
+    tenants_clusters_topics_permissions_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                name: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicPermissions"];
                 };
             };
         };

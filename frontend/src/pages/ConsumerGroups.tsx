@@ -80,7 +80,7 @@ export function ConsumerGroupPage() {
           ))}
         </tbody>
       </table>
-      {can("member") && <ResetOffsets path={path} state={g.state} />}
+      {can("admin") ? <ResetOffsets path={path} state={g.state} /> : <p className="muted" role="note">Resetting offsets needs the admin role in this tenant.</p>}
     </>
   );
 }

@@ -54,6 +54,7 @@ export function Layout() {
       </header>
       <nav aria-label="Tenant">
         <NavLink to={`${base}/clusters`}>Clusters</NavLink>
+        <NavLink to={`${base}/reports`}>Reports</NavLink>
         <NavLink to={`${base}/members`}>Members</NavLink>
         <NavLink to={`${base}/service-accounts`}>Service accounts &amp; API keys</NavLink>
         {can("admin") && <NavLink to={`${base}/audit`}>Audit log</NavLink>}

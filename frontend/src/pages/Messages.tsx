@@ -2,7 +2,7 @@
 // up to a page of records, filtered on the server), export, and produce (REST v3 records).
 import { useMutation } from "@tanstack/react-query";
 import { useEffect, useRef, useState } from "react";
-import { api, unwrap } from "../api/client";
+import { api, type Schemas, unwrap } from "../api/client";
 import { FilterInputs } from "../components/FilterFields";
 import { RecordList, useView, ViewPicker } from "../components/RecordList";
 import { ErrorText } from "../components/ui";
@@ -12,10 +12,17 @@ import { type StartFrom, TailConnection, type TailRecord, type TailState, tailUr
 
 type Mode = "earliest" | "offset" | "timestamp" | "last";
 
-export function Messages({ kafkaId, topic, partitions, canProduce }: { kafkaId: string; topic: string; partitions: number; canProduce: boolean }) {
+type Permission = Schemas["Permission"];
+
+/** ``produce``/``read``: the caller's rights on the topic (undefined while they load). Producing is not offered
+ * when the role forbids it (``canProduce``); when only the cluster's ACLs do, the form is disabled with the reason. */
+export function Messages({ kafkaId, topic, partitions, canProduce, produce, read }: {
+  kafkaId: string; topic: string; partitions: number; canProduce: boolean; produce?: Permission; read?: Permission;
+}) {
   return (
     <>
-      {canProduce && <Produce kafkaId={kafkaId} topic={topic} partitions={partitions} />}
+      {canProduce && produce && <Produce kafkaId={kafkaId} topic={topic} partitions={partitions} blocked={produce.allowed ? null : produce.reason} />}
+      {read && !read.allowed && <p className="muted" role="note">{read.reason}</p>}
       <Browse kafkaId={kafkaId} topic={topic} partitions={partitions} />
     </>
   );
@@ -107,7 +114,7 @@ function Browse({ kafkaId, topic, partitions }: { kafkaId: string; topic: string
 
 type ValueType = "JSON" | "STRING" | "BINARY";
 
-function Produce({ kafkaId, topic, partitions }: { kafkaId: string; topic: string; partitions: number }) {
+function Produce({ kafkaId, topic, partitions, blocked }: { kafkaId: string; topic: string; partitions: number; blocked: string | null }) {
   const [key, setKey] = useState("");
   const [value, setValue] = useState("");
   const [valueType, setValueType] = useState<ValueType>("STRING");
@@ -151,6 +158,7 @@ function Produce({ kafkaId, topic, partitions }: { kafkaId: string; topic: strin
   return (
     <section aria-label="Produce a message">
       <h2>Produce a message</h2>
+      {blocked && <p className="muted" role="note" id="produce-blocked">{blocked}</p>}
       <form className="stack" onSubmit={(e) => { e.preventDefault(); submit(); }}>
         <div className="inline-form">
           <label>Key <input value={key} onChange={(e) => setKey(e.target.value)} placeholder="none" /></label>
@@ -180,7 +188,8 @@ function Produce({ kafkaId, topic, partitions }: { kafkaId: string; topic: strin
         ))}
         <div className="inline-form">
           <button type="button" onClick={() => setHeaders([...headers, { name: "", value: "" }])}>Add header</button>
-          <button type="submit" disabled={produce.isPending}>Produce</button>
+          <button type="submit" disabled={produce.isPending || !!blocked} title={blocked ?? undefined}
+            aria-describedby={blocked ? "produce-blocked" : undefined}>Produce</button>
         </div>
         <ErrorText error={problem ?? produce.error} />
         {produce.data && (

@@ -66,7 +66,7 @@ export function ServiceAccountsPage() {
           keyCol.accessor("revoked", { header: "State", cell: (x) => (x.getValue() ? `revoked ${when(x.row.original.revoked_at)}` : "active") }),
           keyCol.display({
             id: "actions", header: "Actions",
-            cell: (x) => !x.row.original.revoked && <ConfirmButton label="Revoke" question={`Revoke key ${x.row.original.key_id}? Clients using it stop working.`} onConfirm={() => revoke.mutate(x.row.original.key_id)} />,
+            cell: (x) => can("member") && !x.row.original.revoked && <ConfirmButton label="Revoke" question={`Revoke key ${x.row.original.key_id}? Clients using it stop working.`} onConfirm={() => revoke.mutate(x.row.original.key_id)} />,
           }),
         ]} />
       )}

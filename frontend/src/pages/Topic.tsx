@@ -15,7 +15,7 @@ type Tab = (typeof TABS)[number];
 const TAB_LABEL: Record<Tab, string> = { messages: "Messages", tail: "Live tail", partitions: "Partitions", configs: "Configs" };
 
 export function TopicPage() {
-  const { slug, can } = useTenant();
+  const { slug, can, role } = useTenant();
   const { cluster = "", topic = "" } = useParams();
   const [params, setParams] = useSearchParams();
   const tab = (TABS as readonly string[]).includes(params.get("tab") ?? "") ? (params.get("tab") as Tab) : "messages";
@@ -34,6 +34,13 @@ export function TopicPage() {
       navigate(`/t/${slug}/clusters/${cluster}/topics`);
     },
   });
+  // What the caller may do here (role and the cluster's ACLs for its principal): what it may not is not offered.
+  const rights = useQuery({
+    queryKey: ["topic-permissions", slug, cluster, topic],
+    queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/{name}/permissions/", { params: { path } })),
+    refetchInterval: 10_000, // an ACL granted meanwhile shows up without a reload
+  });
+  const may = rights.data;
   const kafkaId = clusterQuery.data?.kafka_cluster_id;
   return (
     <>
@@ -41,7 +48,10 @@ export function TopicPage() {
       <h1>{topic} {detail.data && <ReadyBadge status={detail.data.status} />}</h1>
       <ErrorText error={detail.error} />
       {detail.data && <p className="muted">{detail.data.partitions} partitions · replication factor {detail.data.replication_factor}</p>}
-      {can("member") && (
+      {!can("member") && (
+        <p className="muted" role="note">Your role ({role}) reads this topic; producing, editing configs and deleting it need the member role.</p>
+      )}
+      {(may ? may.delete.allowed : can("member")) && (
         <p>
           <ConfirmButton label="Delete topic" question={`Delete topic ${topic} and all its records?`} typeToConfirm={topic} onConfirm={() => remove.mutate()} />
         </p>
@@ -56,13 +66,13 @@ export function TopicPage() {
       </div>
       <div role="tabpanel" aria-label={TAB_LABEL[tab]}>
         {!kafkaId ? <Loading what="the cluster" /> : tab === "messages" ? (
-          <Messages kafkaId={kafkaId} topic={topic} partitions={detail.data?.partitions ?? 0} canProduce={can("member")} />
+          <Messages kafkaId={kafkaId} topic={topic} partitions={detail.data?.partitions ?? 0} canProduce={can("member")} produce={may?.produce} read={may?.read} />
         ) : tab === "tail" ? (
           <LiveTail kafkaId={kafkaId} topic={topic} />
         ) : tab === "partitions" ? (
           <Partitions slug={slug} cluster={cluster} topic={topic} />
         ) : (
-          <Configs slug={slug} cluster={cluster} kafkaId={kafkaId} topic={topic} canEdit={can("member")} />
+          <Configs slug={slug} cluster={cluster} kafkaId={kafkaId} topic={topic} canEdit={may ? may.edit_configs.allowed : can("member")} />
         )}
       </div>
     </>
