@@ -4,7 +4,7 @@
     python bench/rebalance.py --quick    # 24 partitions x 5 MB moved at 10 MiB/s: ~2 min (a smoke run)
 
 Runs the real stack (embedded Postgres and Redis, a Celery worker, two agents starting ``sluice broker``
-processes; see bench/managed.py, whose helpers this reuses) and a 3-broker "dedicated" cluster. One topic
+processes; bench/stack.py, shared with bench/managed.py) and a 3-broker "dedicated" cluster. One topic
 of ``--partitions`` partitions (default 150) with every replica on broker 1 is filled with ``--mb`` MB of
 incompressible records per partition (acks=all). A rebalance is requested through the service with
 ``replication_throttle`` = ``--throttle-mib`` MiB/s; its proposal evens the replicas out, moving two
@@ -23,13 +23,10 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import signal
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Procs
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from managed import QUIET_KAFKA, Stack, Store, create_managed, delete_managed
+from stack import QUIET_KAFKA, ManagedBench, bench_main, create_managed, delete_managed
 
-from sluice.embedded import Services, ensure_services
+from sluice.embedded import Services
 
 GOAL_TOLERANCE = 0.20
 MIB = 1024 * 1024
@@ -107,24 +104,12 @@ def rebalance(cluster: Any, throttle: int, timeout: float) -> tuple[float, dict[
 
 
 def run(args: argparse.Namespace, tmp: Path, services: Services, procs: Procs) -> int:
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", interactive=False, verbosity=0)
-    from controlplane.tenancy.models import Tenant
-    from dataplane.cluster.migrations import migrate as migrate_store
-
-    migrate_store(services.database_url)
-    store = Store(services.database_url)
-    tenant = Tenant.objects.create(slug=f"bench-{uuid.uuid4().hex[:6]}", name="bench")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO", "SLUICE_VAR_DIR": str(tmp / "var")}
-    stack = Stack(procs, tmp, env)
+    bench = ManagedBench(tmp, services, procs)
     throttle = round(args.throttle_mib * MIB)
     try:
-        stack.start()
-        stack.wait_ready()
-        cluster, took, _ = create_managed(tenant, "moves", "dedicated", 3, store)
+        bench.start()
+        assert bench.store is not None
+        cluster, took, _ = create_managed(bench.tenant, "moves", "dedicated", 3, bench.store)
         cluster.refresh_from_db()
         bootstrap = cluster.status["bootstrap_servers"]
         print(f"3-broker cluster Ready in {took:.1f} s", flush=True)
@@ -160,8 +145,7 @@ def run(args: argparse.Namespace, tmp: Path, services: Services, procs: Procs) -
                   f"-- the machine's own pace, for comparison", flush=True)
         delete_managed(cluster, tmp / "clusters", tmp / "broker-logs", timeout=120)
     finally:
-        stack.stop()
-        store.close()
+        bench.stop()
     return 0
 
 
@@ -179,30 +163,7 @@ def main() -> int:
     args.mb = args.mb or (5 if args.quick else 20)
     args.throttle_mib = args.throttle_mib or (10.0 if args.quick else 50.0)
 
-    def on_term(_sig: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_DEFAULT_QUEUE"):
-        os.environ.pop(name, None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "controlplane.settings"
-    procs = Procs()
-    tmp = Path(tempfile.mkdtemp(prefix="sluice-bench-rebalance-", dir=args.dir))
-    os.environ["SLUICE_VAR_DIR"] = str(tmp / "var")
-    services = ensure_services(tmp / "var", ephemeral=True)
-    services.export()
-    try:
-        return run(args, tmp, services, procs)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
-    finally:
-        procs.stop_all()
-        services.stop()
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-
+    return bench_main("rebalance", lambda tmp, services, procs: run(args, tmp, services, procs), scratch=args.dir)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,6 +9,7 @@ harness and (later) the brokers all use it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -37,6 +38,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def _forget_dead_handles(data_dir: Path) -> None:
+    """Drop the pids of processes that are gone from pgserver's handle list (``.handle_pids.json``).
+
+    pgserver stops its server when the last handle closes, counting handles by pid in that file; a process
+    SIGKILLed while it held one (a killed ``sluice up``) never takes its pid out, so every later owner's clean
+    stop would leave the server running. Called before ``get_server`` adds our own pid.
+    """
+    path = data_dir / ".handle_pids.json"
+    try:
+        pids = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _pid_exists(pid)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass
 class EmbeddedPostgres:
     """A pgserver-managed PostgreSQL whose data lives in ``data_dir``.
@@ -54,6 +82,7 @@ class EmbeddedPostgres:
         import pgserver
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        _forget_dead_handles(self.data_dir)
         mode = "delete" if self.delete_on_stop else "stop"
         self._server = pgserver.get_server(self.data_dir, cleanup_mode=mode)  # type: ignore[attr-defined]
         admin_uri = self._server.get_uri()

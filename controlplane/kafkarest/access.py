@@ -32,10 +32,11 @@ from controlplane.audit.security import REST_DENIED, WS_DENIED, security_event_r
 from controlplane.clusters.credentials import ClientSettings, client_config, frozen
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.principals import as_principal
+from controlplane.core.actors import kafka_principal
 from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
 from controlplane.tenancy import keys
 from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
-from controlplane.tenancy.models import ApiKey, Membership, Role, user_principal
+from controlplane.tenancy.models import ApiKey, Membership, Role
 from controlplane.tenancy.revocation import Credential
 from controlplane.tenancy.services import role_at_least
 
@@ -134,8 +135,8 @@ def _caller(user: Any, api_key: ApiKey | None) -> Caller:
     if api_key is not None:
         memberships = memberships.filter(tenant_id=api_key.tenant_id)
     roles = tuple((int(tid), str(role)) for tid, role in memberships.values_list("tenant_id", "role"))
-    return Caller(roles, user_principal(int(user.pk)), api_key.key_id if api_key else None, _scope(api_key),
-                  None if api_key else int(user.pk))
+    return Caller(roles, kafka_principal("user", int(user.pk)), api_key.key_id if api_key else None,
+                  _scope(api_key), None if api_key else int(user.pk))
 
 
 def _scope(api_key: ApiKey | None) -> str | None:

@@ -12,9 +12,10 @@ from typing import Any
 
 from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Cluster
+from controlplane.core.actors import kafka_principal
 from controlplane.streams.acl_plan import plan_acls
 from controlplane.streams.models import AclBinding
-from controlplane.tenancy.models import Membership, Role, user_principal
+from controlplane.tenancy.models import Membership, Role
 from dataplane.client.admin import AclSpec, AdminError
 from dataplane.security.acl import CLUSTER_RESOURCE_NAME
 
@@ -46,8 +47,8 @@ def role_acls(cluster: Cluster) -> list[AclSpec]:
     """
     users = Membership.objects.filter(tenant_id=cluster.tenant_id, role__in=ROLES_WITH_ALL_ACCESS).values_list(
         "user_id", flat=True)
-    return [AclSpec(resource_type=rtype, resource_name=name, pattern_type="LITERAL", principal=user_principal(uid),
-                    host="*", operation="ALL", permission="ALLOW")
+    return [AclSpec(resource_type=rtype, resource_name=name, pattern_type="LITERAL",
+                    principal=kafka_principal("user", uid), host="*", operation="ALL", permission="ALLOW")
             for uid in sorted(users) for rtype, name in _ALL_RESOURCES]
 
 

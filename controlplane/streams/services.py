@@ -13,12 +13,12 @@ from django.utils import timezone
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.services import request_reconcile
-from controlplane.core.actors import Actor
+from controlplane.core.actors import Actor, kafka_principal
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
 from controlplane.streams.models import AclBinding, ClientQuota, Topic
 from controlplane.streams.selectors import cluster_partition_count
-from controlplane.tenancy.models import Membership, ServiceAccount, user_principal
+from controlplane.tenancy.models import Membership, ServiceAccount
 from dataplane.config.topic import ConfigError, validate_topic_configs
 from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
 from dataplane.security.acl import (
@@ -188,7 +188,7 @@ def _known_principal(cluster: Cluster, principal: str) -> bool:
         return ServiceAccount.objects.filter(tenant=cluster.tenant_id, id=account_id).exists()
     if ident.startswith("u-") and ident[2:].isdigit():
         user_id = int(ident[2:])
-        return (user_principal(user_id) == principal and
+        return (kafka_principal("user", user_id) == principal and
                 Membership.objects.filter(tenant=cluster.tenant_id, user_id=user_id).exists()
                 and get_user_model().objects.filter(pk=user_id).exists())
     return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
@@ -12,7 +14,7 @@ from rest_framework.response import Response
 
 from controlplane.clusters import observability
 from controlplane.clusters.views import ClusterChildViewSet
-from controlplane.core.viewsets import WHOLE_LIST
+from controlplane.core.viewsets import WHOLE_LIST, ServiceWriteMixin
 from controlplane.streams import services
 from controlplane.streams.models import AclBinding, ClientQuota, Topic
 from controlplane.streams.permissions import topic_permissions
@@ -113,10 +115,11 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChil
         return Response(TopicSerializer(topic).data, status=status.HTTP_202_ACCEPTED)
 
 
-class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):
+class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ServiceWriteMixin, ClusterChildViewSet):
     model = AclBinding
     queryset = AclBinding.objects.none()
     serializer_class = AclSerializer
+    write_serializer_class = AclWriteSerializer
     write_role = Role.ADMIN
     lookup_value_regex = "[0-9a-fA-F-]{36}"
     filterset_fields = ["principal", "resource_type", "pattern_type", "resource_name", "operation", "permission",
@@ -126,36 +129,23 @@ class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildV
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[AclBinding]:
         return AclBinding.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
 
-    @extend_schema(request=AclWriteSerializer, responses={201: AclSerializer})
-    def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
-        data = AclWriteSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        acl = services.acl_create(cluster=self.cluster, actor=self.actor, **data.validated_data)
-        return Response(AclSerializer(acl).data, status=status.HTTP_201_CREATED)
+    def service_create(self, data: dict[str, Any]) -> AclBinding:
+        return services.acl_create(cluster=self.cluster, actor=self.actor, **data)
 
-    @extend_schema(request=AclWriteSerializer, responses={200: AclSerializer})
-    def update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
-        data = AclWriteSerializer(data=request.data, partial=request.method == "PATCH")
-        data.is_valid(raise_exception=True)
-        given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
-        acl = services.acl_update(acl=self.get_object(), actor=self.actor, **given)
-        return Response(AclSerializer(acl).data)
+    def service_update(self, instance: AclBinding, changes: dict[str, Any]) -> AclBinding:
+        return services.acl_update(acl=instance, actor=self.actor, **changes)
 
-    @extend_schema(request=AclWriteSerializer, responses={200: AclSerializer})
-    def partial_update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
-        return self.update(request, tenant_slug, cluster_pk, pk)
-
-    def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
-        services.acl_delete(acl=self.get_object(), actor=self.actor)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def service_delete(self, instance: AclBinding) -> None:
+        services.acl_delete(acl=instance, actor=self.actor)
 
 
-class ClientQuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):
+class ClientQuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ServiceWriteMixin, ClusterChildViewSet):
     """Kafka client quotas of the cluster's principals, applied to its brokers by reconcile (AlterClientQuotas)."""
 
     model = ClientQuota
     queryset = ClientQuota.objects.none()
     serializer_class = ClientQuotaSerializer
+    write_serializer_class = ClientQuotaWriteSerializer
     write_role = Role.ADMIN
     lookup_value_regex = "[0-9a-fA-F-]{36}"
     filterset_fields = ["principal", "client_id"]
@@ -164,25 +154,11 @@ class ClientQuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Clust
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[ClientQuota]:
         return ClientQuota.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
 
-    @extend_schema(request=ClientQuotaWriteSerializer, responses={201: ClientQuotaSerializer})
-    def create(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
-        data = ClientQuotaWriteSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        quota = services.quota_create(cluster=self.cluster, actor=self.actor, **data.validated_data)
-        return Response(ClientQuotaSerializer(quota).data, status=status.HTTP_201_CREATED)
+    def service_create(self, data: dict[str, Any]) -> ClientQuota:
+        return services.quota_create(cluster=self.cluster, actor=self.actor, **data)
 
-    @extend_schema(request=ClientQuotaWriteSerializer, responses={200: ClientQuotaSerializer})
-    def update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
-        data = ClientQuotaWriteSerializer(data=request.data, partial=request.method == "PATCH")
-        data.is_valid(raise_exception=True)
-        given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
-        quota = services.quota_update(quota=self.get_object(), actor=self.actor, **given)
-        return Response(ClientQuotaSerializer(quota).data)
+    def service_update(self, instance: ClientQuota, changes: dict[str, Any]) -> ClientQuota:
+        return services.quota_update(quota=instance, actor=self.actor, **changes)
 
-    @extend_schema(request=ClientQuotaWriteSerializer, responses={200: ClientQuotaSerializer})
-    def partial_update(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
-        return self.update(request, tenant_slug, cluster_pk, pk)
-
-    def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
-        services.quota_delete(quota=self.get_object(), actor=self.actor)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def service_delete(self, instance: ClientQuota) -> None:
+        services.quota_delete(quota=instance, actor=self.actor)

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from controlplane.core.actors import kafka_principal
+
 
 class Role(models.TextChoices):
     """Roles in increasing power; each includes everything the ones before allow."""
@@ -54,11 +56,6 @@ class Membership(models.Model):
         return f"{self.user_id}@{self.tenant_id}:{self.role}"
 
 
-def user_principal(user_id: int) -> str:
-    """The Kafka principal a user's API keys act as."""
-    return f"User:u-{user_id}"
-
-
 class ServiceAccount(models.Model):
     """A non-human identity owned by a tenant, used by applications."""
 
@@ -76,7 +73,7 @@ class ServiceAccount(models.Model):
 
     @property
     def principal(self) -> str:
-        return f"User:sa-{self.id}"
+        return kafka_principal("service_account", self.id)
 
     def __str__(self) -> str:
         return self.name
@@ -129,9 +126,9 @@ class ApiKey(models.Model):
     @property
     def principal(self) -> str:
         if self.owner_service_account_id is not None:
-            return f"User:sa-{self.owner_service_account_id}"
+            return kafka_principal("service_account", self.owner_service_account_id)
         assert self.owner_user_id is not None
-        return user_principal(self.owner_user_id)
+        return kafka_principal("user", self.owner_user_id)
 
     def __str__(self) -> str:
         return self.key_id

@@ -6,7 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant, user_principal
+from controlplane.core.actors import kafka_principal
+from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant
 
 NON_OWNER_ROLES = [c for c in Role.choices if c[0] != Role.OWNER]
 
@@ -44,7 +45,7 @@ class MembershipSerializer(serializers.ModelSerializer[Membership]):
         read_only_fields = fields
 
     def get_principal(self, membership: Membership) -> str:
-        return user_principal(membership.user_id)
+        return kafka_principal("user", membership.user_id)
 
 
 class MembershipCreateSerializer(serializers.Serializer[Any]):

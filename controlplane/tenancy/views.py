@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
+from controlplane.core.actors import kafka_principal
 from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy import services
 from controlplane.tenancy.authentication import ServiceAccountIdentity
@@ -277,7 +278,7 @@ class MeView(APIView):
         actor = actor_for(request.user)
         tenants = list(tenants_for(user=request.user, api_key=_api_key(request)).order_by("slug"))
         principal = (request.user.service_account.principal if isinstance(request.user, ServiceAccountIdentity)
-                     else f"User:u-{request.user.pk}")
+                     else kafka_principal("user", request.user.pk))
         return Response({
             "type": actor.type, "id": actor.id, "display": actor.display, "principal": principal,
             "api_key": request.auth.key_id if isinstance(request.auth, ApiKey) else None,

@@ -11,9 +11,10 @@ import pytest
 
 from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin, internal_password
 from controlplane.clusters.models import Cluster
+from controlplane.core.actors import kafka_principal
 from controlplane.streams.acl_reconcile import reconcile_acls
 from controlplane.streams.models import AclBinding
-from controlplane.tenancy.models import Role, user_principal
+from controlplane.tenancy.models import Role
 from dataplane.client.admin import AclSpec
 from tests.controlplane.factories import ClusterFactory, MembershipFactory, UserFactory
 from tests.dataplane.server.processes import LoggedBroker
@@ -105,14 +106,14 @@ def test_owners_and_admins_get_allow_all_bindings_members_none(secured: LoggedBr
     assert summary["acls"] == {"bindings": 0, "from_roles": 8, "enforced": True}
     with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         acls = admin.acls()
-    assert {a.principal for a in acls} == {user_principal(owner.pk), user_principal(admin_user.pk)}
+    assert {a.principal for a in acls} == {kafka_principal("user", owner.pk), kafka_principal("user", admin_user.pk)}
     assert {(a.resource_type, a.resource_name, a.operation, a.permission) for a in acls} == {
         ("TOPIC", "*", "ALL", "ALLOW"), ("GROUP", "*", "ALL", "ALLOW"), ("TRANSACTIONAL_ID", "*", "ALL", "ALLOW"),
         ("CLUSTER", "kafka-cluster", "ALL", "ALLOW")}
     admin_user.memberships.update(role=Role.MEMBER)  # a demotion takes the rights away on the next pass
     reconcile_acls(cluster, bootstrap=secured.bootstrap)
     with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
-        assert {a.principal for a in admin.acls()} == {user_principal(owner.pk)}
+        assert {a.principal for a in admin.acls()} == {kafka_principal("user", owner.pk)}
 
 
 def test_the_admin_clients_own_requests_authenticate_too(secured: LoggedBroker) -> None:

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from controlplane.core.actors import kafka_principal
 from controlplane.streams.models import AclBinding
-from controlplane.tenancy.models import Role, user_principal
+from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import ClusterFactory, TopicFactory
 
@@ -35,7 +36,7 @@ def test_roles_and_acls_compose(world_a: TenantWorld) -> None:
     owner = _rights(world_a, Role.OWNER, path)  # owners and admins get allow-all ACLs from their role
     assert {k: owner[k]["allowed"] for k in ("produce", "read", "edit_configs", "delete")} == dict.fromkeys(
         ("produce", "read", "edit_configs", "delete"), True)
-    assert owner["principal"] == user_principal(world_a.users[Role.OWNER].pk)  # type: ignore[attr-defined]
+    assert owner["principal"] == kafka_principal("user", world_a.users[Role.OWNER].pk)  # type: ignore[attr-defined]
     assert owner["produce"]["reason"] == ""
 
     viewer = _rights(world_a, Role.VIEWER, path)

@@ -1,8 +1,9 @@
 """REST produce, v2 consumers and the WebSocket tail act on the broker as the caller's principal.
 
-A real broker with a SASL_PLAINTEXT listener, the authorizer on and the cluster's token key (derived from this
-process's SECRET_KEY, as the agent writes it); the service's ASGI application served by a real uvicorn server
-in this process on a free port (so it reads the test database), and real HTTP, WebSocket and Kafka clients.
+A real broker secured as a managed cluster's (tests/secured_broker.py: SASL_PLAINTEXT, the authorizer on, the
+control plane's internal super user and the cluster's token key derived from this process's SECRET_KEY); the
+service's ASGI application served by a real uvicorn server in this process on a free port (so it reads the test
+database), and real HTTP, WebSocket and Kafka clients.
 The tenant's member has an API key; its owner's principal (``User:u-<id>``) gets ACLs from the test as the
 control plane's ACL reconcile would write them.
 """
@@ -50,7 +51,7 @@ from sluice.embedded import free_port
 from tests.controlplane.conftest import TenantWorld, make_world
 from tests.controlplane.factories import ClusterFactory
 from tests.dataplane.server.processes import LoggedBroker
-from tests.dataplane.server.test_security import client_config, sasl_config_file, seed_credentials
+from tests.secured_broker import secured_broker, super_user_config
 
 pytestmark = [pytest.mark.xdist_group("principal"), pytest.mark.django_db(transaction=True)]
 
@@ -59,19 +60,8 @@ FLOOD = 1000
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
-    root = tmp_path_factory.mktemp("principal")
-    cluster_id = f"skc-{uuid.uuid4().hex[:10]}"
-    config = sasl_config_file(root)
-    config.write_text(config.read_text()
-                      + f'sasl.oauthbearer.token.key = "{cluster_token_key(cluster_id).hex()}"\n')
-    config.chmod(0o600)
-    broker = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
-    seed_credentials(cluster_id)
-    broker.start()
-    try:
+    with secured_broker(tmp_path_factory.mktemp("principal"), f"skc-{uuid.uuid4().hex[:10]}") as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +98,8 @@ class Setting:
         key, secret = world.keys[Role.MEMBER]
         self.key = f"{key.key_id}:{secret}"
         self.principal = key.principal
-        self.admin = AdminClient(client_config(broker, "admin"))
+        self.super_user = super_user_config(broker.bootstrap, broker.cluster_id)
+        self.admin = AdminClient(self.super_user)
         self.cluster_id = broker.cluster_id
 
     def topic(self, partitions: int = 1) -> str:
@@ -132,7 +123,7 @@ class Setting:
 
     def records(self, topic: str) -> list[bytes]:
         """Everything in partition 0 of ``topic``, read as the cluster's super user."""
-        consumer = Consumer({**client_config(self.broker, "admin"), "group.id": f"check-{uuid.uuid4().hex[:6]}",
+        consumer = Consumer({**self.super_user, "group.id": f"check-{uuid.uuid4().hex[:6]}",
                              "enable.partition.eof": True, "auto.offset.reset": "earliest"})
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
@@ -182,7 +173,8 @@ def broker_reports(cluster_id: str) -> list[Any]:
 
 def http(server: str, method: str, path: str, body: Any, key: str,
          content_type: str = "application/json") -> tuple[int, Any]:
-    request = urllib.request.Request(f"http://{server}{path}", data=None if body is None else json.dumps(body).encode(), method=method,
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://{server}{path}", data=data, method=method,
                                      headers={"Content-Type": content_type,
                                               "Authorization": "Basic " + base64.b64encode(key.encode()).decode()})
     try:
@@ -362,7 +354,7 @@ def test_a_tail_without_read_gets_an_error_frame_then_a_close(setting: Setting, 
     assert errors and errors[0]["code"] == "not_authorized", frames
     assert frames[-1] == {"type": "closed", "code": 4403}
 
-    admin_producer = Producer(client_config(setting.broker, "admin"))
+    admin_producer = Producer(setting.super_user)
     admin_producer.produce(topic, b"visible")
     admin_producer.flush(20)
     setting.grant(topic, AclOperation.READ)
@@ -414,7 +406,7 @@ def test_spark_options_read_as_the_reports_principal(setting: Setting) -> None:
     from dataplane.client.spark.plan import OffsetRange
 
     topic = setting.topic()
-    producer = Producer(client_config(setting.broker, "admin"))
+    producer = Producer(setting.super_user)
     producer.produce(topic, b"for the report")
     producer.flush(20)
     cluster = Cluster.objects.get(kafka_cluster_id=setting.cluster_id)

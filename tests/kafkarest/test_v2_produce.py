@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -127,7 +128,13 @@ def test_produce_and_metadata_errors(rest_stack: RestStack) -> None:
 
     viewer = rest_stack.new_key("viewer")
     assert error(v2(rest_stack, "POST", f"/topics/{topic}", records, content_type=BINARY, key=viewer)) == (403, 403)
-    assert v2(rest_stack, "GET", f"/topics/{topic}", key=viewer).status == 200
+    # The viewer's principal has no ACL yet: the cluster hides the topic from it, as from its Kafka clients.
+    assert error(v2(rest_stack, "GET", f"/topics/{topic}", key=viewer)) == (404, 40401)
+    rest_stack.grant(viewer, "TOPIC", topic, "DESCRIBE")
+    deadline = time.monotonic() + 30  # the cluster gets the binding from reconcile
+    while v2(rest_stack, "GET", f"/topics/{topic}", key=viewer).status != 200:
+        assert time.monotonic() < deadline, "the viewer never saw the topic after the DESCRIBE grant"
+        time.sleep(0.2)  # polling for the reconcile, within the deadline
     assert error(v2(rest_stack, "GET", "/topics", key=None)) == (401, 401)
 
     # Another tenant's cluster is a 404, like a cluster that does not exist.

@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,90 @@ UP_TIMEOUT = 180.0
 pytestmark = pytest.mark.xdist_group("heavy")
 
 
+class Started:
+    """Every process a test's `sluice up` runs started, held by pid, so the test ends with none running.
+
+    `up`'s children (web, workers, beat, agent, Redis, a Spark JVM) are noted from its process tree; the agent's
+    brokers run detached (their own session, no parent-death signal, so an agent restart can adopt them) and the
+    embedded Postgres daemonizes: those are found again from ``var`` (``broker.pid`` files, ``postmaster.pid``,
+    command lines naming ``var``), in case they were started after the last look at the tree. Owned by the test's
+    thread.
+    """
+
+    def __init__(self, var: Path) -> None:
+        self.var = var
+        self.seen: dict[int, psutil.Process] = {}
+
+    def note_tree(self, pid: int) -> None:
+        """Remember ``pid`` and its descendants (psutil keeps each one's start time: a reused pid is not it)."""
+        with suppress(psutil.NoSuchProcess):
+            root = psutil.Process(pid)
+            for proc in [root, *root.children(recursive=True)]:
+                self.seen.setdefault(proc.pid, proc)
+
+    def _from_var(self) -> list[psutil.Process]:
+        pids = {pid for path in [*self.var.glob("clusters/*/*/broker.pid"), self.var / "postgres" / "postmaster.pid"]
+                if (pid := _first_int(path)) is not None}
+        found = []
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            cmdline = proc.info.get("cmdline") or []
+            if any(str(self.var) in part for part in cmdline) or (proc.pid in pids and _names_var(proc, self.var)):
+                found.append(proc)
+        return found
+
+    def alive(self) -> list[psutil.Process]:
+        """The ones still running (a zombie has stopped: only its parent's wait is missing)."""
+        procs = {p.pid: p for p in [*self.seen.values(), *self._from_var()] if p.pid != os.getpid()}
+        return [p for p in procs.values() if _running(p)]
+
+    def stop_all(self, timeout: float = 20) -> list[psutil.Process]:
+        """SIGTERM every one still running (Postgres shuts down cleanly on it), SIGKILL what is left after
+        ``timeout``; what was running when called."""
+        left = self.alive()
+        for proc in left:
+            with suppress(psutil.NoSuchProcess):
+                proc.terminate()
+        _, alive = psutil.wait_procs(left, timeout=timeout)
+        for proc in alive:
+            with suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=timeout)
+        return left
+
+
+def _first_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _names_var(proc: psutil.Process, var: Path) -> bool:
+    """Whether a pid read from a file under ``var`` is still that process: it runs in or names ``var``."""
+    with suppress(psutil.Error):
+        return str(var) in proc.cwd() or any(str(var) in part for part in proc.cmdline())
+    return False
+
+
+def _running(proc: psutil.Process) -> bool:
+    with suppress(psutil.NoSuchProcess):
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+def _described(procs: list[psutil.Process]) -> list[str]:
+    out = []
+    for proc in procs:
+        with suppress(psutil.Error):
+            out.append(f"{proc.pid} {' '.join(proc.cmdline())[:160]}")
+    return out
+
+
 @contextmanager
-def sluice_up(var: Path, port: int, broker_port: int) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`sluice up`; yields the process and its banner."""
+def sluice_up(started: Started, port: int, broker_port: int) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`sluice up` on ``started.var``; yields the process and its banner. On the way out (a failure too) every
+    process it started that is still running is stopped by pid, after `up` itself."""
+    var = started.var
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(SLUICE_VAR_DIR=str(var), PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING")
     proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet",
@@ -45,8 +126,10 @@ def sluice_up(var: Path, port: int, broker_port: int) -> Iterator[tuple[subproce
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         banner = _read_until(proc, "Press Ctrl-C to stop.")
+        started.note_tree(proc.pid)
         yield proc, banner
     finally:
+        started.note_tree(proc.pid)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -88,15 +171,22 @@ def _postgres_pid(var: Path) -> int | None:
 
 
 @pytest.fixture
-def var() -> Iterator[Path]:
-    """A var directory outside pytest's base temp: the embedded Postgres runs as another user and opens up
+def started() -> Iterator[Started]:
+    """A var directory and the processes `sluice up` starts on it, every one stopped by pid at the end, whether
+    the test passed or failed (a detached broker once outlived a failed run).
+
+    The directory is outside pytest's base temp: the embedded Postgres runs as another user and opens up
     the directories above its data (pgserver adds o+rx), and a second pytest session on the machine resets
     ``/tmp/pytest-of-<user>`` to 0700, which would lock that user out mid-test."""
     root = Path(tempfile.mkdtemp(prefix="sluice-up-test-"))
+    procs = Started(root / "var")
     try:
-        yield root / "var"
+        yield procs
     finally:
+        procs.stop_all()
+        left = _described(procs.alive())
         shutil.rmtree(root, ignore_errors=True)
+    assert left == [], f"still running after SIGTERM and SIGKILL: {left}"
 
 
 def _banner_config(banner: str, var: Path) -> dict[str, str]:
@@ -129,9 +219,10 @@ def _produce_and_read_back(config: dict[str, str], value: bytes) -> None:
 
 
 @pytest.mark.timeout(900)
-def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var: Path) -> None:
+def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(started: Started) -> None:
+    var = started.var
     port, (broker_port, _) = free_port(), free_port_range(1)
-    with sluice_up(var, port, broker_port) as (proc, banner):
+    with sluice_up(started, port, broker_port) as (proc, banner):
         key = _demo_key(var)
         # The first command gives a Kafka endpoint: the demo cluster is Ready, its topic made, its address shown.
         assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
@@ -175,7 +266,7 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var
         assert not psutil.pid_exists(postgres) or psutil.Process(postgres).status() == psutil.STATUS_ZOMBIE
 
     # A second start reuses var/: same demo key, same data, the same demo cluster (not a second one).
-    with sluice_up(var, port, broker_port) as (proc, banner):
+    with sluice_up(started, port, broker_port) as (proc, banner):
         assert _demo_key(var) == key
         assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
@@ -190,11 +281,13 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(var
         assert leftovers == []
 
     # ... and nothing stale blocks the next start.
-    with sluice_up(var, port, broker_port) as (proc, _):
+    with sluice_up(started, port, broker_port) as (proc, _):
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
         assert status == 200 and clusters["count"] == 2
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
+        # A clean stop leaves nothing: not the agent's detached brokers, not the embedded Postgres.
+        assert _described(_gone(started.alive())) == []
 
 
 def test_a_second_up_on_the_same_var_is_refused(tmp_path: Path) -> None:

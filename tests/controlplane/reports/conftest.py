@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from tests.controlplane.managed.conftest import Process, _database_url, wait_for
 from tests.dataplane.server.processes import LoggedBroker
+from tests.secured_broker import secured_broker, super_user_config
 
 
 @dataclass
@@ -37,11 +38,7 @@ class ReportsStack:
     @property
     def kafka(self) -> dict[str, str]:
         """librdkafka settings as the cluster-internal super user (what the control plane's own clients use)."""
-        from controlplane.clusters.credentials import INTERNAL_MECHANISM, INTERNAL_USERNAME, internal_password
-
-        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": INTERNAL_MECHANISM, "sasl.username": INTERNAL_USERNAME,
-                "sasl.password": internal_password(self.kafka_cluster_id)}
+        return super_user_config(self.bootstrap, self.kafka_cluster_id)
 
     def beat(self) -> Process:
         """A real ``celery beat`` on the database scheduler (not started); stop it before the test ends."""
@@ -52,26 +49,9 @@ class ReportsStack:
                        env, self.root / f"beat-{uuid.uuid4().hex[:6]}.log")
 
 
-def secured_broker(root: Path, cluster_id: str) -> LoggedBroker:
-    """A broker configured as the agent configures a managed cluster's (SASL, the authorizer, the internal super
-    user, the token key), so reports reach it as they reach a managed cluster: as their owner's principal."""
-    from controlplane.agent.processes import NodeSpec
-    from controlplane.clusters.credentials import internal_password
-    from controlplane.clusters.principals import cluster_token_key
-
-    spec = NodeSpec(cluster=cluster_id, node_id=1, host="reports", listen_host="127.0.0.1",
-                    advertised_host="127.0.0.1", port=0, metadata_url=os.environ["DATABASE_URL"], secure=True)
-    wanted = ("sasl.", "authorizer.", "super.users", "inter.broker.", "listeners")
-    config = root / "broker.toml"
-    root.mkdir(parents=True, exist_ok=True)
-    config.write_text("".join(line + "\n" for line in spec.config_toml(
-        root / "data", internal_password(cluster_id), cluster_token_key(cluster_id).hex()).splitlines()
-        if line.startswith(wanted)))
-    config.chmod(0o600)
-    broker = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
-    broker.start()
-    # Everyone may read and describe here: these tests are about what reports compute (ACLs deciding what a
-    # report reads is tests/kafkarest/test_principal.py's).
+def open_to_everyone(broker: LoggedBroker) -> None:
+    """Everyone may read and describe here: these tests are about what reports compute (ACLs deciding what a
+    report reads is tests/kafkarest/test_principal.py's)."""
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AclBinding,
         AclOperation,
@@ -81,16 +61,11 @@ def secured_broker(root: Path, cluster_id: str) -> LoggedBroker:
         ResourceType,
     )
 
-    from controlplane.clusters.credentials import INTERNAL_MECHANISM, INTERNAL_USERNAME
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanism": INTERNAL_MECHANISM, "sasl.username": INTERNAL_USERNAME,
-                         "sasl.password": internal_password(cluster_id)})
+    admin = AdminClient(super_user_config(broker.bootstrap, broker.cluster_id))
     bindings = [AclBinding(kind, "*", ResourcePatternType.LITERAL, "User:*", "*", AclOperation.ALL,
                            AclPermissionType.ALLOW) for kind in (ResourceType.TOPIC, ResourceType.GROUP)]
     for future in admin.create_acls(bindings).values():
         future.result(30)
-    return broker
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +77,6 @@ def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Rep
     with django_db_blocker.unblock():
         db_name = connection.settings_dict["NAME"]
     root = Path(tempfile.mkdtemp(prefix="sluice-reports-"))
-    broker = secured_broker(root, f"skc-{uuid.uuid4().hex[:16]}")
     queue = f"reports-test-{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
            "SLUICE_REPORTS_QUEUE": queue, "SLUICE_VAR_DIR": str(root / "var"), "SPARK_MASTER": "local[2]",
@@ -113,14 +87,17 @@ def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Rep
                                         "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",
                                         "--without-mingle"], env, root / "worker.log")
     previous = (settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR)
-    settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = queue, root / "var"
-    worker.start()
     try:
-        yield ReportsStack(env, queue, worker, broker.bootstrap, root, broker.cluster_id)
+        with secured_broker(root, f"skc-{uuid.uuid4().hex[:16]}") as broker:
+            open_to_everyone(broker)
+            settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = queue, root / "var"
+            worker.start()
+            try:
+                yield ReportsStack(env, queue, worker, broker.bootstrap, root, broker.cluster_id)
+            finally:
+                worker.stop()
     finally:
         settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR = previous
-        worker.stop()
-        broker.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
