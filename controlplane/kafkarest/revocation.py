@@ -150,8 +150,8 @@ class Watcher:
         while not self._stopping.is_set():
             try:
                 self._listen(period)
-            except redis.RedisError:
-                log.exception("revocations: Redis failed; subscribing again")
+            except redis.RedisError as exc:  # Redis restarting or gone: an operational state, not a bug
+                log.warning("revocations: Redis failed (%s); subscribing again in %g s", exc, RETRY_SECONDS)
                 self._stopping.wait(RETRY_SECONDS)
             except Exception:
                 log.exception("revocations: the watcher failed; starting again")

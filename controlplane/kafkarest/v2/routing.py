@@ -288,8 +288,8 @@ class InstanceRouter:
                                          wait=False, reply_key=message["reply"])
                 if "error" in outcome:
                     self._reply(message["reply"], outcome)
-            except redis.RedisError:
-                log.exception("consumer inbox: Redis failed; retrying")
+            except redis.RedisError as exc:  # Redis restarting or gone: an operational state, not a bug
+                log.warning("consumer inbox: Redis failed (%s); retrying", exc)
                 self._stopping.wait(POLL_SECONDS)
             except Exception:
                 log.exception("consumer inbox: a bad forwarded request")
