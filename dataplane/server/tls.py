@@ -10,6 +10,7 @@ The contexts it is built from are ``dataplane.security.tls``'s.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 
 from dataplane.protocol.framing import RemoteProtocolError
@@ -109,9 +110,11 @@ class TlsSession:
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
+                chunk = b""
+            if not chunk:  # the peer's close_notify: answer with ours, which waits in ``outgoing``
                 self.closed = True
-                break
-            if not chunk:
+                with contextlib.suppress(ssl.SSLError):
+                    self._tls.unwrap()
                 break
             chunks.append(chunk)
         return b"".join(chunks)

@@ -317,22 +317,18 @@ def test_a_torn_tls_stream_closes_that_connection_with_a_log_line(sasl_ssl: Logg
         tls.write(b"\x00" * 5000)  # the start of a request frame
         record = outgoing.read()
         sock.sendall(record[: len(record) // 2])
-    sasl_ssl.wait_for("TLS stream was torn", after=mark)
+        sock.shutdown(socket.SHUT_WR)  # a FIN (closing with the session tickets unread would send a reset)
+        sasl_ssl.wait_for("TLS stream was torn", after=mark)
     with KafkaWire(sasl_ssl.port, tls=pki.client_context()) as wire:
         wire.authenticate("PLAIN", "alice", USERS["alice"])
         assert wire.call(metadata()).brokers
 
 
-def test_a_client_that_does_not_trust_the_broker_fails_its_handshake(sasl_ssl: LoggedBroker) -> None:
+def test_a_client_that_does_not_trust_the_broker_fails_its_handshake(sasl_ssl: LoggedBroker, tmp_path: Path) -> None:
+    other = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
     with pytest.raises(ssl.SSLCertVerificationError):
-        KafkaWire(sasl_ssl.port, tls=ssl.create_default_context(cafile=str(trustme_ca_path())))
-
-
-def trustme_ca_path() -> Path:
-    """Some other CA's certificate (a client that trusts the wrong CA)."""
-    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"other-ca-{uuid.uuid4().hex[:8]}.pem"
-    trustme.CA().cert_pem.write_to_path(str(path))
-    return path
+        KafkaWire(sasl_ssl.port, tls=ssl.create_default_context(cafile=str(other)))
 
 
 def test_metadata_and_configs_name_the_listeners_security_protocol(sasl_ssl: LoggedBroker, pki: Pki) -> None:
