@@ -6,6 +6,7 @@ plaintext client is turned away.
 
 from __future__ import annotations
 
+import ssl
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.controlplane.conftest import make_world
 from tests.controlplane.managed.conftest import Stack, wait_for
 from tests.controlplane.managed.test_kafka_credentials import (
     QUIET,
+    _acls_applied,
     _api,
     _create_cluster,
     _grant,
@@ -27,6 +29,7 @@ from tests.controlplane.managed.test_kafka_credentials import (
     _wire,
 )
 from tests.controlplane.managed.test_lifecycle import _condition, _delete_and_wait, _ready, _status
+from tests.kafka_wire import KafkaWire
 
 pytestmark = [pytest.mark.xdist_group("heavy"), pytest.mark.timeout(600)]
 
@@ -79,7 +82,10 @@ def test_a_managed_cluster_listens_with_sasl_ssl(stack: Stack, tls_ca: Path, tmp
         principal, key_id, secret = _service_account_key(world)
         _grant(world, cluster_id, principal, "orders")
         config = _tls_config(bootstrap, ca_file, key_id, secret, "SCRAM-SHA-256")
-        wait_for(lambda: _produces(config), 60, "the key to write over TLS", stack)
+        wait_for(lambda: _logs_in_over_tls(bootstrap, ca_file, key_id, secret), 60, "the key to log in over TLS",
+                 stack)
+        # The reconciler writes the ACLs through the control plane's admin client, which speaks TLS now.
+        wait_for(lambda: _acls_applied(cluster_id, principal, 3), 60, "the ACLs", stack)
         _round_trip_confluent(config, "orders", b"over tls")
 
         # The control plane's own settings name TLS; its wire-path requests (DescribeLogDirs) go over TLS.
@@ -99,11 +105,11 @@ def test_a_managed_cluster_listens_with_sasl_ssl(stack: Stack, tls_ca: Path, tmp
         _delete_and_wait(world, cluster_id, stack)
 
 
-def _produces(config: dict[str, Any]) -> bool:
-    from confluent_kafka import Producer
-
-    producer = Producer(config)
-    errors: list[Any] = []
-    producer.produce("orders", b"probe", on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(15)
-    return errors == [None]
+def _logs_in_over_tls(bootstrap: str, ca: Path, key_id: str, secret: str) -> bool:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    with KafkaWire(int(port), host=host, timeout=10, tls=ssl.create_default_context(cafile=str(ca))) as wire:
+        try:
+            wire.authenticate("SCRAM-SHA-256", key_id, secret)
+        except PermissionError:
+            return False
+    return True
