@@ -130,7 +130,7 @@ class BrokerConfig:
         if self.tls:
             for name, path in (("ssl.certificate", self.ssl_certificate), ("ssl.key", self.ssl_key)):
                 if path is None:
-                    raise ConfigError(f"a {self.security_protocol} listener needs {name} (a PEM file)")
+                    raise ConfigError(f"the {self.security_protocol} listener needs {name} (a PEM file)")
                 _readable(name, path)
         if self.ssl_ca is not None:
             _readable("ssl.ca", self.ssl_ca)

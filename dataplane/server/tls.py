@@ -15,7 +15,7 @@ import ssl
 
 from dataplane.protocol.framing import RemoteProtocolError
 
-READ_BYTES = 256 * 1024
+READ_BYTES = 64 * 1024  # plaintext per SSLObject.read call (a TLS record carries at most 16 KiB)
 RECORD_HEADER = 5  # content type, protocol version, length
 
 

@@ -66,9 +66,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(root / "ca.pem", root / "broker.pem", root / "broker.key")
 
 
-def tls_config(directory: Path, pki: Pki, protocol: str, *, port: int = 0) -> Path:
+def tls_config(directory: Path, pki: Pki, protocol: str, settings: tuple[str, ...] = ()) -> Path:
     path = directory / "broker.toml"
-    lines = [f'listeners = "{protocol}://127.0.0.1:{port}"',
+    lines = [f'listeners = "{protocol}://127.0.0.1:0"', *settings,
              f'ssl.certificate = "{pki.certificate}"', f'ssl.key = "{pki.key}"', f'ssl.ca = "{pki.ca}"']
     if protocol.startswith("SASL_"):
         lines += ['inter.broker.sasl.username = "broker"', 'inter.broker.sasl.password = "broker-secret"']
@@ -77,11 +77,11 @@ def tls_config(directory: Path, pki: Pki, protocol: str, *, port: int = 0) -> Pa
 
 
 def start_broker(root: Path, pki: Pki, protocol: str, *, cluster_id: str | None = None, node_id: int = 1,
-                 extra: list[str] | None = None) -> LoggedBroker:
+                 settings: tuple[str, ...] = ()) -> LoggedBroker:
     root.mkdir(parents=True, exist_ok=True)
     broker = LoggedBroker(root / "data", cluster_id or f"test-{uuid.uuid4().hex[:12]}",
-                          extra_args=["--config", str(tls_config(root, pki, protocol)), "--node-id", str(node_id),
-                                      *(extra or [])])
+                          extra_args=["--config", str(tls_config(root, pki, protocol, settings)),
+                                      "--node-id", str(node_id)])
     if protocol.startswith("SASL_") and cluster_id is None:
         seed_credentials(broker.cluster_id)
     broker.start()
@@ -341,6 +341,31 @@ def test_metadata_and_configs_name_the_listeners_security_protocol(sasl_ssl: Log
     entries = admin.describe_configs([resource])[resource].result(20)
     assert entries["advertised.listeners"].value == f"SASL_SSL://127.0.0.1:{sasl_ssl.port}"
     assert entries["security.inter.broker.protocol"].value == "SASL_SSL"
+
+
+def test_mutual_tls_admits_clients_with_a_certificate_of_the_ca_only(tmp_path: Path, pki: Pki) -> None:
+    ca = trustme.CA()  # this test's own CA: it signs the broker's and the client's certificates
+    server, client = ca.issue_cert("127.0.0.1"), ca.issue_cert("client.example")
+    own = Pki(tmp_path / "ca.pem", tmp_path / "broker.pem", tmp_path / "broker.key")
+    ca.cert_pem.write_to_path(str(own.ca))
+    server.cert_chain_pems[0].write_to_path(str(own.certificate))
+    server.private_key_pem.write_to_path(str(own.key))
+    client.cert_chain_pems[0].write_to_path(str(tmp_path / "client.pem"))
+    client.private_key_pem.write_to_path(str(tmp_path / "client.key"))
+    broker = start_broker(tmp_path / "b", own, "SSL", settings=('ssl.client.auth = "required"',))
+    try:
+        base = confluent_config(broker, own, None)
+        with_cert = {**base, "ssl.certificate.location": str(tmp_path / "client.pem"),
+                     "ssl.key.location": str(tmp_path / "client.key")}
+        assert AdminClient(with_cert).list_topics(timeout=20).brokers
+        mark = len(broker.lines)
+        with pytest.raises((ssl.SSLError, ConnectionError)), \
+                KafkaWire(broker.port, tls=own.client_context()) as wire:  # no client certificate
+            wire.call(metadata())
+        broker.wait_for("TLS failed", after=mark)
+        assert AdminClient(with_cert).list_topics(timeout=20).brokers  # still serving
+    finally:
+        broker.stop()
 
 
 # ---------------------------------------------------------------------- replication over TLS
