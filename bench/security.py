@@ -3,14 +3,16 @@
     python bench/security.py            # full run, a few minutes
     python bench/security.py --quick    # ~1 minute
 
-Starts two brokers side by side (metadata in an embedded Postgres unless DATABASE_URL
+Starts three brokers side by side (metadata in an embedded Postgres unless DATABASE_URL
 is set): one PLAINTEXT with no authorizer (the baseline), one SASL_PLAINTEXT with the
-authorizer on, the client ``alice`` allowed by ACLs and 10,000 other ACLs in the store.
-Then, alternating between the two, best of the rounds:
+authorizer on, the client ``alice`` allowed by ACLs and 10,000 other ACLs in the store,
+and one SASL_SSL configured the same way with a throwaway CA's certificate (trustme).
+Then, alternating between them, best of the rounds:
 
 * produce (confluent-kafka, 1 KiB values, acks 1, linger 5 ms) and consume (assign from
-  offset 0) throughput; the ratio secure / plain (goal >= 0.95);
-* new connections per second, each a TCP connect plus ApiVersions, plus a SASL exchange
+  offset 0) throughput; the ratio secure / plain (goal >= 0.95 for SASL_PLAINTEXT; TLS's
+  ratio is reported: it encrypts in user space and cannot use sendfile);
+* new connections per second, each a TCP connect [plus a TLS handshake] plus ApiVersions, plus a SASL exchange
   (PLAIN, and SCRAM-SHA-256 with Kafka's 4096 iterations): the client caches its salted
   password per salt, so the figure is the broker's cost, not the client's PBKDF2;
 * authorizer decisions per second with 10 and with 10,000 ACLs (in process, no cache).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -33,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psycopg
+import trustme
 from common import ROOT, Broker, Procs, metadata_database, ok, ratio
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -83,9 +87,21 @@ def seed(url: str, cluster_id: str, count: int) -> None:
         security.create_acls(acls(count))
 
 
-def sasl_config(mechanism: str = "SCRAM-SHA-256") -> dict[str, str]:
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": "alice",
-            "sasl.password": SECRET}
+def sasl_config(mechanism: str = "SCRAM-SHA-256", ca: Path | None = None) -> dict[str, str]:
+    tls = {} if ca is None else {"ssl.ca.location": str(ca)}
+    return {"security.protocol": "SASL_PLAINTEXT" if ca is None else "SASL_SSL", **tls, "sasl.mechanism": mechanism,
+            "sasl.username": "alice", "sasl.password": SECRET}
+
+
+def certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """(CA, certificate, key) PEM files: a throwaway CA and a certificate for 127.0.0.1."""
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    paths = directory / "ca.pem", directory / "broker.pem", directory / "broker.key"
+    ca.cert_pem.write_to_path(str(paths[0]))
+    server.cert_chain_pems[0].write_to_path(str(paths[1]))
+    server.private_key_pem.write_to_path(str(paths[2]))
+    return paths
 
 
 def produce(bootstrap: str, topic: str, count: int, extra: dict[str, str]) -> float:
@@ -121,9 +137,10 @@ def consume(bootstrap: str, topic: str, count: int, extra: dict[str, str]) -> fl
     return got / elapsed
 
 
-def connect(port: int, mechanism: str | None) -> None:
+def connect(port: int, mechanism: str | None, tls: ssl.SSLContext | None = None) -> None:
     """One new connection: ApiVersions, then (on the SASL broker) a whole SASL exchange."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+    raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+    with raw if tls is None else tls.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
         codec = ClientCodec("bench")
 
         def call(request: object) -> object:
@@ -148,13 +165,14 @@ def connect(port: int, mechanism: str | None) -> None:
         client.verify(step(client.final(step(client.first()))))
 
 
-def connections_per_second(port: int, mechanism: str | None, seconds: float, threads: int = 4) -> float:
+def connections_per_second(port: int, mechanism: str | None, seconds: float, threads: int = 4,
+                           tls: ssl.SSLContext | None = None) -> float:
     done = [0] * threads
     deadline = time.perf_counter() + seconds
 
     def run(index: int) -> None:
         while time.perf_counter() < deadline:
-            connect(port, mechanism)
+            connect(port, mechanism, tls)
             done[index] += 1
     workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
     started = time.perf_counter()
@@ -196,31 +214,44 @@ def main() -> int:
                               'super.users = "User:admin"\ninter.broker.sasl.username = "broker"\n'
                               'inter.broker.sasl.password = "broker-secret"\n')
             secure = Broker(procs, root / "secure" / "data", url, secure_id, 1, ["--config", str(config)])
-            for broker in (plain, secure):
+            tls_id = f"bench-{uuid.uuid4().hex[:8]}"
+            seed(url, tls_id, args.acls)
+            ca, certificate, key = certificates(root)
+            tls_config = root / "tls.toml"
+            tls_config.write_text('listeners = "SASL_SSL://127.0.0.1:0"\nauthorizer.enabled = true\n'
+                                  'super.users = "User:admin"\ninter.broker.sasl.username = "broker"\n'
+                                  f'inter.broker.sasl.password = "broker-secret"\nssl.certificate = "{certificate}"\n'
+                                  f'ssl.key = "{key}"\n')
+            tls = Broker(procs, root / "tls" / "data", url, tls_id, 1, ["--config", str(tls_config)])
+            for broker in (plain, secure, tls):
                 failed = broker.start()
                 if failed:
                     print(f"broker did not start:\n{failed}")
                     return 1
-            for broker, extra in ((plain, {}), (secure, sasl_config())):
+            for broker, extra in ((plain, {}), (secure, sasl_config()), (tls, sasl_config(ca=ca))):
                 admin = AdminClient({"bootstrap.servers": broker.bootstrap, **extra, **QUIET})
                 for future in admin.create_topics([NewTopic(f"bench-{r}", 1, 1) for r in range(rounds)]).values():
                     future.result(30)
             print(f"security bench: {records:,} records of {VALUE} B per round, best of {rounds}; "
-                  f"the SASL broker holds {args.acls:,} ACLs")
+                  f"the SASL brokers hold {args.acls:,} ACLs")
             best: dict[tuple[str, str], float] = {}
             for r in range(rounds):
-                for name, broker, extra in (("plain", plain, {}), ("sasl+acls", secure, sasl_config())):
+                for name, broker, extra in (("plain", plain, {}), ("sasl+acls", secure, sasl_config()),
+                                            ("sasl_ssl+acls", tls, sasl_config(ca=ca))):
                     topic = f"bench-{r}"
                     rate = produce(broker.bootstrap, topic, records, extra)
                     best[(name, "produce")] = max(best.get((name, "produce"), 0.0), rate)
                     rate = consume(broker.bootstrap, topic, records, extra)
                     best[(name, "consume")] = max(best.get((name, "consume"), 0.0), rate)
-            print(f"\n{'':12}{'PLAINTEXT, no ACLs':>22}{'SASL + ACLs':>16}{'ratio':>8}")
+            print(f"\n{'':12}{'PLAINTEXT, no ACLs':>22}{'SASL + ACLs':>16}{'ratio':>8}"
+                  f"{'SASL_SSL + ACLs':>20}{'ratio':>8}")
             for phase in ("produce", "consume"):
                 base, secured = best[("plain", phase)], best[("sasl+acls", phase)]
+                encrypted = best[("sasl_ssl+acls", phase)]
                 share = ratio(secured, base)
-                print(f"{phase:12}{base:>14,.0f} rec/s{secured:>10,.0f} rec/s{share:>8.2f}  "
-                      f"({secured * VALUE / 2**20:,.0f} MiB/s)  goal >= {TARGET}: {ok(share >= TARGET)}")
+                print(f"{phase:12}{base:>14,.0f} rec/s{secured:>10,.0f} rec/s{share:>8.2f}"
+                      f"{encrypted:>14,.0f} rec/s{ratio(encrypted, base):>8.2f}  "
+                      f"(SASL goal >= {TARGET}: {ok(share >= TARGET)})")
             seconds = 3 if args.quick else 8
             print("\nnew connections per second (4 client threads; connect + ApiVersions [+ SASL]):")
             base = connections_per_second(plain.port, None, seconds)
@@ -228,6 +259,9 @@ def main() -> int:
             for mechanism in ("PLAIN", "SCRAM-SHA-256"):
                 rate = connections_per_second(secure.port, mechanism, seconds)
                 print(f"  SASL {mechanism:<16}{rate:>8,.0f}/s  ({ratio(rate, base):.2f} of PLAINTEXT)")
+            client_tls = ssl.create_default_context(cafile=str(ca))
+            rate = connections_per_second(tls.port, "PLAIN", seconds, tls=client_tls)
+            print(f"  SASL_SSL PLAIN        {rate:>8,.0f}/s  ({ratio(rate, base):.2f} of PLAINTEXT; TLS 1.3 handshake)")
             print("\nauthorizer decisions per second (one thread, no decision cache):")
             small = decisions_per_second(10, seconds)
             large = decisions_per_second(args.acls, seconds)

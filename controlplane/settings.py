@@ -223,6 +223,16 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SLUICE_BEHIND_T
 SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", SLUICE_BEHIND_TLS)
 CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", SLUICE_BEHIND_TLS)
 SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+
+# TLS on managed clusters' Kafka listeners: with a certificate and key (PEM paths, readable on every dataplane
+# host, the certificate valid for the hosts brokers advertise) brokers listen with SASL_SSL instead of
+# SASL_PLAINTEXT. SLUICE_TLS_CA is the CA clients are told to trust (default: the certificate itself, for a
+# self-signed one); its PEM text is part of every cluster's status.
+SLUICE_TLS_CERT = os.environ.get("SLUICE_TLS_CERT") or None
+SLUICE_TLS_KEY = os.environ.get("SLUICE_TLS_KEY") or None
+SLUICE_TLS_CA = os.environ.get("SLUICE_TLS_CA") or None
+if bool(SLUICE_TLS_CERT) != bool(SLUICE_TLS_KEY):
+    raise ImproperlyConfigured("SLUICE_TLS_CERT and SLUICE_TLS_KEY go together: set both (TLS) or neither")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # CORS is closed (no Access-Control-Allow-* headers, so browsers keep other sites' scripts out) unless

@@ -143,7 +143,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             properties = var / "demo-client.properties"
             write_demo_client_config(properties, client)
             kafka_lines = [
-                f"  Kafka       {bootstrap}   (demo cluster, topic 'demo'; SASL_PLAINTEXT, API key = user/password)",
+                f"  Kafka       {bootstrap}   (demo cluster, topic 'demo'; {client['security.protocol']}, "
+                "API key = user/password)",
                 f"  Client config (also in {properties}; local development only):",
                 *(f"      {k}={v}" for k, v in client.items()),
                 f"  Try Kafka   kcat -F {properties} -t demo -P   (then: -C to consume)",
@@ -366,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="TOML file of settings with Kafka's names (node.id, log.dirs, ...); flags override it")
     broker.add_argument("--node-id", type=int, default=None, help="node.id (required here or in --config)")
     broker.add_argument("--listen", type=_listener, default=None,
-                        help="[PLAINTEXT|SASL_PLAINTEXT://]HOST:PORT (default PLAINTEXT://127.0.0.1:9092)")
+                        help="[PLAINTEXT|SASL_PLAINTEXT|SSL|SASL_SSL://]HOST:PORT (default PLAINTEXT://127.0.0.1:9092)")
     broker.add_argument("--advertise", type=_host_port, default=None, help="HOST:PORT clients should use")
     broker.add_argument("--data-dir", default=None, help="log.dirs (required here or in --config)")
     broker.add_argument("--metadata-url", default=None, help="Postgres URL (default: DATABASE_URL)")

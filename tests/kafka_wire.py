@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import socket
+import ssl
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -22,8 +23,9 @@ from dataplane.security.scram import ScramClient
 
 class KafkaWire:
     def __init__(self, port: int, *, host: str = "127.0.0.1", client_id: str = "wire-test", timeout: float = 30,
-                 first_correlation_id: int = 1) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+                 first_correlation_id: int = 1, tls: ssl.SSLContext | None = None) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=host)
         self.codec = ClientCodec(client_id, first_correlation_id=first_correlation_id)
         self._received: collections.deque[Response] = collections.deque()
 

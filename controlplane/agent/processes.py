@@ -38,6 +38,15 @@ INTERNAL_USERNAME = "__sluice"  # the cluster-internal principal (controlplane.c
 
 
 @dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """This host's TLS certificate, key and (optional) CA: PEM paths written into its brokers' configs."""
+
+    certificate: str
+    key: str
+    ca: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSpec:
     """Everything a broker of a managed cluster needs, as the control plane placed it."""
 
@@ -54,13 +63,21 @@ class NodeSpec:
     # The internal password and the OAUTHBEARER token key are never part of the spec: the agent derives them
     # when it writes the config.
     secure: bool = False
+    # TLS on that listener (SASL_SSL): the agent writes its host's certificate and key paths (``TlsFiles``).
+    tls: bool = False
 
-    def config_toml(self, data_dir: Path, internal_password: str | None = None, token_key: str | None = None) -> str:
+    def config_toml(self, data_dir: Path, internal_password: str | None = None, token_key: str | None = None,
+                    tls: TlsFiles | None = None) -> str:
         listener = f"{self.listen_host}:{self.port}"
+        if self.tls and tls is None:
+            raise ValueError(f"node {self.cluster}/{self.node_id} needs TLS but this host has no certificate "
+                             f"(SLUICE_TLS_CERT and SLUICE_TLS_KEY)")
         if self.secure:
             if not internal_password:
                 raise ValueError(f"node {self.cluster}/{self.node_id} is secure but has no internal password")
-            listener = f"SASL_PLAINTEXT://{listener}"
+            listener = f"{'SASL_SSL' if self.tls else 'SASL_PLAINTEXT'}://{listener}"
+        elif self.tls:
+            listener = f"SSL://{listener}"
         lines = [
             f"node.id = {self.node_id}",
             f"cluster.id = {json.dumps(self.cluster)}",
@@ -83,6 +100,10 @@ class NodeSpec:
             ]
             if token_key:  # the control plane's per-principal tokens (REST, WebSocket and Spark as their callers)
                 lines.append(f"sasl.oauthbearer.token.key = {json.dumps(token_key)}")
+        if self.tls and tls is not None:
+            lines += [f"ssl.certificate = {json.dumps(tls.certificate)}", f"ssl.key = {json.dumps(tls.key)}"]
+            if tls.ca:  # what brokers check each other against (without it: the shared certificate itself)
+                lines.append(f"ssl.ca = {json.dumps(tls.ca)}")
         return "\n".join(lines) + "\n"
 
 
@@ -151,7 +172,7 @@ class BrokerProcesses:
     def __init__(self, root: Path, host: str, *, python: str = sys.executable,
                  on_change: Callable[[NodeSpec, NodeState], None] | None = None,
                  internal_password: Callable[[str], str] | None = None,
-                 token_key: Callable[[str], str] | None = None) -> None:
+                 token_key: Callable[[str], str] | None = None, tls: TlsFiles | None = None) -> None:
         self.root = root
         self.host = host
         self.python = python
@@ -160,6 +181,7 @@ class BrokerProcesses:
         # except in the 0600 broker config).
         self.internal_password = internal_password
         self.token_key = token_key  # cluster id -> its OAUTHBEARER token key (hex), derived like the password
+        self.tls = tls  # for nodes whose spec asks for TLS
         self._nodes: dict[tuple[str, int], _Node] = {}
         self._lock = threading.Lock()
 
@@ -296,7 +318,8 @@ class BrokerProcesses:
                         if node.spec.secure and self.internal_password is not None else None)
             token_key = (self.token_key(node.spec.cluster)
                          if node.spec.secure and self.token_key is not None else None)
-            self._write_private(config, node.spec.config_toml(node.directory / "data", password, token_key))
+            self._write_private(config, node.spec.config_toml(node.directory / "data", password, token_key,
+                                                                        self.tls))
         except (OSError, ValueError) as exc:
             node.failures += 1
             node.next_start = now + min(BACKOFF_MAX, BACKOFF_START * 2 ** node.failures)

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane.agent.processes import BrokerProcesses, NodeSpec, NodeState
+from controlplane.agent.processes import BrokerProcesses, NodeSpec, NodeState, TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,15 @@ def _internal_password(kafka_cluster_id: str) -> str:
     from controlplane.clusters.credentials import internal_password
 
     return internal_password(kafka_cluster_id)
+
+
+def _tls_files() -> TlsFiles | None:
+    """This host's certificate and key for TLS listeners (the deployment's SLUICE_TLS_* settings), if any."""
+    from django.conf import settings
+
+    if not settings.SLUICE_TLS_CERT or not settings.SLUICE_TLS_KEY:
+        return None
+    return TlsFiles(settings.SLUICE_TLS_CERT, settings.SLUICE_TLS_KEY, settings.SLUICE_TLS_CA)
 
 
 def _token_key(kafka_cluster_id: str) -> str:
@@ -122,7 +131,7 @@ def run(options: AgentOptions) -> int:
 
     _listen_host = options.listen_host
     processes = BrokerProcesses(options.root, options.host, on_change=_on_change,
-                                internal_password=_internal_password, token_key=_token_key)
+                                internal_password=_internal_password, token_key=_token_key, tls=_tls_files())
     _processes = processes
     adopted = processes.adopt()
     log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from controlplane.clusters.credentials import SECURITY_PROTOCOL
+from controlplane.clusters.credentials import security_protocol, tls_client_settings
 from controlplane.clusters.models import Cluster, Plan
 from controlplane.clusters.services import cluster_create, request_reconcile
 from controlplane.core.actors import SYSTEM_ACTOR
@@ -43,7 +43,8 @@ def demo_client_config(bootstrap: str, key_id: str, secret: str) -> dict[str, st
 
     PLAIN, which every key has (SCRAM works too for keys made since SCRAM credentials are derived).
     """
-    return {"bootstrap.servers": bootstrap, "security.protocol": SECURITY_PROTOCOL, "sasl.mechanism": "PLAIN",
+    return {"bootstrap.servers": bootstrap, "security.protocol": security_protocol(), **tls_client_settings(),
+            "sasl.mechanism": "PLAIN",
             "sasl.username": key_id, "sasl.password": secret}
 
 

@@ -1,7 +1,10 @@
 """How the control plane (and its brokers) authenticate to a managed cluster.
 
 Every managed cluster's brokers listen with ``SASL_PLAINTEXT`` and the authorizer
-on. Brokers talk to each other, and the control plane talks to them, as the
+on, or with ``SASL_SSL`` when the deployment has a certificate and key
+(``SLUICE_TLS_CERT``/``SLUICE_TLS_KEY``): then every client config names the CA
+to trust (``ssl.ca.location``) and the cluster's status carries its PEM.
+Brokers talk to each other, and the control plane talks to them, as the
 cluster-internal principal ``User:__sluice``, a super user. Its password is
 derived, never stored: HMAC-SHA256 of Django's ``SECRET_KEY`` over the cluster's
 id, so the control plane and each host's agent (which writes it into the broker
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from pathlib import Path
 
 from django.conf import settings
 
@@ -29,7 +33,7 @@ ClientSettings = tuple[tuple[str, str], ...]
 
 INTERNAL_PRINCIPAL = f"User:{INTERNAL_USERNAME}"
 INTERNAL_MECHANISM = "SCRAM-SHA-512"  # what brokers use between themselves, so its credential is always there
-SECURITY_PROTOCOL = "SASL_PLAINTEXT"
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")  # the listeners of managed clusters, without and with TLS
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -37,6 +41,26 @@ def internal_password(kafka_cluster_id: str) -> str:
     """The cluster-internal principal's password: HMAC-SHA256(SECRET_KEY, "cluster-internal:" + cluster id)."""
     return hmac.new(settings.SECRET_KEY.encode(), f"cluster-internal:{kafka_cluster_id}".encode(),
                     hashlib.sha256).hexdigest()
+
+
+def tls_enabled() -> bool:
+    """Whether managed clusters' listeners speak TLS (a certificate and key are configured)."""
+    return bool(settings.SLUICE_TLS_CERT and settings.SLUICE_TLS_KEY)
+
+
+def security_protocol() -> str:
+    return "SASL_SSL" if tls_enabled() else "SASL_PLAINTEXT"
+
+
+def ca_location() -> str | None:
+    """The CA file clients trust the brokers with (the certificate itself when no CA is named), or None."""
+    return (settings.SLUICE_TLS_CA or settings.SLUICE_TLS_CERT) if tls_enabled() else None
+
+
+def tls_client_settings() -> dict[str, str]:
+    """librdkafka's TLS settings for a managed cluster ({} without TLS)."""
+    ca = ca_location()
+    return {} if ca is None else {"ssl.ca.location": ca}
 
 
 def bootstrap_servers(cluster: Cluster) -> str:
@@ -52,7 +76,8 @@ def client_config(cluster: Cluster, *, bootstrap: str | None = None) -> dict[str
     """
     return {
         "bootstrap.servers": bootstrap_servers(cluster) if bootstrap is None else bootstrap,
-        "security.protocol": SECURITY_PROTOCOL,
+        "security.protocol": security_protocol(),
+        **tls_client_settings(),
         "sasl.mechanism": INTERNAL_MECHANISM,
         "sasl.username": INTERNAL_USERNAME,
         "sasl.password": internal_password(cluster.kafka_cluster_id),
@@ -75,5 +100,14 @@ def cluster_admin(cluster: Cluster, *, bootstrap: str | None = None, timeout: fl
 
 
 def security_status() -> dict[str, object]:
-    """What ``status`` says about how clients connect (next to ``bootstrap_servers``)."""
-    return {"security_protocol": SECURITY_PROTOCOL, "sasl_mechanisms": list(SASL_MECHANISMS)}
+    """What ``status`` says about how clients connect (next to ``bootstrap_servers``): the protocol, the SASL
+    mechanisms and, under TLS, the CA certificate to trust (PEM: a client saves it as its ``ssl.ca.location``)."""
+    status: dict[str, object] = {"security_protocol": security_protocol(), "sasl_mechanisms": list(SASL_MECHANISMS)}
+    ca = ca_location()
+    if ca is not None:
+        try:
+            status["ssl_ca_pem"] = Path(ca).read_text()
+        except OSError as exc:  # the brokers' own TLS fails the same way; say so rather than fail the status
+            status["ssl_ca_pem"] = None
+            status["ssl_ca_error"] = f"cannot read {ca}: {exc.strerror}"
+    return status

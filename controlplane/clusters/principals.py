@@ -18,12 +18,11 @@ from typing import Any
 
 from django.conf import settings
 
-from controlplane.clusters.credentials import client_config
+from controlplane.clusters.credentials import SASL_PROTOCOLS, client_config
 from controlplane.clusters.models import Cluster
 from dataplane.security.oauthbearer import mint, token_key
 
 TOKEN_LIFETIME_SECONDS = 15 * 60  # librdkafka refreshes at 80 %, and re-authenticates its connections (KIP-368)
-SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _CREDENTIAL_KEYS = ("sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password", "oauth_cb")
 
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from controlplane.agent.processes import NodeSpec
 from controlplane.clusters import metadata, provisioning
-from controlplane.clusters.credentials import security_status
+from controlplane.clusters.credentials import security_status, tls_enabled
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.provisioning import (
     AgentView,
@@ -91,7 +91,7 @@ def node_spec(cluster: Cluster, node: BrokerNode) -> NodeSpec:
     # listen_host and the metadata URL are the agent's own (they differ per host); it fills them in.
     return NodeSpec(cluster=cluster.kafka_cluster_id, node_id=node.node_id, host=node.agent_id, listen_host="",
                     advertised_host=node.agent.advertised_host, port=node.port, metadata_url="",
-                    rack=node.rack or None, secure=True)
+                    rack=node.rack or None, secure=True, tls=tls_enabled())
 
 
 def _send_ensure(cluster: Cluster, node: BrokerNode) -> None:

@@ -9,7 +9,7 @@ bootstrap servers alone: if its brokers do require SASL, the run fails to connec
 
 from __future__ import annotations
 
-from controlplane.clusters.credentials import SECURITY_PROTOCOL, client_config
+from controlplane.clusters.credentials import SASL_PROTOCOLS, client_config
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.observability import ClusterUnavailable, bootstrap
 from controlplane.clusters.principals import spark_options_for
@@ -23,7 +23,7 @@ def connection_options(report: Report) -> dict[str, str]:
     servers = bootstrap(cluster)
     if not servers:
         raise ClusterUnavailable("The cluster has no brokers yet.")
-    if cluster.status.get("security_protocol") != SECURITY_PROTOCOL:
+    if cluster.status.get("security_protocol") not in SASL_PROTOCOLS:
         return {"kafka.bootstrap.servers": servers}
     if not report.owner_principal:
         raise ClusterUnavailable("The report has no owner to read as (made by the system); recreate it.")
@@ -33,6 +33,6 @@ def connection_options(report: Report) -> dict[str, str]:
 def internal_options(cluster: Cluster) -> dict[str, str]:
     """The control plane's own access (the cluster-internal super user), for what no tenant principal may read:
     the consumer-lag trend's ``__consumer_offsets`` (of which the run keeps only its report's group)."""
-    if cluster.status.get("security_protocol") != SECURITY_PROTOCOL:
+    if cluster.status.get("security_protocol") not in SASL_PROTOCOLS:
         return {"kafka.bootstrap.servers": bootstrap(cluster)}
     return {f"kafka.{key}": value for key, value in client_config(cluster).items()}

@@ -14,8 +14,8 @@ codec (``dataplane.protocol.client``): partition reassignments
 (AlterPartitionReassignments, ListPartitionReassignments) to the controller,
 DescribeLogDirs and ListGroups to every broker. ListGroups is the one API
 librdkafka has but cannot be used for: its listing drops each group's protocol
-type. That path speaks PLAINTEXT and SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256/512,
-from the same ``sasl.*`` settings librdkafka is given; OAUTHBEARER with a token from
+type. That path speaks PLAINTEXT, SASL_PLAINTEXT, SSL and SASL_SSL (PLAIN, SCRAM-SHA-256/512,
+from the same ``sasl.*`` and ``ssl.*`` settings librdkafka is given; OAUTHBEARER with a token from
 the same ``oauth_cb``).
 
 Each public call has one deadline (``timeout``) shared by the requests it
@@ -33,10 +33,12 @@ from __future__ import annotations
 import concurrent.futures
 import datetime
 import socket
+import ssl
 import time
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -87,6 +89,7 @@ from dataplane.security.oauthbearer import client_message as oauthbearer_message
 from dataplane.security.quotas import Entity as QuotaEntity
 from dataplane.security.sasl import ALL_MECHANISMS, PLAIN, ClientCredentials
 from dataplane.security.scram import ScramClient, ScramError
+from dataplane.security.tls import client_context
 
 CLIENT_ID = "sluice-controlplane"
 TopicPartitionKey = tuple[str, int]
@@ -111,6 +114,7 @@ _TRANSIENT = frozenset({"NOT_CONTROLLER", "NOT_LEADER_FOR_PARTITION", "LEADER_NO
                         "_TRANSPORT"})
 _RETRY_BACKOFF = 0.1  # seconds between two attempts of a call
 _METADATA_REFRESH_MS = 2000
+_WIRE_PROTOCOLS = ("plaintext", "sasl_plaintext", "ssl", "sasl_ssl")
 _FUTURE_GRACE = 1.0  # librdkafka enforces request_timeout itself; this only guards against a future never resolved
 
 # The wire APIs this module speaks, with the versions it can read: the highest one the broker also serves is used.
@@ -354,13 +358,19 @@ class _Wire:
     version both sides know. Single-threaded; closed by its context manager.
     """
 
-    def __init__(self, broker: BrokerInfo, deadline: _Deadline, sasl: ClientCredentials | None = None) -> None:
+    def __init__(self, broker: BrokerInfo, deadline: _Deadline, sasl: ClientCredentials | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self._deadline = deadline
         self._where = f"broker {broker.node_id} at {broker.host}:{broker.port}"
         self._codec = ClientCodec(CLIENT_ID)
         try:
-            self._sock = socket.create_connection((broker.host, broker.port), timeout=deadline.remaining())
+            sock = socket.create_connection((broker.host, broker.port), timeout=deadline.remaining())
         except OSError as exc:
+            raise self._failure(exc) from exc
+        try:
+            self._sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=broker.host)
+        except OSError as exc:  # ssl.SSLError included: the broker's certificate is not trusted, or no TLS
+            sock.close()
             raise self._failure(exc) from exc
         try:
             # v0: every broker answers it, whatever versions it has.
@@ -480,8 +490,9 @@ class ClusterAdmin:
     """Admin operations on one cluster, reached through ``bootstrap`` ("host:port,host:port").
 
     ``config`` is passed to librdkafka (security settings, for instance); the
-    requests spoken over plain sockets support PLAINTEXT and SASL_PLAINTEXT and
-    refuse with ``_NOT_IMPLEMENTED`` under any other ``security.protocol``.
+    requests spoken over our own sockets support PLAINTEXT, SASL_PLAINTEXT, SSL and SASL_SSL (with
+    ``ssl.ca.location``, and ``ssl.certificate.location``/``ssl.key.location`` for mutual TLS) and refuse
+    with ``_NOT_IMPLEMENTED`` under any other ``security.protocol``.
 
     Reads, and writes that change nothing when repeated, are asked again while
     the cluster answers that leadership is moving (NOT_CONTROLLER, an unknown
@@ -494,6 +505,7 @@ class ClusterAdmin:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
         self._config = dict(config or {})
+        self._tls_context: ssl.SSLContext | None = None
         defaults: dict[str, str | int] = {
             "bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
             # The request timeout of calls that take none (elect_leaders).
@@ -577,11 +589,12 @@ class ClusterAdmin:
 
     def _wire(self, broker: BrokerInfo, deadline: _Deadline) -> _Wire:
         protocol = self._config.get("security.protocol", "plaintext").lower()
-        if protocol == "plaintext":
-            return _Wire(broker, deadline)
-        if protocol != "sasl_plaintext":
+        if protocol not in _WIRE_PROTOCOLS:
             raise AdminError("_NOT_IMPLEMENTED", f"reassignments, log dirs and group listings are spoken over "
-                             f"PLAINTEXT and SASL_PLAINTEXT only, not {protocol}")
+                             f"PLAINTEXT, SASL_PLAINTEXT, SSL and SASL_SSL only, not {protocol}")
+        tls = self._tls() if protocol.endswith("ssl") else None
+        if not protocol.startswith("sasl_"):
+            return _Wire(broker, deadline, tls=tls)
         mechanism = self._config.get("sasl.mechanism", self._config.get("sasl.mechanisms", "GSSAPI")).upper()
         if mechanism == OAUTHBEARER:
             # librdkafka's own callback (``oauth_cb``) gives the token; its first field is the token itself.
@@ -589,11 +602,23 @@ class ClusterAdmin:
             if not callable(refresh):
                 raise AdminError("_INVALID_ARG", "sasl.mechanisms OAUTHBEARER needs an oauth_cb")
             token = refresh(str(self._config.get("sasl.oauthbearer.config", "")))[0]
-            return _Wire(broker, deadline, ClientCredentials(OAUTHBEARER, "", str(token)))
+            return _Wire(broker, deadline, ClientCredentials(OAUTHBEARER, "", str(token)), tls)
         if mechanism not in ALL_MECHANISMS:
             raise AdminError("_NOT_IMPLEMENTED", f"SASL mechanism {mechanism} is not spoken here")
         return _Wire(broker, deadline, ClientCredentials(mechanism, self._config.get("sasl.username", ""),
-                                                         self._config.get("sasl.password", "")))
+                                                         self._config.get("sasl.password", "")), tls)
+
+    def _tls(self) -> ssl.SSLContext:
+        """librdkafka's ``ssl.*`` settings as a context (built once): the CA, and a client certificate."""
+        if self._tls_context is None:
+            get = self._config.get
+            paths = [Path(p) if p else None for p in (get("ssl.ca.location"), get("ssl.certificate.location"),
+                                                      get("ssl.key.location"))]
+            try:
+                self._tls_context = client_context(*paths)
+            except OSError as exc:
+                raise AdminError("_SSL", f"the ssl.* settings cannot be used: {exc}") from exc
+        return self._tls_context
 
     def _each_broker(self, deadline: _Deadline, api_key: int, make: Callable[[int], Any]) -> Iterator[
             tuple[BrokerInfo, Any]]:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ class FetcherSettings:
     # replication throttle; None: never throttled.
     throttle: Callable[[int, float], Awaitable[None]] | None = None
     sasl: ClientCredentials | None = None  # the cluster's broker credential on a SASL listener
+    tls: ssl.SSLContext | None = None  # SSL and SASL_SSL listeners: how the leader's certificate is checked
 
 
 class ReplicaFetcher:
@@ -164,7 +166,7 @@ class ReplicaFetcher:
             if address is None:
                 raise PeerError(f"leader {self.leader} is not a live broker")
             conn = await PeerConnection.open(*address, f"sluice-replica-{self.host.node_id}",
-                                             self.settings.request_timeout_s)
+                                             self.settings.request_timeout_s, tls=self.settings.tls)
             if self.settings.sasl is not None:
                 try:
                     await conn.authenticate(self.settings.sasl, self.settings.request_timeout_s)

@@ -9,6 +9,7 @@ correlation ids only guard against a confused peer. It stays here rather than in
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 from kio.schema.errors import ErrorCode as WireError
@@ -37,10 +38,14 @@ class PeerConnection:
         self._codec = ClientCodec(client_id)
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str, timeout: float) -> PeerConnection:
+    async def open(cls, host: str, port: int, client_id: str, timeout: float, *,
+                   tls: ssl.SSLContext | None = None) -> PeerConnection:
+        """Connect (over TLS with ``tls``, the peer's certificate checked against ``host``)."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=STREAM_LIMIT), timeout)
-        except (OSError, TimeoutError) as exc:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, limit=STREAM_LIMIT, ssl=tls,
+                                        server_hostname=host if tls is not None else None), timeout)
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError: a certificate the peer refused
             raise PeerError(f"cannot connect to {host}:{port}: {exc}") from exc
         return cls(reader, writer, client_id)
 

@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 
 from dataplane.protocol.errors import KafkaError
+from dataplane.security.tls import client_context, server_context
 from dataplane.server.broker import Broker
 from dataplane.server.config import BrokerConfig
 from dataplane.server.connection import Listener
@@ -18,7 +20,25 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 5.0  # in-flight requests get this long; the whole stop stays under 10 s
 
 
+def listener_tls(config: BrokerConfig) -> ssl.SSLContext | None:
+    """The listener's TLS context (SSL, SASL_SSL), or None; a certificate or key OpenSSL refuses ends the
+    process with one line saying which and why, before anything else starts."""
+    if not config.tls:
+        return None
+    assert config.ssl_certificate is not None and config.ssl_key is not None  # BrokerConfig checked
+    try:
+        context = server_context(config.ssl_certificate, config.ssl_key, config.ssl_ca, config.ssl_client_auth)
+        client_context(config.ssl_ca or config.ssl_certificate)  # what followers trust must load too
+        return context
+    except ssl.SSLError as exc:
+        raise SystemExit(f"sluice: broker {config.node_id}: ssl.certificate {str(config.ssl_certificate)!r} / "
+                         f"ssl.key {str(config.ssl_key)!r} (or ssl.ca) unusable: {exc.reason or exc}") from None
+    except OSError as exc:
+        raise SystemExit(f"sluice: broker {config.node_id}: cannot read a TLS file: {exc}") from None
+
+
 async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+    tls = listener_tls(config)
     broker = Broker(config)
     try:
         await broker.start()
@@ -26,7 +46,7 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
         await broker.stop()
         raise SystemExit(f"sluice: broker {config.node_id}: {exc}") from None
     try:
-        listener = Listener(broker, config.host, config.port, security_protocol=config.security_protocol)
+        listener = Listener(broker, config.host, config.port, security_protocol=config.security_protocol, tls=tls)
         metrics_server = None
         if config.metrics_listen is not None:
             mhost, mport = config.metrics_listen
@@ -49,8 +69,8 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
             loop.add_signal_handler(sig, stop.set)
     host, port = listener.address
     # stdout first: supervisors and tests wait for this line, and the log line says the same on stderr.
-    print(f"sluice broker {config.node_id} listening on {host}:{port}", flush=True)
-    log.info("broker %d listening on %s:%d", config.node_id, host, port)
+    print(f"sluice broker {config.node_id} listening on {host}:{port} ({config.security_protocol})", flush=True)
+    log.info("broker %d listening on %s:%d (%s)", config.node_id, host, port, config.security_protocol)
     if ready is not None:
         ready.set()
     try:

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import ssl
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +56,7 @@ from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.quotas import Window
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
+from dataplane.security.tls import client_context
 from dataplane.server.access import Access
 from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
 from dataplane.server.config import BrokerConfig
@@ -112,7 +114,8 @@ class Broker:
             lease_ok=self.lease.ok, data_dir=config.data_dir,
             settings=ReplicaSettings(lag_time_max_ms=config.replica_lag_time_max_ms,
                                      fetcher=FetcherSettings(max_wait_ms=config.replica_fetch_wait_max_ms,
-                                                             sasl=self._inter_broker_credentials()),
+                                                             sasl=self._inter_broker_credentials(),
+                                                             tls=self._inter_broker_tls()),
                                      throttled_rate=config.follower_replication_throttled_rate))
         self.coordinator = GroupCoordinator(config.coordinator_settings(), self)
         self.metrics = BrokerMetrics(self.manager)
@@ -295,6 +298,16 @@ class Broker:
             return None
         return ClientCredentials(config.inter_broker_mechanism, config.inter_broker_username,
                                  config.inter_broker_password)
+
+    def _inter_broker_tls(self) -> ssl.SSLContext | None:
+        """How a follower checks its leader on a TLS listener: against ``ssl.ca``, or, without one, against
+        this broker's own certificate (brokers of a cluster share it, or its chain); mutual TLS presents it."""
+        config = self.config
+        if not config.tls:
+            return None
+        mutual = config.ssl_client_auth != "none"
+        return client_context(config.ssl_ca or config.ssl_certificate,
+                              config.ssl_certificate if mutual else None, config.ssl_key if mutual else None)
 
     def _store_inter_broker_credential(self) -> None:
         """Make sure the store holds this cluster's broker credential, without rewriting one that already matches.

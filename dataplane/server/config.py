@@ -8,6 +8,7 @@ tables (``[log] dirs = ...``) both flatten to Kafka's dotted names.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,9 +18,10 @@ from typing import Any
 from dataplane.coordinator.group import GroupSettings
 from dataplane.coordinator.manager import CoordinatorSettings
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from dataplane.security.tls import CLIENT_AUTH
 
 FETCH_TRANSFERS = ("sendfile", "copy")
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 OAUTHBEARER = "OAUTHBEARER"  # offered only when a token key is configured (the control plane's tokens)
 
@@ -64,7 +66,13 @@ class BrokerConfig:
     metadata_refresh_seconds: float = 1.0  # the timer that catches a missed NOTIFY
     follower_replication_throttled_rate: int = 0  # bytes/s for a reassignment's new replicas; 0 = unlimited
     # Security: the listener's protocol, SASL mechanisms, the authorizer, and how brokers authenticate to each other.
-    security_protocol: str = "PLAINTEXT"  # of the one listener: PLAINTEXT or SASL_PLAINTEXT
+    security_protocol: str = "PLAINTEXT"  # of the one listener: PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL
+    # TLS (SSL and SASL_SSL listeners): PEM files. ``ssl_ca`` is what this broker trusts when it connects to
+    # its peers (default: its own certificate) and, with ``ssl_client_auth``, what client certificates need.
+    ssl_certificate: Path | None = None
+    ssl_key: Path | None = None
+    ssl_ca: Path | None = None
+    ssl_client_auth: str = "none"
     sasl_mechanisms: tuple[str, ...] = SASL_MECHANISMS
     authorizer_enabled: bool = False  # ACLs decide every request (default deny); off: everything is allowed
     super_users: tuple[str, ...] = ()  # principals the authorizer always allows, e.g. ("User:admin",)
@@ -119,6 +127,17 @@ class BrokerConfig:
         if self.security_protocol not in SECURITY_PROTOCOLS:
             raise ConfigError(f"listeners: the security protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
                               f"not {self.security_protocol!r}")
+        if self.tls:
+            for name, path in (("ssl.certificate", self.ssl_certificate), ("ssl.key", self.ssl_key)):
+                if path is None:
+                    raise ConfigError(f"the {self.security_protocol} listener needs {name} (a PEM file)")
+                _readable(name, path)
+        if self.ssl_ca is not None:
+            _readable("ssl.ca", self.ssl_ca)
+        if self.ssl_client_auth not in CLIENT_AUTH:
+            raise ConfigError(f"ssl.client.auth must be one of {', '.join(CLIENT_AUTH)}, not {self.ssl_client_auth!r}")
+        if self.ssl_client_auth != "none" and self.ssl_ca is None:
+            raise ConfigError("ssl.client.auth needs ssl.ca (the CA client certificates are checked against)")
         unknown = [m for m in self.sasl_mechanisms if m not in SASL_MECHANISMS]
         if unknown or not self.sasl_mechanisms:
             raise ConfigError(f"sasl.enabled.mechanisms must be some of {', '.join(SASL_MECHANISMS)}, "
@@ -149,6 +168,10 @@ class BrokerConfig:
         return self.security_protocol.startswith("SASL_")
 
     @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
     def offered_mechanisms(self) -> tuple[str, ...]:
         """The SaslHandshake's list: the enabled mechanisms, and OAUTHBEARER when a token key is configured."""
         if self.oauthbearer_token_key is None:
@@ -177,6 +200,12 @@ class BrokerConfig:
 def _at_least(name: str, value: int, low: int) -> None:
     if value < low:
         raise ConfigError(f"{name} must be at least {low}, not {value}")
+
+
+def _readable(name: str, path: Path) -> None:
+    if not os.access(path, os.R_OK) or not path.is_file():
+        reason = "no such file" if not path.exists() else "not a readable file"
+        raise ConfigError(f"{name}: cannot read {str(path)!r}: {reason}")
 
 
 def _port(name: str, value: int, *, allow_zero: bool) -> None:
@@ -245,6 +274,13 @@ def _str(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
     return value
+
+
+def _path(value: object) -> Path:
+    text = _str(value)
+    if not text:
+        raise ValueError("must not be empty")
+    return Path(text).expanduser()
 
 
 def _hex_key(value: object) -> bytes:
@@ -336,6 +372,10 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "quota.window.num": _field("quota_window_num", _int),
     "quota.window.size.seconds": _field("quota_window_size_seconds", _number),
     "max.connections.per.principal": _field("max_connections_per_principal", _int),
+    "ssl.certificate": _field("ssl_certificate", _path),
+    "ssl.key": _field("ssl_key", _path),
+    "ssl.ca": _field("ssl_ca", _path),
+    "ssl.client.auth": _field("ssl_client_auth", _str),
 }
 
 

@@ -13,6 +13,11 @@ record data can move from the segment file to the socket with ``os.sendfile``
 buffer, as the ``fetch_transfer`` setting says. Either way the record bytes
 never become Python objects.
 
+On an SSL or SASL_SSL listener the connection keeps its socket and runs TLS in memory (``server.tls``):
+what it reads is decrypted before framing, what it sends is encrypted first, and Fetch record data is read
+with ``pread`` into the reused buffer and encrypted (``sendfile`` would send the file's plaintext). A failed
+handshake, a plaintext client or a torn stream closes that connection with a log line, like any bad frame.
+
 Client quotas (``server.quotas``) are applied here, where a request's size, its response's size and its
 handling time are known: a throttled response carries ``throttle_time_ms`` and goes out at once, and then the
 connection reads nothing from that client until the throttle has passed (KIP-219's muted channel).
@@ -29,6 +34,7 @@ import errno
 import logging
 import os
 import socket
+import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +55,7 @@ from dataplane.protocol.messages import (
 from dataplane.server.apis import ANONYMOUS, REGISTRY, Later, RequestContext, SaslSession, api_name, api_version_entries
 from dataplane.server.metrics import response_error
 from dataplane.server.quotas import FETCH_KEY, ConnectionSlot, is_replica_fetch
+from dataplane.server.tls import TlsError, TlsSession
 from dataplane.storage import FileRegion
 
 if TYPE_CHECKING:
@@ -63,6 +70,7 @@ _RETRY = (BlockingIOError, InterruptedError)
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
 FAILED_AUTHENTICATION_LINGER_SECONDS = 0.1  # Kafka's connection.failed.authentication.delay.ms default
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+TLS_HANDSHAKE_SECONDS = 10.0  # a TLS client that has not finished its handshake by then is cut off
 
 
 def unsupported_api_versions() -> ApiVersionsResponseV0:
@@ -78,9 +86,10 @@ class Listener:
     """
 
     def __init__(self, broker: Broker, host: str, port: int, backlog: int = 1024, *,
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT", tls: ssl.SSLContext | None = None) -> None:
         self.broker = broker
         self.security_protocol = security_protocol  # SASL_*: connections authenticate first
+        self.tls = tls  # SSL and SASL_SSL: every connection speaks TLS with this context
         self.sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
                                          backlog=backlog)
         self.sock.setblocking(False)
@@ -104,7 +113,7 @@ class Listener:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            connection = Connection(self.broker, sock, self.security_protocol)
+            connection = Connection(self.broker, sock, self.security_protocol, self.tls)
             task = loop.create_task(connection.serve())
             self.connections[task] = connection
             task.add_done_callback(self._forget)
@@ -141,7 +150,8 @@ class Connection:
     Owned by its ``Listener``; its reading task and its sender task run on the broker's event loop.
     """
 
-    def __init__(self, broker: Broker, sock: socket.socket, listener: str = "PLAINTEXT") -> None:
+    def __init__(self, broker: Broker, sock: socket.socket, listener: str = "PLAINTEXT",
+                 tls: ssl.SSLContext | None = None) -> None:
         self.broker = broker
         self.sock = sock
         self.fd = sock.fileno()
@@ -154,7 +164,10 @@ class Connection:
         # The client id follows each request; the principal follows SASL authentication.
         self.context = RequestContext(ANONYMOUS, "", self.peer, listener, self.session)
         self.decoder = FrameDecoder(broker.config.max_request_bytes)
-        self.use_sendfile = broker.config.fetch_transfer == "sendfile"
+        self.tls = TlsSession(tls) if tls is not None else None
+        # TLS encrypts in user space, so record data cannot go from the file to the socket without us.
+        self.use_sendfile = broker.config.fetch_transfer == "sendfile" and self.tls is None
+        self._tls_write = asyncio.Lock()  # TLS: ciphertext leaves in the order it was made
         self._copy_buffer: bytearray | None = None
         self.busy = False
         # Responses not sent yet, in request order: (response future, correlation id, api key, start, size).
@@ -176,7 +189,7 @@ class Connection:
                 return
             while not self.broker.stopping:
                 await self._unmuted()
-                data = await self.loop.sock_recv(self.sock, RECV_BYTES)
+                data = await self._receive()
                 if not data:
                     return
                 self.busy = True
@@ -190,6 +203,8 @@ class Connection:
             pass  # the client went away
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
+            if isinstance(exc, TlsError):
+                self._send_alert()
         except asyncio.CancelledError:
             if self.revoked:
                 log.info("closed connection from %s: its credential was revoked", self.peer)
@@ -205,6 +220,37 @@ class Connection:
             metrics.connection_closed()
             self.broker.forget(self.session)
             self.sock.close()
+
+    async def _receive(self) -> bytes:
+        """The next bytes of the request stream (b'' at its end): as read, or decrypted on a TLS listener."""
+        tls = self.tls
+        if tls is None:
+            return await self.loop.sock_recv(self.sock, RECV_BYTES)
+        while True:
+            if tls.established:
+                data = await self.loop.sock_recv(self.sock, RECV_BYTES)
+            else:
+                try:
+                    data = await asyncio.wait_for(self.loop.sock_recv(self.sock, RECV_BYTES), TLS_HANDSHAKE_SECONDS)
+                except TimeoutError:
+                    raise TlsError(f"no TLS handshake within {TLS_HANDSHAKE_SECONDS:g} s") from None
+            if not data:
+                problem = tls.end_of_stream()
+                if problem is not None:
+                    log.warning("closing connection from %s: %s", self.peer, problem)
+                return b""
+            plaintext = tls.receive(data)
+            if tls.has_ciphertext:  # handshake messages, session tickets
+                async with self._tls_write:
+                    await self._send_raw(memoryview(tls.ciphertext()))
+            if plaintext or tls.closed:
+                return plaintext
+
+    def _send_alert(self) -> None:
+        """Best effort: the TLS alert saying why, so the client reports it rather than a reset."""
+        if self.tls is not None and self.tls.has_ciphertext:
+            with contextlib.suppress(OSError):
+                self.sock.send(self.tls.ciphertext())
 
     def _revoke(self) -> None:
         """End this connection now: the credential it authenticated with is gone (called on the event loop)."""
@@ -385,7 +431,14 @@ class Connection:
     async def _send_buffers(self, buffers: list[bytes | memoryview]) -> None:
         # One join (a copy in C) beats a memoryview and an iovec per chunk: a large answer -- DescribeConfigs of a
         # thousand topics -- is hundreds of thousands of small chunks, and wrapping each cost more than the work.
-        view = memoryview(buffers[0] if len(buffers) == 1 else b"".join(buffers))
+        data = buffers[0] if len(buffers) == 1 else b"".join(buffers)
+        if self.tls is not None:
+            async with self._tls_write:
+                await self._send_raw(memoryview(self.tls.encrypt(data)))
+            return
+        await self._send_raw(memoryview(data))
+
+    async def _send_raw(self, view: memoryview) -> None:
         while view:
             try:
                 sent = self.sock.send(view)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trustme
 
-from controlplane.agent.processes import BrokerProcesses, NodeSpec
+from controlplane.agent.processes import BrokerProcesses, NodeSpec, TlsFiles
 from controlplane.clusters.credentials import INTERNAL_PRINCIPAL, internal_password
 from dataplane.server.config import BrokerConfig, settings_from_file
 
@@ -49,3 +52,47 @@ def test_the_internal_password_is_derived_per_cluster_and_never_in_the_spec(tmp_
     assert internal_password("skc-test") in config.read_text()
     assert internal_password("skc-test") not in (directory / "node.json").read_text()
     assert json.loads((directory / "node.json").read_text())["secure"] is True
+
+
+def _tls_files(tmp_path: Path) -> TlsFiles:
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    server.cert_chain_pems[0].write_to_path(str(tmp_path / "broker.pem"))
+    server.private_key_pem.write_to_path(str(tmp_path / "broker.key"))
+    return TlsFiles(str(tmp_path / "broker.pem"), str(tmp_path / "broker.key"), str(tmp_path / "ca.pem"))
+
+
+def test_a_tls_node_listens_with_sasl_ssl_and_the_hosts_certificate(tmp_path: Path) -> None:
+    files = _tls_files(tmp_path)
+    spec = dataclasses.replace(_spec(True), tls=True)
+    path = tmp_path / "broker.toml"
+    path.write_text(spec.config_toml(tmp_path / "data", internal_password("skc-test"), tls=files))
+    config = BrokerConfig(**{name: value for name, (_, value) in settings_from_file(path).items()})
+    assert config.security_protocol == "SASL_SSL" and config.sasl and config.tls
+    assert (config.ssl_certificate, config.ssl_key, config.ssl_ca) == (
+        Path(files.certificate), Path(files.key), Path(str(files.ca)))
+    with pytest.raises(ValueError, match="no certificate"):  # the spec wants TLS, this host has no certificate
+        spec.config_toml(tmp_path / "data", internal_password("skc-test"))
+    assert "ssl." not in _spec(True).config_toml(tmp_path / "data", internal_password("skc-test"), tls=files)
+
+
+def test_client_settings_and_status_name_tls_and_its_ca(settings: Any, tmp_path: Path) -> None:
+    from controlplane.clusters.credentials import client_config, security_status, tls_enabled
+    from controlplane.clusters.models import Cluster
+    from controlplane.clusters.principals import spark_options
+
+    cluster = Cluster(kafka_cluster_id="skc-tls")
+    assert not tls_enabled() and "ssl.ca.location" not in client_config(cluster, bootstrap="b:1")
+    assert security_status()["security_protocol"] == "SASL_PLAINTEXT" and "ssl_ca_pem" not in security_status()
+    files = _tls_files(tmp_path)
+    settings.SLUICE_TLS_CERT, settings.SLUICE_TLS_KEY, settings.SLUICE_TLS_CA = files.certificate, files.key, files.ca
+    config = client_config(cluster, bootstrap="b:1")
+    assert config["security.protocol"] == "SASL_SSL" and config["ssl.ca.location"] == files.ca
+    status = security_status()
+    assert status["security_protocol"] == "SASL_SSL"
+    assert status["ssl_ca_pem"] == Path(str(files.ca)).read_text()
+    options = spark_options(config, kafka_cluster_id="skc-tls", principal="User:u-1")
+    assert options["kafka.security.protocol"] == "SASL_SSL" and options["kafka.ssl.ca.location"] == files.ca
+    settings.SLUICE_TLS_CA = None  # a self-signed certificate is its own CA
+    assert client_config(cluster, bootstrap="b:1")["ssl.ca.location"] == files.certificate

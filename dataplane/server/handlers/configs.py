@@ -150,14 +150,16 @@ def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic:
 def static_broker_settings(config: BrokerConfig) -> list[tuple[str, str, ConfigType, str]]:
     """The broker's own settings under Kafka's names, as a Kafka broker lists them (read-only: set at start)."""
     host, port = config.advertised
+    protocol = config.security_protocol
     i, b, s, lst = ConfigType.INT, ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST
     settings = [
         ("broker.id", str(config.node_id), i, "this broker's node id"),
         ("node.id", str(config.node_id), i, "this broker's node id"),
-        ("listeners", f"PLAINTEXT://{config.host}:{config.port}", lst, "where the broker listens"),
-        ("advertised.listeners", f"PLAINTEXT://{host}:{port}", lst, "the address clients are told to use"),
-        ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT", lst, "each listener's security protocol"),
-        ("inter.broker.listener.name", "PLAINTEXT", s, "the listener brokers use to reach each other"),
+        ("listeners", f"{protocol}://{config.host}:{config.port}", lst, "where the broker listens"),
+        ("advertised.listeners", f"{protocol}://{host}:{port}", lst, "the address clients are told to use"),
+        ("listener.security.protocol.map", f"{protocol}:{protocol}", lst, "each listener's security protocol"),
+        ("inter.broker.listener.name", protocol, s, "the listener brokers use to reach each other"),
+        ("security.inter.broker.protocol", protocol, s, "the security protocol brokers use with each other"),
         ("log.dirs", str(config.data_dir), lst, "where partition logs live"),
         ("log.dir", str(config.data_dir), s, "where partition logs live"),
         ("num.partitions", str(config.num_partitions), i, "partitions of auto-created topics"),

@@ -43,7 +43,9 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
     ({"node.id": "three"}, "node.id: expected an integer, got 'three'"),
     ({"node.id": True}, "node.id: expected an integer, got True"),
     ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable: expected true or false, got 'yes'"),
-    ({"listeners": "SSL://h:1"}, "protocol must be one of PLAINTEXT, SASL_PLAINTEXT"),
+    ({"listeners": "TLS://h:1"}, "protocol must be one of PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL"),
+    ({"ssl.certificate": ""}, "ssl.certificate: must not be empty"),
+    ({"ssl.key": 3}, "ssl.key: expected a string, got 3"),
     ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "only one listener is supported"),
     ({"log.dirs": "/a,/b"}, "only one log directory is supported"),
     ({"listen": "a:1", "listeners": "PLAINTEXT://a:1"}, "both set the same thing"),
@@ -74,6 +76,13 @@ def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) 
     ({"quota_window_num": 1}, "quota.window.num must be at least 2, not 1"),
     ({"quota_window_size_seconds": 0}, "quota.window.size.seconds must be between 0.01 and 3600, not 0"),
     ({"max_connections_per_principal": -1}, "max.connections.per.principal must be at least 0, not -1"),
+    ({"security_protocol": "SSL"}, "the SSL listener needs ssl.certificate"),
+    ({"security_protocol": "SSL", "ssl_certificate": Path("/nonexistent.pem"), "ssl_key": Path("/nope")},
+     "ssl.certificate: cannot read '/nonexistent.pem': no such file"),
+    ({"security_protocol": "SSL", "ssl_certificate": Path("/"), "ssl_key": Path("/")},
+     "ssl.certificate: cannot read '/': not a readable file"),
+    ({"ssl_client_auth": "always"}, "ssl.client.auth must be one of none, requested, required"),
+    ({"ssl_client_auth": "required"}, "ssl.client.auth needs ssl.ca"),
 ])
 def test_broker_config_validates_itself(change: dict[str, object], message: str) -> None:
     base: dict[str, object] = {"node_id": 1, "host": "h", "port": 1, "data_dir": Path("d"), "metadata_url": ""}
