@@ -175,6 +175,11 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 SLUICE_REPORTS_QUEUE = os.environ.get("SLUICE_REPORTS_QUEUE", "reports")
 CELERY_TASK_ROUTES = {"reports.*": {"queue": SLUICE_REPORTS_QUEUE}}
 CELERY_TIMEZONE = "UTC"
+# Report results expire: finished runs older than this many days are deleted with their rows and Parquet files
+# (0: never by age), as are a report's runs beyond its newest ``keep_runs``; beat sweeps every
+# SLUICE_REPORT_EXPIRY_SECONDS.
+SLUICE_REPORT_RESULT_DAYS = float(os.environ.get("SLUICE_REPORT_RESULT_DAYS", "30"))
+SLUICE_REPORT_EXPIRY_SECONDS = float(os.environ.get("SLUICE_REPORT_EXPIRY_SECONDS", "600"))
 # Installed into django-celery-beat's tables by the scheduler at start (schedules live in the database).
 CELERY_BEAT_SCHEDULE = {
     "clusters-resync": {"task": "clusters.resync_all",
@@ -183,6 +188,8 @@ CELERY_BEAT_SCHEDULE = {
     # On the default queue: the reports worker whose runs are lost may be the one that is gone.
     "reports-reap-lost-runs": {"task": "reports.reap_lost_runs", "schedule": 60.0,
                                "options": {"queue": CELERY_TASK_DEFAULT_QUEUE}},
+    "reports-expire-runs": {"task": "reports.expire_runs", "schedule": SLUICE_REPORT_EXPIRY_SECONDS,
+                            "options": {"queue": CELERY_TASK_DEFAULT_QUEUE}},
     "clusters-security-events": {"task": "clusters.ingest_security_events", "schedule": 10.0},
 }
 

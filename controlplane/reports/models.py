@@ -30,6 +30,7 @@ class RunStatus(models.TextChoices):
 
 
 FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+DEFAULT_KEEP_RUNS = 50  # a report's runs kept with their results unless it says otherwise
 
 
 class Report(models.Model):
@@ -50,6 +51,9 @@ class Report(models.Model):
     # The beat entry that carries ``schedule`` (django-celery-beat's table: beat reads it from there).
     periodic_task = models.OneToOneField("django_celery_beat.PeriodicTask", null=True, blank=True,
                                          on_delete=models.SET_NULL, related_name="+")
+    # Runs kept: finished runs beyond the newest ``keep_runs`` are deleted with their results (reports.retention),
+    # as are those older than SLUICE_REPORT_RESULT_DAYS.
+    keep_runs = models.PositiveIntegerField(default=DEFAULT_KEEP_RUNS)
     created_by = models.CharField(max_length=255, blank=True, default="")
     # The Kafka principal the report's runs read as (its creator's), so the cluster's ACLs decide what it sees.
     owner_principal = models.CharField(max_length=255, blank=True, default="")
@@ -92,7 +96,8 @@ class ReportRun(models.Model):
 
     class Meta:
         ordering = ["-queued_at"]
-        indexes = [models.Index(fields=["report", "-queued_at"], name="reportrun_report_recent")]
+        indexes = [models.Index(fields=["report", "-queued_at"], name="reportrun_report_recent"),
+                   models.Index(fields=["finished_at"], name="reportrun_finished")]  # the expiry sweep
 
 
 class ReportResultRow(models.Model):

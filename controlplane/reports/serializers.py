@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.reports.models import Kind, Report, ReportRun
+from controlplane.reports.models import DEFAULT_KEEP_RUNS, Kind, Report, ReportRun
+from controlplane.reports.retention import expires_at
+
+MAX_KEEP_RUNS = 10_000
 
 
 class ReportSerializer(serializers.ModelSerializer[Report]):
@@ -16,7 +20,7 @@ class ReportSerializer(serializers.ModelSerializer[Report]):
     class Meta:
         model = Report
         fields = ["id", "cluster", "name", "description", "kind", "params", "time_range", "chart", "schedule",
-                  "created_by", "created_at", "updated_at", "last_run"]
+                  "keep_runs", "created_by", "created_at", "updated_at", "last_run"]
         read_only_fields = fields
 
     def get_last_run(self, report: Report) -> dict[str, Any] | None:
@@ -48,6 +52,10 @@ class ReportCreateSerializer(serializers.Serializer[Any]):
                                             "built-in kinds have a default.")
     schedule = serializers.JSONField(required=False, allow_null=True, default=None,
                                      help_text="{\"interval_seconds\": N} or {\"cron\": \"*/5 * * * *\"} (UTC).")
+    keep_runs = serializers.IntegerField(min_value=1, max_value=MAX_KEEP_RUNS, required=False,
+                                         help_text=f"Finished runs kept with their results (default "
+                                                   f"{DEFAULT_KEEP_RUNS}); older ones are deleted (as are runs "
+                                                   f"older than SLUICE_REPORT_RESULT_DAYS).")
 
 
 class ReportUpdateSerializer(serializers.Serializer[Any]):
@@ -57,17 +65,26 @@ class ReportUpdateSerializer(serializers.Serializer[Any]):
     time_range = serializers.JSONField(required=False, allow_null=True)
     chart = serializers.JSONField(required=False, allow_null=True)
     schedule = serializers.JSONField(required=False, allow_null=True)
+    keep_runs = serializers.IntegerField(min_value=1, max_value=MAX_KEEP_RUNS, required=False,
+                                         help_text="Finished runs kept with their results; older ones are deleted "
+                                                   "(as are runs older than SLUICE_REPORT_RESULT_DAYS).")
 
 
 class ReportRunSerializer(serializers.ModelSerializer[ReportRun]):
     report = serializers.UUIDField(source="report_id", read_only=True)
+    expires_at = serializers.SerializerMethodField(
+        help_text="When the run and its result are deleted (null while it runs, or when results never expire by "
+                  "age); sooner if its report gets more than keep_runs newer runs.")
 
     class Meta:
         model = ReportRun
         fields = ["id", "report", "status", "trigger", "requested_by", "queued_at", "started_at", "finished_at",
                   "duration_ms", "records_scanned", "error", "columns", "row_count", "storage",
-                  "cancel_requested_at", "progress", "worker", "definition"]
+                  "cancel_requested_at", "progress", "worker", "definition", "expires_at"]
         read_only_fields = fields
+
+    def get_expires_at(self, run: ReportRun) -> datetime | None:
+        return expires_at(run)
 
 
 class ResultPageSerializer(serializers.Serializer[Any]):

@@ -24,7 +24,7 @@ from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict, ValidationFailed
 from controlplane.reports import kinds
 from controlplane.reports.kinds import ParamError
-from controlplane.reports.models import FINISHED, Report, ReportRun, RunStatus
+from controlplane.reports.models import DEFAULT_KEEP_RUNS, FINISHED, Report, ReportRun, RunStatus
 from controlplane.reports.sqlcheck import check_sql
 
 CANCEL_KEY = "sluice:reports:cancel:{run_id}"
@@ -139,7 +139,7 @@ def _sync_schedule(report: Report) -> None:
 
 def report_create(*, cluster: Cluster, actor: Actor, name: str, kind: str, params: object,
                   description: str = "", time_range: object = None, chart: object = None,
-                  schedule: object = None) -> Report:
+                  schedule: object = None, keep_runs: int = DEFAULT_KEEP_RUNS) -> Report:
     definition = validate_definition(cluster=cluster, kind=kind, params=params, time_range=time_range,
                                      chart=chart, schedule=schedule)
     with transaction.atomic():
@@ -147,7 +147,7 @@ def report_create(*, cluster: Cluster, actor: Actor, name: str, kind: str, param
             raise Conflict(f"A report named '{name}' already exists in this cluster.", code="report_exists")
         report = Report.objects.create(cluster=cluster, name=name, description=description,
                                        created_by=actor.display, owner_principal=actor.principal or "",
-                                       **definition)
+                                       keep_runs=keep_runs, **definition)
         _sync_schedule(report)
         audit_record(tenant=cluster.tenant, actor=actor, action="report.create", target_type="report",
                      target_id=str(report.pk), data={"name": name, "kind": kind})
@@ -155,7 +155,7 @@ def report_create(*, cluster: Cluster, actor: Actor, name: str, kind: str, param
 
 
 def report_update(*, report: Report, actor: Actor, **changes: Any) -> Report:
-    """Change any of name, description, params, time_range, chart, schedule (kind is fixed)."""
+    """Change any of name, description, params, time_range, chart, schedule, keep_runs (kind is fixed)."""
     merged = {"kind": report.kind, "params": report.params, "time_range": report.time_range,
               "chart": report.chart, "schedule": report.schedule}
     for key in ("params", "time_range", "chart", "schedule"):
@@ -175,6 +175,7 @@ def report_update(*, report: Report, actor: Actor, **changes: Any) -> Report:
             raise Conflict(f"A report named '{name}' already exists in this cluster.", code="report_exists")
         report.name = name
         report.description = changes.get("description", report.description)
+        report.keep_runs = changes.get("keep_runs", report.keep_runs)
         for key in ("params", "time_range", "chart", "schedule"):
             setattr(report, key, definition[key])
         report.save()

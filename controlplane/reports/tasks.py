@@ -30,3 +30,11 @@ def reap_lost_runs() -> int:
 
     live = {name for reply in app.control.ping(timeout=2.0) or [] for name in reply}
     return runs_reap_lost(live_workers=live)
+
+
+@shared_task(name="reports.expire_runs")
+def expire_runs() -> int:
+    """Beat: delete expired runs with their results (on the default queue: no Spark involved)."""
+    from controlplane.reports.retention import runs_expire
+
+    return runs_expire().runs

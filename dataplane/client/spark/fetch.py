@@ -14,8 +14,10 @@ reaches (the log was truncated) is the same.
 
 from __future__ import annotations
 
+import array
 import time
 from collections.abc import Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -65,15 +67,38 @@ def _headers(found: Any) -> list[dict[str, Any]] | None:
 
 
 _STAMP = pa.struct([pa.field("type", pa.int32()), pa.field("ms", pa.int64())])
+_UTC_MICROS = pa.timestamp("us", tz="UTC")
+_kind_of, _ms_of = itemgetter(0), itemgetter(1)
 
 
 def _timestamps(stamps: list[tuple[int, int]]) -> tuple[pa.Array, pa.Array]:
-    """The timestamp and timestampType columns from librdkafka's ``(type, ms)`` pairs (converted in C)."""
+    """The timestamp and timestampType columns from librdkafka's ``(type, ms)`` pairs.
+
+    A batch's records nearly always share one type (a topic's ``message.timestamp.type``), so the type column is
+    one repeated value and the times an int64 array (two C-level passes); mixed types go through a struct.
+    """
+    n = len(stamps)
+    kind = stamps[0][0] if n else 1
+    # librdkafka's types (0 none, 1 create, 2 log append) are Kafka's ids (-1, 0, 1) plus one.
+    if kind != 0 and list(map(_kind_of, stamps)).count(kind) == n:
+        micros = pc.multiply(pa.array(list(map(_ms_of, stamps)), pa.int64()), 1000)
+        return micros.cast(_UTC_MICROS), pa.repeat(pa.scalar(kind - 1, pa.int32()), n)
     pairs = pa.array(stamps, _STAMP)
     kinds, ms = pairs.field(0), pairs.field(1)
     micros = pc.if_else(pc.equal(kinds, 0), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000))
-    # librdkafka's types (0 none, 1 create, 2 log append) are Kafka's ids (-1, 0, 1) plus one.
-    return micros.cast(pa.timestamp("us", tz="UTC")), pc.subtract(kinds, 1)
+    return micros.cast(_UTC_MICROS), pc.subtract(kinds, 1)
+
+
+def _offsets(messages: list[Any]) -> pa.Array:
+    """The offset column: without a call per record when the batch has no gaps (no compaction, no markers)."""
+    first: int = messages[0].offset()  # a record always has one
+    last: int = messages[-1].offset()
+    n = len(messages)
+    if last - first + 1 == n:
+        return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(array.array("q", range(first, last + 1)))])
+    from confluent_kafka import Message
+
+    return pa.array(list(map(Message.offset, messages)), pa.int64())
 
 
 def to_batch(messages: list[Any], topic: str, partition: int, *, include_headers: bool) -> pa.RecordBatch:
@@ -87,7 +112,7 @@ def to_batch(messages: list[Any], topic: str, partition: int, *, include_headers
         pa.array(list(map(Message.value, messages)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(list(map(Message.offset, messages)), pa.int64()),
+        _offsets(messages),
         timestamp,
         timestamp_type,
     ]

@@ -2,8 +2,10 @@
 
 ``local[*]`` by default, ``SPARK_MASTER`` when set (``spark://…``, ``yarn``, ``k8s://…``). Settings are
 for a small machine (2 cores): few shuffle partitions, a bounded driver heap, no UI. On a real cluster the
-``dataplane`` package is shipped to executors as a zip with ``addPyFile`` (it is plain Python; the
-executors need only confluent-kafka and pyarrow installed, as Spark's own Python workers need pyarrow).
+``dataplane`` and ``pyspark_sluice`` packages are shipped to executors as one zip with ``addPyFile`` (plain
+Python; the executors' interpreter, ``PYSPARK_PYTHON``/``spark.pyspark.python``, needs only confluent-kafka and
+pyarrow installed, as Spark's own Python workers need pyarrow). PySpark puts shipped files ahead of
+site-packages, so executors run the driver's version of the source even where another Sluice is installed.
 
 ``stop_spark`` stops the session *and* the JVM behind it (PySpark keeps the gateway JVM alive until the
 Python process exits otherwise), so a worker or a test session leaves no JVM and no Python worker behind.
@@ -48,15 +50,17 @@ def master_url(master: str | None = None) -> str:
 
 
 def _package_zip() -> str:
-    """``dataplane`` as a zip for ``addPyFile`` (built once per process, in a temp directory)."""
-    import dataplane
+    """``dataplane`` (the source and the clients it uses) and ``pyspark_sluice`` (Spark's discovery of the
+    ``sluice`` format) as one zip for ``addPyFile``, built in a temp directory."""
+    import importlib
 
-    root = Path(dataplane.__file__).resolve().parent
-    target = Path(tempfile.mkdtemp(prefix="sluice-spark-")) / "dataplane.zip"
+    target = Path(tempfile.mkdtemp(prefix="sluice-spark-")) / "sluice-spark.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
-        for path in root.rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts:
-                z.write(path, Path("dataplane") / path.relative_to(root))
+        for package in ("dataplane", "pyspark_sluice"):
+            root = Path(importlib.import_module(package).__file__ or "").resolve().parent
+            for path in sorted(root.rglob("*.py")):
+                if "__pycache__" not in path.parts:
+                    z.write(path, Path(package) / path.relative_to(root))
     return str(target)
 
 

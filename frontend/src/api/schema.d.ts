@@ -2556,6 +2556,8 @@ export interface components {
             time_range?: unknown;
             chart?: unknown;
             schedule?: unknown;
+            /** @description Finished runs kept with their results; older ones are deleted (as are runs older than SLUICE_REPORT_RESULT_DAYS). */
+            keep_runs?: number;
         };
         PatchedServiceAccountWriteRequest: {
             name?: string;
@@ -2721,6 +2723,7 @@ export interface components {
             readonly time_range: unknown;
             readonly chart: unknown;
             readonly schedule: unknown;
+            readonly keep_runs: number;
             readonly created_by: string;
             /** Format: date-time */
             readonly created_at: string;
@@ -2743,6 +2746,8 @@ export interface components {
             chart?: unknown;
             /** @description {"interval_seconds": N} or {"cron": "*\/5 * * * *"} (UTC). */
             schedule?: unknown;
+            /** @description Finished runs kept with their results (default 50); older ones are deleted (as are runs older than SLUICE_REPORT_RESULT_DAYS). */
+            keep_runs?: number;
         };
         /**
          * @description * `sql` - Spark SQL over topic views
@@ -2779,6 +2784,11 @@ export interface components {
             readonly progress: unknown;
             readonly worker: string;
             readonly definition: unknown;
+            /**
+             * Format: date-time
+             * @description When the run and its result are deleted (null while it runs, or when results never expire by age); sooner if its report gets more than keep_runs newer runs.
+             */
+            readonly expires_at: string | null;
         };
         /**
          * @description * `queued` - Queued

@@ -22,11 +22,15 @@ def test_master_is_local_unless_spark_master_is_set(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_shipped_zip_alone_provides_the_data_source(tmp_path: Path) -> None:
-    """What an executor gets from addPyFile: importing the source from the zip, not from this checkout."""
+    """What an executor gets from addPyFile: importing the source from the zip, not from this checkout, even
+    in an interpreter where Sluice is installed (PySpark's worker puts shipped files at ``sys.path[1]``).
+    test_cluster.py checks the same on a real standalone cluster (``make chaos``)."""
     zipped = _package_zip()
     names = zipfile.ZipFile(zipped).namelist()
-    assert "dataplane/client/spark/source.py" in names and not any("__pycache__" in n for n in names)
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import dataplane.client.spark.source as s; "
+    assert "dataplane/client/spark/source.py" in names and "pyspark_sluice/__init__.py" in names
+    assert all(n.endswith(".py") for n in names)
+    probe = ("import sys; sys.path.insert(1, sys.argv[1]); import dataplane.client.spark.source as s; "
+             "import pyspark_sluice; assert pyspark_sluice.DefaultSource is s.SluiceDataSource; "
              "print(s.__file__); print(s.SluiceDataSource.name())")
     try:
         found = subprocess.run([sys.executable, "-c", probe, zipped], cwd=tmp_path, capture_output=True, text=True,
