@@ -33,7 +33,7 @@ import pytest
 
 from sluice.embedded import free_port
 from tests.ports import free_port_range
-from tests.process_output import read_until
+from tests.process_output import drain_to, read_until
 
 ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0
@@ -186,6 +186,7 @@ def rest_stack() -> Iterator[RestStack]:
     stack: RestStack | None = None
     try:
         read_until(proc, "Press Ctrl-C to stop.", UP_TIMEOUT, "sluice up")
+        drain_to(proc, root / "sluice-up.log")
         creds = json.loads((var / "demo-credentials.json").read_text())
         stack = RestStack(f"http://127.0.0.1:{port}", port, var, env, creds["tenant_slug"], creds["username"],
                           creds["password"], f"{creds['key_id']}:{creds['secret']}", proc=proc)

@@ -130,7 +130,7 @@ def test_produce_and_metadata_errors(rest_stack: RestStack) -> None:
     assert error(v2(rest_stack, "POST", f"/topics/{topic}", records, content_type=BINARY, key=viewer)) == (403, 403)
     # The viewer's principal has no ACL yet: the cluster hides the topic from it, as from its Kafka clients.
     assert error(v2(rest_stack, "GET", f"/topics/{topic}", key=viewer)) == (404, 40401)
-    rest_stack.grant(viewer, "TOPIC", topic, "DESCRIBE")
+    rest_stack.grant(viewer, "TOPIC", topic, "DESCRIBE", "DESCRIBE_CONFIGS")  # v2's topic body lists its configs
     deadline = time.monotonic() + 30  # the cluster gets the binding from reconcile
     while v2(rest_stack, "GET", f"/topics/{topic}", key=viewer).status != 200:
         assert time.monotonic() < deadline, "the viewer never saw the topic after the DESCRIBE grant"
