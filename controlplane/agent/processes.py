@@ -65,6 +65,8 @@ class NodeSpec:
     secure: bool = False
     # TLS on that listener (SASL_SSL): the agent writes its host's certificate and key paths (``TlsFiles``).
     tls: bool = False
+    # The plan's cap on one API key's connections to this broker (0: none).
+    max_connections_per_key: int = 0
 
     def config_toml(self, data_dir: Path, internal_password: str | None = None, token_key: str | None = None,
                     tls: TlsFiles | None = None) -> str:
@@ -98,6 +100,8 @@ class NodeSpec:
                 f"inter.broker.sasl.password = {json.dumps(internal_password)}",
                 'sasl.mechanism.inter.broker.protocol = "SCRAM-SHA-512"',
             ]
+            if self.max_connections_per_key:
+                lines.append(f"max.connections.per.credential = {self.max_connections_per_key}")
             if token_key:  # the control plane's per-principal tokens (REST, WebSocket and Spark as their callers)
                 lines.append(f"sasl.oauthbearer.token.key = {json.dumps(token_key)}")
         if self.tls and tls is not None:

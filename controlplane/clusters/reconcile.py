@@ -24,6 +24,7 @@ from controlplane.agent.processes import NodeSpec
 from controlplane.clusters import metadata, provisioning
 from controlplane.clusters.credentials import security_status, tls_enabled
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
+from controlplane.clusters.plans import PLAN_LIMITS
 from controlplane.clusters.provisioning import (
     AgentView,
     ClusterView,
@@ -91,7 +92,8 @@ def node_spec(cluster: Cluster, node: BrokerNode) -> NodeSpec:
     # listen_host and the metadata URL are the agent's own (they differ per host); it fills them in.
     return NodeSpec(cluster=cluster.kafka_cluster_id, node_id=node.node_id, host=node.agent_id, listen_host="",
                     advertised_host=node.agent.advertised_host, port=node.port, metadata_url="",
-                    rack=node.rack or None, secure=True, tls=tls_enabled())
+                    rack=node.rack or None, secure=True, tls=tls_enabled(),
+                    max_connections_per_key=PLAN_LIMITS[cluster.plan].max_connections_per_key)
 
 
 def _send_ensure(cluster: Cluster, node: BrokerNode) -> None:

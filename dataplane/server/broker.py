@@ -101,7 +101,7 @@ class Broker:
                                 if config.oauthbearer_token_key is not None else None)
         self._security_lock = asyncio.Lock()
         self.quotas = QuotaManager(Window(config.quota_window_num, config.quota_window_size_seconds),
-                                   config.max_connections_per_principal)
+                                   config.max_connections_per_principal, config.max_connections_per_credential)
         # Connections authenticated on this broker (their SASL sessions): closed when their credential goes.
         self.sessions: set[SaslSession] = set()
         self.topic_configs = TopicConfigResolver(self.metadata)

@@ -84,10 +84,12 @@ class BrokerConfig:
     connections_max_reauth_ms: int = 0  # KIP-368: a session's longest life (0 = only a token's expiry bounds it)
     # Client quotas: the window rates are measured over (Kafka's quota.window.num x quota.window.size.seconds;
     # fractions of a second allowed, for tests), and a broker-wide cap on connections per principal (0 = none;
-    # the max_connections quota key overrides it per user).
+    # the max_connections quota key overrides it per user), and one per SASL credential (an API key: several keys
+    # of one service account share its principal, and each gets its own cap; 0 = none).
     quota_window_num: int = 11
     quota_window_size_seconds: float = 1.0
     max_connections_per_principal: int = 0
+    max_connections_per_credential: int = 0
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -160,6 +162,7 @@ class BrokerConfig:
             raise ConfigError(f"quota.window.size.seconds must be between 0.01 and 3600, "
                               f"not {self.quota_window_size_seconds}")
         _at_least("max.connections.per.principal", self.max_connections_per_principal, 0)
+        _at_least("max.connections.per.credential", self.max_connections_per_credential, 0)
         if not self.metadata_refresh_seconds > 0:
             raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
 
@@ -372,6 +375,7 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "quota.window.num": _field("quota_window_num", _int),
     "quota.window.size.seconds": _field("quota_window_size_seconds", _number),
     "max.connections.per.principal": _field("max_connections_per_principal", _int),
+    "max.connections.per.credential": _field("max_connections_per_credential", _int),
     "ssl.certificate": _field("ssl_certificate", _path),
     "ssl.key": _field("ssl_key", _path),
     "ssl.ca": _field("ssl_ca", _path),

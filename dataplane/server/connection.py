@@ -283,7 +283,7 @@ class Connection:
                 self.context = dataclasses.replace(self.context, client_id=parsed.client_id or "")
             response = await self.broker.handle(parsed, self.context)
             if session.principal is not None and session.principal != self.context.principal:
-                refusal = self._count(session.principal)
+                refusal = self._count(session.principal, self._key_credential(session))
                 if refusal is None:
                     self.context = dataclasses.replace(self.context, principal=session.principal)
                 else:
@@ -320,13 +320,21 @@ class Connection:
                 return False
         return True
 
-    def _count(self, principal: str) -> str | None:
-        """Count this connection against ``principal``'s connection cap; why not, when it is full."""
-        slot = self.broker.quotas.connection_opened(principal, self.context.client_id)
+    def _count(self, principal: str, credential: str | None = None) -> str | None:
+        """Count this connection against ``principal``'s connection cap (and its SASL credential's); why not,
+        when one is full."""
+        slot = self.broker.quotas.connection_opened(principal, self.context.client_id, credential)
         if isinstance(slot, str):
             return slot
         self._slot = slot
         return None
+
+    def _key_credential(self, session: SaslSession) -> str | None:
+        """The SASL username a per-credential cap counts: a PLAIN or SCRAM login (an API key's id), never the
+        brokers' own internal user nor an OAUTHBEARER token (the control plane's, already one per principal)."""
+        if session.mechanism == "OAUTHBEARER" or session.username == self.broker.config.inter_broker_username:
+            return None
+        return session.username
 
     def _refuse_login(self, version: int, message: str) -> Any:
         """A completed SASL login whose principal has all the connections it may have: the client is told why

@@ -47,20 +47,25 @@ def is_replica_fetch(api_key: int, body: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionSlot:
-    """A counted connection, handed back to ``connection_closed``."""
+    """A counted connection, handed back to ``connection_closed``: its principal's scope and, when it logged in
+    with a SASL credential, that credential's."""
 
     scope: str
+    credential: str | None = None
 
 
 class QuotaManager:
-    def __init__(self, window: Window, max_connections_per_principal: int = 0) -> None:
+    def __init__(self, window: Window, max_connections_per_principal: int = 0,
+                 max_connections_per_credential: int = 0) -> None:
         self.window = window
         self.max_connections_per_principal = max_connections_per_principal
+        self.max_connections_per_credential = max_connections_per_credential
         self.config = QuotaConfig()
         self.version = -1
         self._buckets: dict[tuple[str, tuple[str, str]], TokenBucket] = {}
         self._ip_rates: dict[str, Rate] = {}
         self._connections: dict[str, int] = {}
+        self._credentials: dict[str, int] = {}  # open connections per SASL username (an API key id)
 
     def update(self, version: int, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
         self.config = QuotaConfig(quotas)
@@ -140,23 +145,39 @@ class QuotaManager:
         applied = self.config.applied(MAX_CONNECTIONS, principal, client_id) if self.config else None
         return int(applied.bound) if applied is not None else self.max_connections_per_principal
 
-    def connection_opened(self, principal: str, client_id: str) -> ConnectionSlot | str:
-        """Count a connection of ``principal``: a slot to give back at close, or why it is refused."""
+    def connection_opened(self, principal: str, client_id: str,
+                          credential: str | None = None) -> ConnectionSlot | str:
+        """Count a connection of ``principal`` (logged in as ``credential``, when SASL): a slot to give back at
+        close, or why it is refused. The principal's cap and the credential's both apply: a service account's
+        keys share its cap, and each key has its own under it."""
         scope = user_name(principal)
         limit = self.connection_limit(principal, client_id)
         open_now = self._connections.get(scope, 0)
         if limit and open_now >= limit:
             return (f"Too many connections for principal {principal}: {open_now} open, at most {limit} allowed "
                     f"(max_connections quota)")
+        if credential is not None:
+            per_credential = self._credentials.get(credential, 0)
+            cap = self.max_connections_per_credential
+            if cap and per_credential >= cap:
+                return (f"Too many connections for credential {credential}: {per_credential} open, at most {cap} "
+                        f"allowed (max.connections.per.credential)")
+            self._credentials[credential] = per_credential + 1
         self._connections[scope] = open_now + 1
-        return ConnectionSlot(scope)
+        return ConnectionSlot(scope, credential)
 
     def connection_closed(self, slot: ConnectionSlot) -> None:
-        left = self._connections.get(slot.scope, 0) - 1
-        if left > 0:
-            self._connections[slot.scope] = left
-        else:
-            self._connections.pop(slot.scope, None)
+        _release(self._connections, slot.scope)
+        if slot.credential is not None:
+            _release(self._credentials, slot.credential)
 
     def open_connections(self, principal: str) -> int:
         return self._connections.get(user_name(principal), 0)
+
+
+def _release(counts: dict[str, int], key: str) -> None:
+    left = counts.get(key, 0) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)

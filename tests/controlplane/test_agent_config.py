@@ -33,6 +33,15 @@ def test_a_secure_node_gets_sasl_the_authorizer_and_the_internal_super_user(tmp_
     assert config.inter_broker_password == password and INTERNAL_PRINCIPAL in config.super_users
 
 
+def test_a_node_caps_each_api_keys_connections_as_its_plan_says(tmp_path: Path) -> None:
+    spec = dataclasses.replace(_spec(True), max_connections_per_key=200)
+    path = tmp_path / "broker.toml"
+    path.write_text(spec.config_toml(tmp_path / "data", internal_password("skc-test")))
+    fields = {name: value for name, (_, value) in settings_from_file(path).items()}
+    assert BrokerConfig(**fields).max_connections_per_credential == 200
+    assert "max.connections.per.credential" not in _spec(True).config_toml(tmp_path, "x" * 32)
+
+
 def test_the_internal_password_is_derived_per_cluster_and_never_in_the_spec(tmp_path: Path) -> None:
     assert internal_password("skc-a") != internal_password("skc-b")
     assert internal_password("skc-a") == internal_password("skc-a")

@@ -217,6 +217,25 @@ def test_connection_caps_count_per_principal_and_free_on_close() -> None:
     assert [isinstance(s, str) for s in bob] == [False] * 5 + [True]
 
 
+def test_each_credential_has_its_own_cap_under_its_principals() -> None:
+    # Two API keys of one service account: the principal's cap (3) is shared, each key holds at most 2.
+    manager = QuotaManager(Window(), max_connections_per_principal=3, max_connections_per_credential=2)
+    a1, a2 = manager.connection_opened("User:sa-1", "", "key-a"), manager.connection_opened("User:sa-1", "", "key-a")
+    refused = manager.connection_opened("User:sa-1", "", "key-a")
+    assert refused == ("Too many connections for credential key-a: 2 open, at most 2 allowed "
+                       "(max.connections.per.credential)")
+    b1 = manager.connection_opened("User:sa-1", "", "key-b")
+    assert not any(isinstance(s, str) for s in (a1, a2, b1))
+    assert isinstance(manager.connection_opened("User:sa-1", "", "key-b"), str)  # now the principal's cap (3)
+    assert manager.open_connections("User:sa-1") == 3  # refusals are not counted
+    assert not isinstance(a1, str)
+    manager.connection_closed(a1)
+    assert not isinstance(manager.connection_opened("User:sa-1", "", "key-a"), str)
+    # Without a credential (PLAINTEXT, OAUTHBEARER) only the principal's cap applies.
+    other = [manager.connection_opened("User:sa-2", "") for _ in range(3)]
+    assert not any(isinstance(s, str) for s in other)
+
+
 def test_ip_connection_creation_rate() -> None:
     manager = QuotaManager(Window(samples=11, size=1.0))
     manager.update(1, {entity([(IP, None)]): {CONNECTION_CREATION_RATE: 2.0}})

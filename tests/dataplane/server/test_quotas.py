@@ -291,6 +291,36 @@ def test_a_principal_over_its_connection_cap_is_told_why(secure: LoggedBroker) -
         second.close()
 
 
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+    root = tmp_path_factory.mktemp("capped")
+    config: Path = sasl_config_file(root)
+    config.write_text(config.read_text() + "max.connections.per.credential = 2\n")
+    process = LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}", extra_args=["--config", str(config)])
+    seed_credentials(process.cluster_id)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_a_credential_over_its_connection_cap_is_told_why(capped: LoggedBroker) -> None:
+    first, second = KafkaWire(capped.port), KafkaWire(capped.port)
+    try:
+        first.authenticate("SCRAM-SHA-512", "alice", USERS["alice"])
+        second.authenticate("PLAIN", "alice", USERS["alice"])
+        with KafkaWire(capped.port) as third, pytest.raises(PermissionError) as refused:
+            third.authenticate("PLAIN", "alice", USERS["alice"])
+        assert str(refused.value) == ("policy_violation: Too many connections for credential alice: 2 open, "
+                                      "at most 2 allowed (max.connections.per.credential)")
+        with KafkaWire(capped.port) as bob:  # another credential is not affected
+            bob.authenticate("SCRAM-SHA-256", "bob", USERS["bob"])
+    finally:
+        first.close()
+        second.close()
+
+
 def test_quota_admin_needs_cluster_rights(secure: LoggedBroker) -> None:
     from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
     from kio.static.primitive import i8
