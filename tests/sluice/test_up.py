@@ -27,7 +27,7 @@ import pytest
 
 from sluice.embedded import free_port
 from tests.ports import free_port_range
-from tests.process_output import read_until
+from tests.process_output import drain_to, read_until
 
 ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0
@@ -126,6 +126,7 @@ def sluice_up(started: Started, port: int, broker_port: int) -> Iterator[tuple[s
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         banner = _read_until(proc, "Press Ctrl-C to stop.")
+        drain_to(proc, var / "sluice-up.log")  # an unread pipe would block every child's next log line
         started.note_tree(proc.pid)
         yield proc, banner
     finally:
