@@ -23,18 +23,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dataplane.client.spark.columns import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, HEADERS_TYPE, UTC_MICROS
 from dataplane.client.spark.options import DataLossError, SparkSourceError
 from dataplane.client.spark.plan import OffsetRange
 from dataplane.client.tokens import with_static_token
-
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-# Spark's Kafka source columns as Spark converts them to Arrow (every field nullable, timestamps in UTC µs).
-ARROW_SCHEMA = pa.schema([
-    pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")), pa.field("timestampType", pa.int32()),
-])
-ARROW_SCHEMA_WITH_HEADERS = ARROW_SCHEMA.append(pa.field("headers", HEADERS_TYPE))
 
 BATCH = 10_000  # records per consume() call, and so per Arrow batch
 _WAIT = 0.1  # seconds one consume() call may wait; progress is measured against poll_timeout_ms
@@ -67,7 +59,6 @@ def _headers(found: Any) -> list[dict[str, Any]] | None:
 
 
 _STAMP = pa.struct([pa.field("type", pa.int32()), pa.field("ms", pa.int64())])
-_UTC_MICROS = pa.timestamp("us", tz="UTC")
 _kind_of, _ms_of = itemgetter(0), itemgetter(1)
 
 
@@ -82,11 +73,11 @@ def _timestamps(stamps: list[tuple[int, int]]) -> tuple[pa.Array, pa.Array]:
     # librdkafka's types (0 none, 1 create, 2 log append) are Kafka's ids (-1, 0, 1) plus one.
     if kind != 0 and list(map(_kind_of, stamps)).count(kind) == n:
         micros = pc.multiply(pa.array(list(map(_ms_of, stamps)), pa.int64()), 1000)
-        return micros.cast(_UTC_MICROS), pa.repeat(pa.scalar(kind - 1, pa.int32()), n)
+        return micros.cast(UTC_MICROS), pa.repeat(pa.scalar(kind - 1, pa.int32()), n)
     pairs = pa.array(stamps, _STAMP)
     kinds, ms = pairs.field(0), pairs.field(1)
     micros = pc.if_else(pc.equal(kinds, 0), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000))
-    return micros.cast(_UTC_MICROS), pc.subtract(kinds, 1)
+    return micros.cast(UTC_MICROS), pc.subtract(kinds, 1)
 
 
 def _offsets(messages: list[Any]) -> pa.Array:
