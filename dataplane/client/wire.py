@@ -181,6 +181,9 @@ class Wire:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         self._sock.close()
 
     def version(self, api_key: int, readable: Sequence[int]) -> int:

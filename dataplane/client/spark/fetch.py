@@ -1,6 +1,11 @@
 """Fetch one offset range over the Kafka protocol and hand it back as Arrow record batches.
 
-Runs in a Spark task (a Python worker on an executor): a confluent-kafka Consumer is assigned the
+Two engines (the ``fetch.engine`` option): ``native`` (the default, ``native.py``: our own client and the
+compiled decoder) and ``librdkafka``, below. ``native`` falls back to ``librdkafka`` where the compiled
+decoder cannot be imported (executors that only got the shipped zip of .py files) or where our client does
+not speak the configured authentication (GSSAPI, for instance).
+
+The librdkafka engine runs in a Spark task (a Python worker on an executor): a confluent-kafka Consumer is assigned the
 range's partition at its start offset, with no group (nothing is committed anywhere), and reads
 until it has seen an offset at or past the range's end. librdkafka decompresses every codec
 (gzip, snappy, lz4, zstd) and skips control records; offsets missing inside the range (compaction,
@@ -113,11 +118,25 @@ def to_batch(messages: list[Any], topic: str, partition: int, *, include_headers
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
+def native_engine(client: Mapping[str, str]) -> Any:
+    """``native.fetch_range_native`` when it can serve ``client`` here, else None."""
+    try:
+        from dataplane.client.spark import native
+    except ImportError:  # no compiled decoder (a zip of .py files), or no kio
+        return None
+    return native.fetch_range_native if native.speaks(client) else None
+
+
 def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: bool = False,
                 fail_on_data_loss: bool = True, poll_timeout_ms: int = 30_000,
-                batch: int = BATCH) -> Iterator[pa.RecordBatch]:
+                batch: int = BATCH, engine: str = "native") -> Iterator[pa.RecordBatch]:
     """Every record of ``[r.start, r.end)`` once, in offset order, as record batches of up to ``batch`` rows."""
     if r.size <= 0:
+        return
+    native = native_engine(client) if engine == "native" else None
+    if native is not None:
+        yield from native(client, r, include_headers=include_headers, fail_on_data_loss=fail_on_data_loss,
+                          poll_timeout_ms=poll_timeout_ms)
         return
     from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
