@@ -62,7 +62,7 @@ def test_engine_option_and_fallbacks() -> None:
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
     assert parse_source_options(base, streaming=False).engine == "native"
     assert parse_source_options({**base, "fetch.engine": "librdkafka"}, streaming=False).engine == "librdkafka"
-    with pytest.raises(SparkSourceError, match="option 'fetch.engine' must be native or librdkafka"):
+    with pytest.raises(SparkSourceError, match=r"option 'fetch\.engine' must be native or librdkafka"):
         parse_source_options({**base, "fetch.engine": "fast"}, streaming=False)
     # Authentication our client does not speak goes to librdkafka.
     assert native_engine({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL",
