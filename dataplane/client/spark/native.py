@@ -206,16 +206,17 @@ def fetch_range_native(client: Mapping[str, str], r: OffsetRange, *, include_hea
                                          aborted=aborted)
                 visible = int(data.last_stable_offset if isolation and data.last_stable_offset >= 0
                               else data.high_watermark)
-                if columns.next_offset > position:
+                progressed = columns.next_offset > position
+                if progressed:
                     position, idle_since = columns.next_offset, time.monotonic()
                     if not columns.done and position < r.end:  # the next answer is prepared while Spark works
                         wire.send(_request(r, position, client, isolation))
                         sent = position
-                    if columns.count:
-                        yield to_record_batch(columns, r.topic, r.partition, include_headers=include_headers)
-                    if columns.done:
-                        return
-                elif position >= visible:  # at the partition's end
+                if columns.count:
+                    yield to_record_batch(columns, r.topic, r.partition, include_headers=include_headers)
+                if columns.done:  # a batch reached the end (maybe past a compacted gap at the range's end)
+                    return
+                if not progressed and position >= visible:  # at the partition's end
                     if visible >= r.end:
                         return
                     if fail_on_data_loss:

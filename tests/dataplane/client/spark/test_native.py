@@ -69,3 +69,14 @@ def test_engine_option_and_fallbacks() -> None:
                           "sasl.mechanisms": "GSSAPI"}) is None
     assert native_engine({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL",
                           "sasl.mechanisms": "SCRAM-SHA-512"}) is not None
+
+
+def test_a_compacted_topic_reads_alike(kafka: str, new_topic: Any) -> None:
+    from tests.dataplane.client.spark.test_read import _compacted
+
+    topic = new_topic(1, **{"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.99"})
+    produce(kafka, topic, [(0, b"k%d" % (i % 10), b"v%03d" % i) for i in range(300)], **{"batch.num.messages": 5})
+    seen = _compacted(kafka, topic)
+    for r in (OffsetRange(topic, 0, 0, 300), OffsetRange(topic, 0, 28, 200)):
+        assert [row["offset"] for row in _read(kafka, r, "native", poll_timeout_ms=3000)] == \
+            [s.offset for s in seen if r.start <= s.offset < r.end]
