@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
-import socket
-import ssl
 import time
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -72,33 +69,25 @@ from kio.schema.alter_partition_reassignments.v0.request import (
     ReassignablePartition,
     ReassignableTopic,
 )
-from kio.schema.errors import ErrorCode as WireError
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
-from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import f64, i32, i32Timedelta
 
 from dataplane.client.tokens import with_static_token
-from dataplane.protocol.client import ClientCodec
-from dataplane.protocol.errors import ErrorCode
-from dataplane.protocol.framing import RemoteProtocolError
-from dataplane.security import acl
-from dataplane.security.oauthbearer import OAUTHBEARER
-from dataplane.security.oauthbearer import client_message as oauthbearer_message
-from dataplane.security.quotas import Entity as QuotaEntity
-from dataplane.security.sasl import ALL_MECHANISMS, PLAIN, ClientCredentials
-from dataplane.security.scram import ScramClient, ScramError
-from dataplane.security.tls import client_context
 
-CLIENT_ID = "sluice-controlplane"
+# AdminError and BrokerInfo are this module's API too (the control plane imports them from here).
+from dataplane.client.wire import CLIENT_ID, Deadline, WireSettings, _from_exception
+from dataplane.client.wire import AdminError as AdminError
+from dataplane.client.wire import BrokerInfo as BrokerInfo
+from dataplane.client.wire import request as _request
+from dataplane.protocol.errors import ErrorCode
+from dataplane.security import acl
+from dataplane.security.quotas import Entity as QuotaEntity
+
 TopicPartitionKey = tuple[str, int]
 OffsetSpecArg = Literal["earliest", "latest"] | int
 T = TypeVar("T")
 
-# librdkafka's local errors that mean "the cluster did not answer (yet)", which it does not flag retriable itself.
-_RETRIABLE_LOCAL = frozenset({"_TRANSPORT", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_ALL_BROKERS_DOWN", "_WAIT_COORD",
-                              "_RESOLVE", "_NODE_UPDATE", "_WAIT_CACHE"})
 # A commit from outside the group (no member id, generation -1) is refused with these while the group has members.
 _GROUP_HAS_MEMBERS = frozenset({"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS"})
 # librdkafka's enum names for group states, as Kafka's protocol spells them (ListGroups' own spelling).
@@ -127,56 +116,7 @@ _READABLE: dict[int, tuple[int, ...]] = {_DESCRIBE_LOG_DIRS: (1, 2, 3, 4), _LIST
                                          _DESCRIBE_CLIENT_QUOTAS: (0, 1), _ALTER_CLIENT_QUOTAS: (0, 1)}
 
 
-class AdminError(Exception):
-    """A request the cluster refused or could not answer; ``code`` is stable, ``message`` is for people."""
-
-    def __init__(self, code: str, message: str, *, retriable: bool = False) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.retriable = retriable
-
-    def __repr__(self) -> str:
-        return f"AdminError({self.code!r}, {self.message!r}, retriable={self.retriable})"
-
-    @classmethod
-    def from_kafka(cls, error: KafkaError) -> AdminError:
-        name = error.name()
-        return cls(name, error.str(), retriable=bool(error.retriable()) or _retriable_code(error.code(), name))
-
-    @classmethod
-    def from_wire(cls, code: int, message: str | None = None) -> AdminError:
-        """A broker's error code in a response this module decoded itself, named as librdkafka names it."""
-        described = KafkaError(code)
-        name = described.name()
-        return cls(name, message or described.str(), retriable=_retriable_code(code, name))
-
-
-def _retriable_code(code: int, name: str) -> bool:
-    if name in _RETRIABLE_LOCAL:
-        return True
-    try:
-        return ErrorCode(code).retriable
-    except ValueError:
-        return False
-
-
-def _from_exception(exc: BaseException) -> AdminError:
-    found = exc.args[0] if exc.args else None
-    if isinstance(found, KafkaError):
-        return AdminError.from_kafka(found)
-    return AdminError("_FAIL", str(exc) or type(exc).__name__)
-
-
 # ---------------------------------------------------------------------------------------------------- values
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,139 +268,13 @@ def _acl_spec(binding: Any) -> AclSpec:
 # ---------------------------------------------------------------------------------------------------- internals
 
 
-class _Deadline:
-    """The time one public call may take, shared by every request it makes."""
-
-    __slots__ = ("_at", "_seconds")
-
-    def __init__(self, seconds: float) -> None:
-        self._seconds = seconds
-        self._at = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self._at - time.monotonic()
-
-    def remaining(self) -> float:
-        """Seconds left; a retriable _TIMED_OUT once none are."""
-        left = self.left()
-        if left <= 0:
-            raise AdminError("_TIMED_OUT", f"no answer within {self._seconds:g} s", retriable=True)
-        return left
-
-    def ms(self) -> int:
-        return max(1, int(self.remaining() * 1000))
-
-
-class _Wire:
-    """One blocking connection to one broker, for the requests librdkafka does not send.
-
-    It asks for the broker's ApiVersions first and uses, per API, the highest
-    version both sides know. Single-threaded; closed by its context manager.
-    """
-
-    def __init__(self, broker: BrokerInfo, deadline: _Deadline, sasl: ClientCredentials | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
-        self._deadline = deadline
-        self._where = f"broker {broker.node_id} at {broker.host}:{broker.port}"
-        self._codec = ClientCodec(CLIENT_ID)
-        try:
-            sock = socket.create_connection((broker.host, broker.port), timeout=deadline.remaining())
-        except OSError as exc:
-            raise self._failure(exc) from exc
-        try:
-            self._sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=broker.host)
-        except OSError as exc:  # ssl.SSLError included: the broker's certificate is not trusted, or no TLS
-            sock.close()
-            raise self._failure(exc) from exc
-        try:
-            # v0: every broker answers it, whatever versions it has.
-            answer = self.call(_request(_API_VERSIONS, 0))
-        except BaseException:
-            self._sock.close()
-            raise
-        self._served = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in answer.api_keys}
-        if sasl is not None:
-            try:
-                self._authenticate(sasl)
-            except BaseException:
-                self._sock.close()
-                raise
-
-    def _authenticate(self, credentials: ClientCredentials) -> None:
-        """SaslHandshake v1 then SaslAuthenticate (KIP-152), as librdkafka does on a SASL_PLAINTEXT listener."""
-        answer = self.call(SaslHandshakeRequest(mechanism=credentials.mechanism))
-        if answer.error_code != WireError.none:
-            raise AdminError(answer.error_code.name.upper(), f"{self._where} refused SASL mechanism "
-                             f"{credentials.mechanism} (offers {list(answer.mechanisms)})")
-        try:
-            if credentials.mechanism == PLAIN:
-                self._sasl_step(f"\0{credentials.username}\0{credentials.password}".encode())
-                return
-            if credentials.mechanism == OAUTHBEARER:
-                self._sasl_step(oauthbearer_message(credentials.password))
-                return
-            client = ScramClient(credentials.mechanism, credentials.username, credentials.password)
-            client.verify(self._sasl_step(client.final(self._sasl_step(client.first()))))
-        except ScramError as exc:
-            raise AdminError("SASL_AUTHENTICATION_FAILED", f"{self._where}: {exc}") from exc
-
-    def _sasl_step(self, token: bytes) -> bytes:
-        answer = self.call(SaslAuthenticateRequest(auth_bytes=token))
-        if answer.error_code != WireError.none:
-            raise AdminError("SASL_AUTHENTICATION_FAILED", f"{self._where}: {answer.error_message}")
-        return bytes(answer.auth_bytes)
-
-    def __enter__(self) -> _Wire:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._sock.close()
-
-    def version(self, api_key: int) -> int:
-        low, high = self._served.get(api_key, (0, -1))
-        usable = [v for v in _READABLE[api_key] if low <= v <= high]
-        if not usable:
-            raise AdminError("UNSUPPORTED_VERSION", f"{self._where} serves no version of api key {api_key} "
-                             f"this client reads ({_READABLE[api_key]})")
-        return max(usable)
-
-    def call(self, request: Any) -> Any:
-        """The decoded response body of one kio request."""
-        try:
-            _, data = self._codec.send(request)
-            self._sock.settimeout(self._deadline.remaining())
-            self._sock.sendall(data)
-            while True:
-                self._sock.settimeout(self._deadline.remaining())
-                chunk = self._sock.recv(65536)
-                if not chunk:
-                    raise ConnectionError("the broker closed the connection")
-                responses = self._codec.receive(chunk)
-                if responses:
-                    return responses[0].body
-        except RemoteProtocolError as exc:
-            raise AdminError("_BAD_MSG", f"{self._where} sent a malformed response: {exc}") from exc
-        except OSError as exc:
-            raise self._failure(exc) from exc
-
-    def _failure(self, exc: OSError) -> AdminError:
-        code = "_TIMED_OUT" if isinstance(exc, TimeoutError) else "_TRANSPORT"
-        return AdminError(code, f"{self._where}: {exc}", retriable=True)
-
-
-def _request(api_key: int, version: int, **fields: Any) -> Any:
-    """A kio request of a version chosen at run time (the fields given must exist in every version used)."""
-    schema: Any = load_request_schema(api_key, version)
-    return schema(**fields)
-
-
 def _field_type(schema: Any, name: str) -> Any:
     """The nested entity class of a kio field (``tuple[EntryData, ...]`` -> ``EntryData``)."""
     hints = typing.get_type_hints(schema)
     return typing.get_args(hints[name])[0]
 
 
-def _timeout_ms(deadline: _Deadline) -> i32Timedelta:
+def _timeout_ms(deadline: Deadline) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=deadline.ms()))
 
 
@@ -505,7 +319,7 @@ class ClusterAdmin:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
         self._config = dict(config or {})
-        self._tls_context: ssl.SSLContext | None = None
+        self._wire = WireSettings(self._config)
         defaults: dict[str, str | int] = {
             "bootstrap.servers": bootstrap, "client.id": CLIENT_ID,
             # The request timeout of calls that take none (elect_leaders).
@@ -538,9 +352,9 @@ class ClusterAdmin:
             raise AdminError("_DESTROY", "this ClusterAdmin is closed")
         return self._admin
 
-    def _retry(self, attempt: Callable[[_Deadline], T]) -> T:
+    def _retry(self, attempt: Callable[[Deadline], T]) -> T:
         """``attempt``'s result, tried again while the cluster's leadership is moving, within one deadline."""
-        deadline = _Deadline(self._timeout)
+        deadline = Deadline(self._timeout)
         while True:
             try:
                 return attempt(deadline)
@@ -549,11 +363,11 @@ class ClusterAdmin:
                     raise
             time.sleep(_RETRY_BACKOFF)
 
-    def _once(self, attempt: Callable[[_Deadline], T]) -> T:
-        return attempt(_Deadline(self._timeout))
+    def _once(self, attempt: Callable[[Deadline], T]) -> T:
+        return attempt(Deadline(self._timeout))
 
     @staticmethod
-    def _wait(future: concurrent.futures.Future[T], deadline: _Deadline) -> T:
+    def _wait(future: concurrent.futures.Future[T], deadline: Deadline) -> T:
         try:
             return future.result(timeout=deadline.remaining() + _FUTURE_GRACE)
         except KafkaException as exc:
@@ -562,7 +376,7 @@ class ClusterAdmin:
             raise AdminError("_TIMED_OUT", "librdkafka did not answer in time", retriable=True) from exc
 
     def _outcomes(self, futures: Mapping[Any, concurrent.futures.Future[Any]],
-                  deadline: _Deadline) -> Iterator[tuple[Any, Any, AdminError | None]]:
+                  deadline: Deadline) -> Iterator[tuple[Any, Any, AdminError | None]]:
         """(key, result or None, error or None) of every future: one key's failure does not stop the others."""
         for key, future in futures.items():
             try:
@@ -571,7 +385,7 @@ class ClusterAdmin:
                 yield key, None, exc
 
     def _per_partition(self, futures: Mapping[TopicPartition, concurrent.futures.Future[T]],
-                       deadline: _Deadline) -> Iterator[tuple[TopicPartitionKey, T]]:
+                       deadline: Deadline) -> Iterator[tuple[TopicPartitionKey, T]]:
         """Each partition's result; the first failure raises, naming its partition."""
         for tp, future in futures.items():
             try:
@@ -583,65 +397,32 @@ class ClusterAdmin:
                                  retriable=exc.retriable or code == "UNKNOWN_TOPIC_OR_PART") from exc
 
     @staticmethod
-    def _operation_timeout(deadline: _Deadline) -> float:
+    def _operation_timeout(deadline: Deadline) -> float:
         """How long the broker may wait for a change to take effect: less than we wait, so its answer arrives."""
         return deadline.remaining() * 0.8
 
-    def _wire(self, broker: BrokerInfo, deadline: _Deadline) -> _Wire:
-        protocol = self._config.get("security.protocol", "plaintext").lower()
-        if protocol not in _WIRE_PROTOCOLS:
-            raise AdminError("_NOT_IMPLEMENTED", f"reassignments, log dirs and group listings are spoken over "
-                             f"PLAINTEXT, SASL_PLAINTEXT, SSL and SASL_SSL only, not {protocol}")
-        tls = self._tls() if protocol.endswith("ssl") else None
-        if not protocol.startswith("sasl_"):
-            return _Wire(broker, deadline, tls=tls)
-        mechanism = self._config.get("sasl.mechanism", self._config.get("sasl.mechanisms", "GSSAPI")).upper()
-        if mechanism == OAUTHBEARER:
-            # librdkafka's own callback (``oauth_cb``) gives the token; its first field is the token itself.
-            refresh = self._config.get("oauth_cb")
-            if not callable(refresh):
-                raise AdminError("_INVALID_ARG", "sasl.mechanisms OAUTHBEARER needs an oauth_cb")
-            token = refresh(str(self._config.get("sasl.oauthbearer.config", "")))[0]
-            return _Wire(broker, deadline, ClientCredentials(OAUTHBEARER, "", str(token)), tls)
-        if mechanism not in ALL_MECHANISMS:
-            raise AdminError("_NOT_IMPLEMENTED", f"SASL mechanism {mechanism} is not spoken here")
-        return _Wire(broker, deadline, ClientCredentials(mechanism, self._config.get("sasl.username", ""),
-                                                         self._config.get("sasl.password", "")), tls)
-
-    def _tls(self) -> ssl.SSLContext:
-        """librdkafka's ``ssl.*`` settings as a context (built once): the CA, and a client certificate."""
-        if self._tls_context is None:
-            get = self._config.get
-            paths = [Path(p) if p else None for p in (get("ssl.ca.location"), get("ssl.certificate.location"),
-                                                      get("ssl.key.location"))]
-            try:
-                self._tls_context = client_context(*paths)
-            except OSError as exc:
-                raise AdminError("_SSL", f"the ssl.* settings cannot be used: {exc}") from exc
-        return self._tls_context
-
-    def _each_broker(self, deadline: _Deadline, api_key: int, make: Callable[[int], Any]) -> Iterator[
+    def _each_broker(self, deadline: Deadline, api_key: int, make: Callable[[int], Any]) -> Iterator[
             tuple[BrokerInfo, Any]]:
         """(broker, response) of one request sent to every registered broker, ``make(version)`` building it.
 
         A broker that cannot be asked fails the whole call: its share of the answer would be missing.
         """
         for broker in self._describe_cluster(deadline).brokers:
-            with self._wire(broker, deadline) as wire:
-                response = wire.call(make(wire.version(api_key)))
+            with self._wire.connect(broker, deadline) as wire:
+                response = wire.call(make(wire.version(api_key, _READABLE[api_key])))
             error = _wire_error(getattr(response, "error_code", None))  # DescribeLogDirs has it from v3
             if error is not None:
                 raise AdminError(error.code, f"broker {broker.node_id}: {error.message}", retriable=error.retriable)
             yield broker, response
 
-    def _to_controller(self, deadline: _Deadline, api_key: int, make: Callable[[], Any]) -> Any:
+    def _to_controller(self, deadline: Deadline, api_key: int, make: Callable[[], Any]) -> Any:
         """The controller's response to a request; NOT_CONTROLLER (retried by ``_retry``) if it moved."""
         cluster = self._describe_cluster(deadline)
         controller = cluster.broker(cluster.controller_id)
         if controller is None:
             raise AdminError("NOT_CONTROLLER", "the cluster has no controller at the moment", retriable=True)
-        with self._wire(controller, deadline) as wire:
-            wire.version(api_key)  # one version is read: fail clearly if the broker has not got it
+        with self._wire.connect(controller, deadline) as wire:
+            wire.version(api_key, _READABLE[api_key])  # one version is read: fail clearly if the broker has not got it
             response = wire.call(make())
         if int(response.error_code.value) == _NOT_CONTROLLER:
             raise AdminError.from_wire(_NOT_CONTROLLER, response.error_message)
@@ -652,7 +433,7 @@ class ClusterAdmin:
     def describe_cluster(self) -> ClusterInfo:
         return self._retry(self._describe_cluster)
 
-    def _describe_cluster(self, deadline: _Deadline) -> ClusterInfo:
+    def _describe_cluster(self, deadline: Deadline) -> ClusterInfo:
         found = self._wait(self._client.describe_cluster(request_timeout=deadline.remaining()), deadline)
         brokers = tuple(sorted((BrokerInfo(int(n.id), str(n.host), int(n.port), n.rack or None) for n in found.nodes),
                                key=lambda b: b.node_id))
@@ -661,7 +442,7 @@ class ClusterAdmin:
 
     def topics(self, *, include_internal: bool = False) -> dict[str, TopicInfo]:
         """Every topic and its partitions' leaders, replicas and ISR."""
-        def attempt(deadline: _Deadline) -> dict[str, TopicInfo]:
+        def attempt(deadline: Deadline) -> dict[str, TopicInfo]:
             try:
                 names = list(self._client.list_topics(timeout=deadline.remaining()).topics)
             except KafkaException as exc:
@@ -692,7 +473,7 @@ class ClusterAdmin:
         if not resources:
             return {}
 
-        def attempt(deadline: _Deadline) -> dict[str, dict[str, ConfigEntry]]:
+        def attempt(deadline: Deadline) -> dict[str, dict[str, ConfigEntry]]:
             futures = self._client.describe_configs(resources, request_timeout=deadline.remaining())
             described: dict[str, dict[str, ConfigEntry]] = {}
             for resource, entries, error in self._outcomes(futures, deadline):
@@ -713,7 +494,7 @@ class ClusterAdmin:
         if not new:
             return {}
 
-        def attempt(deadline: _Deadline) -> dict[str, AdminError | None]:
+        def attempt(deadline: Deadline) -> dict[str, AdminError | None]:
             futures = self._client.create_topics(new, validate_only=validate_only,
                                                  request_timeout=deadline.remaining(),
                                                  operation_timeout=self._operation_timeout(deadline))
@@ -734,7 +515,7 @@ class ClusterAdmin:
         grow = (NewPartitions(name, total) if assignments is None
                 else NewPartitions(name, total, replica_assignment=[list(r) for r in assignments]))
 
-        def attempt(deadline: _Deadline) -> None:
+        def attempt(deadline: Deadline) -> None:
             futures = self._client.create_partitions([grow], request_timeout=deadline.remaining(),
                                                      operation_timeout=self._operation_timeout(deadline))
             self._wait(futures[name], deadline)
@@ -748,7 +529,7 @@ class ClusterAdmin:
             return
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=changes)
 
-        def attempt(deadline: _Deadline) -> None:
+        def attempt(deadline: Deadline) -> None:
             [future] = self._client.incremental_alter_configs([resource],
                                                               request_timeout=deadline.remaining()).values()
             self._wait(future, deadline)
@@ -762,7 +543,7 @@ class ClusterAdmin:
             return
         resource = ConfigResource(ResourceType.BROKER, str(node_id), incremental_configs=changes)
 
-        def attempt(deadline: _Deadline) -> None:
+        def attempt(deadline: Deadline) -> None:
             [future] = self._client.incremental_alter_configs([resource],
                                                               request_timeout=deadline.remaining()).values()
             self._wait(future, deadline)
@@ -772,7 +553,7 @@ class ClusterAdmin:
         """Every config of one broker, with where its value comes from."""
         resource = ConfigResource(ResourceType.BROKER, str(node_id))
 
-        def attempt(deadline: _Deadline) -> dict[str, ConfigEntry]:
+        def attempt(deadline: Deadline) -> dict[str, ConfigEntry]:
             futures = self._client.describe_configs([resource], request_timeout=deadline.remaining())
             for _, entries, error in self._outcomes(futures, deadline):
                 if error is not None:
@@ -788,7 +569,7 @@ class ClusterAdmin:
         if not wanted:
             return {}
 
-        def attempt(deadline: _Deadline) -> dict[str, AdminError | None]:
+        def attempt(deadline: Deadline) -> dict[str, AdminError | None]:
             futures = self._client.delete_topics(wanted, request_timeout=deadline.remaining(),
                                                  operation_timeout=self._operation_timeout(deadline))
             return {name: error for name, _, error in self._outcomes(futures, deadline)}
@@ -810,7 +591,7 @@ class ClusterAdmin:
             by_topic.setdefault(topic, []).append(ReassignablePartition(partition_index=i32(partition),
                                                                         replicas=wanted))
 
-        def attempt(deadline: _Deadline) -> Any:
+        def attempt(deadline: Deadline) -> Any:
             return self._to_controller(deadline, _ALTER_REASSIGNMENTS, lambda: AlterPartitionReassignmentsRequest(
                 timeout=_timeout_ms(deadline), topics=tuple(ReassignableTopic(name=TopicName(t), partitions=tuple(ps))
                                                             for t, ps in by_topic.items())))
@@ -828,7 +609,7 @@ class ClusterAdmin:
         return results
 
     def list_reassignments(self) -> dict[TopicPartitionKey, Reassignment]:
-        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, Reassignment]:
+        def attempt(deadline: Deadline) -> dict[TopicPartitionKey, Reassignment]:
             response = self._to_controller(deadline, _LIST_REASSIGNMENTS, lambda: ListPartitionReassignmentsRequest(
                 timeout=_timeout_ms(deadline), topics=None))
             error = _wire_error(response.error_code, response.error_message)
@@ -851,7 +632,7 @@ class ClusterAdmin:
         if wanted == []:
             return {}
 
-        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, AdminError | None]:
+        def attempt(deadline: Deadline) -> dict[TopicPartitionKey, AdminError | None]:
             # confluent-kafka 2.16's binding fails on any timeout argument here: socket.timeout.ms (see
             # __init__) bounds the request instead, and _wait the call.
             future = self._client.elect_leaders(ElectionType.PREFERRED, wanted)
@@ -871,10 +652,11 @@ class ClusterAdmin:
 
     def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
         """Every quota entity in the cluster and its keys (DescribeClientQuotas, no filter, not strict)."""
-        def attempt(deadline: _Deadline) -> dict[QuotaEntity, dict[str, float]]:
+        def attempt(deadline: Deadline) -> dict[QuotaEntity, dict[str, float]]:
             broker = self._describe_cluster(deadline).brokers[0]
-            with self._wire(broker, deadline) as wire:
-                response = wire.call(_request(_DESCRIBE_CLIENT_QUOTAS, wire.version(_DESCRIBE_CLIENT_QUOTAS),
+            with self._wire.connect(broker, deadline) as wire:
+                version = wire.version(_DESCRIBE_CLIENT_QUOTAS, _READABLE[_DESCRIBE_CLIENT_QUOTAS])
+                response = wire.call(_request(_DESCRIBE_CLIENT_QUOTAS, version,
                                               components=(), strict=False))
             error = _wire_error(response.error_code, response.error_message)
             if error is not None:
@@ -895,10 +677,10 @@ class ClusterAdmin:
             return {}
         entries = list(changes.items())
 
-        def attempt(deadline: _Deadline) -> dict[QuotaEntity, AdminError | None]:
+        def attempt(deadline: Deadline) -> dict[QuotaEntity, AdminError | None]:
             broker = self._describe_cluster(deadline).brokers[0]
-            with self._wire(broker, deadline) as wire:
-                version = wire.version(_ALTER_CLIENT_QUOTAS)
+            with self._wire.connect(broker, deadline) as wire:
+                version = wire.version(_ALTER_CLIENT_QUOTAS, _READABLE[_ALTER_CLIENT_QUOTAS])
                 schema: Any = load_request_schema(_ALTER_CLIENT_QUOTAS, version)
                 entry_type = _field_type(schema, "entries")
                 entity_type = _field_type(entry_type, "entity")
@@ -917,7 +699,7 @@ class ClusterAdmin:
 
     def partition_sizes(self) -> list[PartitionSize]:
         """Every replica's log size on every broker (DescribeLogDirs); an offline log directory reports none."""
-        def attempt(deadline: _Deadline) -> list[PartitionSize]:
+        def attempt(deadline: Deadline) -> list[PartitionSize]:
             sizes = [PartitionSize(str(t.name), int(p.partition_index), broker.node_id, int(p.partition_size),
                                    int(p.offset_lag))
                      for broker, response in self._each_broker(
@@ -944,7 +726,7 @@ class ClusterAdmin:
         if not wanted:
             return {}
 
-        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, int]:
+        def attempt(deadline: Deadline) -> dict[TopicPartitionKey, int]:
             futures = self._client.list_offsets(wanted, request_timeout=deadline.remaining())
             return {tp: int(found.offset) for tp, found in self._per_partition(futures, deadline)}
         return self._retry(attempt)
@@ -955,7 +737,7 @@ class ClusterAdmin:
             return {}
         wanted = [TopicPartition(t, p, offset) for (t, p), offset in before.items()]
 
-        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, int]:
+        def attempt(deadline: Deadline) -> dict[TopicPartitionKey, int]:
             futures = self._client.delete_records(wanted, request_timeout=deadline.remaining(),
                                                   operation_timeout=self._operation_timeout(deadline))
             return {tp: int(found.low_watermark) for tp, found in self._per_partition(futures, deadline)}
@@ -965,7 +747,7 @@ class ClusterAdmin:
 
     def groups(self) -> list[GroupListing]:
         """Every group the cluster's coordinators know (ListGroups to each broker), by group id."""
-        def attempt(deadline: _Deadline) -> list[GroupListing]:
+        def attempt(deadline: Deadline) -> list[GroupListing]:
             found = {str(g.group_id): GroupListing(str(g.group_id), str(getattr(g, "group_state", "")),  # v4+
                                                    str(g.protocol_type))
                      for _, response in self._each_broker(deadline, _LIST_GROUPS, lambda v: _request(_LIST_GROUPS, v))
@@ -975,7 +757,7 @@ class ClusterAdmin:
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """A group's state and members; GROUP_ID_NOT_FOUND for a group the cluster does not know."""
-        def attempt(deadline: _Deadline) -> GroupDescription:
+        def attempt(deadline: Deadline) -> GroupDescription:
             futures = self._client.describe_consumer_groups([group_id], request_timeout=deadline.remaining())
             found = self._wait(futures[group_id], deadline)
             state = _state_name(found.state)
@@ -991,7 +773,7 @@ class ClusterAdmin:
 
     def committed_offsets(self, group_id: str) -> dict[TopicPartitionKey, int]:
         """The group's committed offset of every partition it has committed to."""
-        def attempt(deadline: _Deadline) -> dict[TopicPartitionKey, int]:
+        def attempt(deadline: Deadline) -> dict[TopicPartitionKey, int]:
             futures = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
                                                                request_timeout=deadline.remaining())
             listed = self._wait(futures[group_id], deadline)
@@ -1010,7 +792,7 @@ class ClusterAdmin:
             return
         request = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
 
-        def attempt(deadline: _Deadline) -> None:
+        def attempt(deadline: Deadline) -> None:
             futures = self._client.alter_consumer_group_offsets([request], request_timeout=deadline.remaining())
             try:
                 altered = self._wait(futures[group_id], deadline)
@@ -1034,7 +816,7 @@ class ClusterAdmin:
         match_all = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
                                      KafkaAclOperation.ANY, AclPermissionType.ANY)
 
-        def attempt(deadline: _Deadline) -> list[AclSpec]:
+        def attempt(deadline: Deadline) -> list[AclSpec]:
             found = self._wait(self._client.describe_acls(match_all, request_timeout=deadline.remaining()),
                                deadline)
             return sorted(_acl_spec(binding) for binding in found)
@@ -1045,7 +827,7 @@ class ClusterAdmin:
         if not wanted:
             return {}
 
-        def attempt(deadline: _Deadline) -> dict[AclSpec, AdminError | None]:
+        def attempt(deadline: Deadline) -> dict[AclSpec, AdminError | None]:
             futures = self._client.create_acls(list(wanted), request_timeout=deadline.remaining())
             return {wanted[binding]: error for binding, _, error in self._outcomes(futures, deadline)}
         return self._once(attempt)
@@ -1056,7 +838,7 @@ class ClusterAdmin:
         if not wanted:
             return {}
 
-        def attempt(deadline: _Deadline) -> dict[AclSpec, AdminError | None]:
+        def attempt(deadline: Deadline) -> dict[AclSpec, AdminError | None]:
             futures = self._client.delete_acls(list(wanted), request_timeout=deadline.remaining())
             return {wanted[binding]: error for binding, _, error in self._outcomes(futures, deadline)}
         return self._once(attempt)

@@ -118,7 +118,8 @@ def test_owners_and_admins_get_allow_all_bindings_members_none(secured: LoggedBr
 
 def test_the_admin_clients_own_requests_authenticate_too(secured: LoggedBroker) -> None:
     """Reassignments, log dirs and group listings go over the admin client's own sockets: SASL there as well."""
-    from dataplane.client.admin import AdminError, BrokerInfo, _Deadline, _Wire
+    from dataplane.client.admin import AdminError, BrokerInfo
+    from dataplane.client.wire import Deadline, Wire
     from dataplane.security.sasl import ClientCredentials
 
     cluster = _cluster(secured)
@@ -129,5 +130,5 @@ def test_the_admin_clients_own_requests_authenticate_too(secured: LoggedBroker) 
     broker = BrokerInfo(1, "127.0.0.1", secured.port, None)
     for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         with pytest.raises(AdminError) as refused:
-            _Wire(broker, _Deadline(10), ClientCredentials(mechanism, INTERNAL_USERNAME, "wrong"))
+            Wire(broker, Deadline(10), ClientCredentials(mechanism, INTERNAL_USERNAME, "wrong"))
         assert refused.value.code == "SASL_AUTHENTICATION_FAILED", refused.value

@@ -1,6 +1,11 @@
 """Fetch one offset range over the Kafka protocol and hand it back as Arrow record batches.
 
-Runs in a Spark task (a Python worker on an executor): a confluent-kafka Consumer is assigned the
+Two engines (the ``fetch.engine`` option): ``native`` (the default, ``native.py``: our own client and the
+compiled decoder) and ``librdkafka``, below. ``native`` falls back to ``librdkafka`` where the compiled
+decoder cannot be imported (executors that only got the shipped zip of .py files) or where our client does
+not speak the configured authentication (GSSAPI, for instance).
+
+The librdkafka engine runs in a Spark task (a Python worker on an executor): a confluent-kafka Consumer is assigned the
 range's partition at its start offset, with no group (nothing is committed anywhere), and reads
 until it has seen an offset at or past the range's end. librdkafka decompresses every codec
 (gzip, snappy, lz4, zstd) and skips control records; offsets missing inside the range (compaction,
@@ -23,18 +28,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dataplane.client.spark.columns import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, HEADERS_TYPE, UTC_MICROS
 from dataplane.client.spark.options import DataLossError, SparkSourceError
 from dataplane.client.spark.plan import OffsetRange
 from dataplane.client.tokens import with_static_token
-
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-# Spark's Kafka source columns as Spark converts them to Arrow (every field nullable, timestamps in UTC µs).
-ARROW_SCHEMA = pa.schema([
-    pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")), pa.field("timestampType", pa.int32()),
-])
-ARROW_SCHEMA_WITH_HEADERS = ARROW_SCHEMA.append(pa.field("headers", HEADERS_TYPE))
 
 BATCH = 10_000  # records per consume() call, and so per Arrow batch
 _WAIT = 0.1  # seconds one consume() call may wait; progress is measured against poll_timeout_ms
@@ -67,7 +64,6 @@ def _headers(found: Any) -> list[dict[str, Any]] | None:
 
 
 _STAMP = pa.struct([pa.field("type", pa.int32()), pa.field("ms", pa.int64())])
-_UTC_MICROS = pa.timestamp("us", tz="UTC")
 _kind_of, _ms_of = itemgetter(0), itemgetter(1)
 
 
@@ -82,11 +78,11 @@ def _timestamps(stamps: list[tuple[int, int]]) -> tuple[pa.Array, pa.Array]:
     # librdkafka's types (0 none, 1 create, 2 log append) are Kafka's ids (-1, 0, 1) plus one.
     if kind != 0 and list(map(_kind_of, stamps)).count(kind) == n:
         micros = pc.multiply(pa.array(list(map(_ms_of, stamps)), pa.int64()), 1000)
-        return micros.cast(_UTC_MICROS), pa.repeat(pa.scalar(kind - 1, pa.int32()), n)
+        return micros.cast(UTC_MICROS), pa.repeat(pa.scalar(kind - 1, pa.int32()), n)
     pairs = pa.array(stamps, _STAMP)
     kinds, ms = pairs.field(0), pairs.field(1)
     micros = pc.if_else(pc.equal(kinds, 0), pa.scalar(None, pa.int64()), pc.multiply(ms, 1000))
-    return micros.cast(_UTC_MICROS), pc.subtract(kinds, 1)
+    return micros.cast(UTC_MICROS), pc.subtract(kinds, 1)
 
 
 def _offsets(messages: list[Any]) -> pa.Array:
@@ -122,11 +118,25 @@ def to_batch(messages: list[Any], topic: str, partition: int, *, include_headers
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
+def native_engine(client: Mapping[str, str]) -> Any:
+    """``native.fetch_range_native`` when it can serve ``client`` here, else None."""
+    try:
+        from dataplane.client.spark import native
+    except ImportError:  # no compiled decoder (a zip of .py files), or no kio
+        return None
+    return native.fetch_range_native if native.speaks(client) else None
+
+
 def fetch_range(client: Mapping[str, str], r: OffsetRange, *, include_headers: bool = False,
                 fail_on_data_loss: bool = True, poll_timeout_ms: int = 30_000,
-                batch: int = BATCH) -> Iterator[pa.RecordBatch]:
+                batch: int = BATCH, engine: str = "native") -> Iterator[pa.RecordBatch]:
     """Every record of ``[r.start, r.end)`` once, in offset order, as record batches of up to ``batch`` rows."""
     if r.size <= 0:
+        return
+    native = native_engine(client) if engine == "native" else None
+    if native is not None:
+        yield from native(client, r, include_headers=include_headers, fail_on_data_loss=fail_on_data_loss,
+                          poll_timeout_ms=poll_timeout_ms)
         return
     from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 

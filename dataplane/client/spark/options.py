@@ -81,6 +81,7 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     poll_timeout_ms: int = 30_000  # one fetch that returns nothing for this long fails the task
+    engine: Literal["native", "librdkafka"] = "native"  # fetch.engine: how a task reads (see fetch.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +238,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     limit = opts.get("maxoffsetspertrigger", "").strip()
     min_parts = opts.get("minpartitions", "").strip()
     max_records = opts.get("maxrecordsperpartition", "").strip()
+    engine = opts.get("fetch.engine", "native").strip().lower()
+    if engine not in ("native", "librdkafka"):
+        raise SparkSourceError(f"option 'fetch.engine' must be native or librdkafka, got {engine!r}")
     return SourceOptions(
         client=client, selector=selector, starting=starting, ending=ending,
         strategy="latest" if strategy == "latest" else "error",
@@ -246,7 +250,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         min_partitions=_int("minPartitions", min_parts, minimum=1) if min_parts else None,
         max_records_per_partition=_int("maxRecordsPerPartition", max_records, minimum=1) if max_records else None,
         poll_timeout_ms=_int("kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms", "30000"),
-                             minimum=1))
+                             minimum=1),
+        engine="librdkafka" if engine == "librdkafka" else "native")
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:

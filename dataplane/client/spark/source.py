@@ -80,7 +80,8 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
     if not isinstance(partition.value, OffsetRange):  # no ranges: Spark runs one task with an empty partition
         return
     yield from fetch_range(options.client, partition.value, include_headers=options.include_headers,
-                           fail_on_data_loss=options.fail_on_data_loss, poll_timeout_ms=options.poll_timeout_ms)
+                           fail_on_data_loss=options.fail_on_data_loss, poll_timeout_ms=options.poll_timeout_ms,
+                           engine=options.engine)
 
 
 def _tasks(options: SourceOptions, ranges: Sequence[OffsetRange]) -> list[InputPartition]:

@@ -27,10 +27,9 @@ from dataplane.client.admin import (
     NewTopic,
     PartitionInfo,
     PartitionSize,
-    _Deadline,
-    _Wire,
     overrides,
 )
+from dataplane.client.wire import Deadline, Wire
 from sluice.embedded import free_port
 from tests.dataplane.server.processes import LoggedBroker
 
@@ -339,7 +338,7 @@ def test_an_unreachable_cluster_is_a_retriable_error_within_the_timeout() -> Non
 
 def test_a_refused_socket_connection_is_a_retriable_transport_error() -> None:
     with pytest.raises(AdminError) as refused:
-        _Wire(BrokerInfo(9, "127.0.0.1", free_port(), None), _Deadline(2))
+        Wire(BrokerInfo(9, "127.0.0.1", free_port(), None), Deadline(2))
     assert (refused.value.code, refused.value.retriable) == ("_TRANSPORT", True)
     assert "broker 9" in refused.value.message
 

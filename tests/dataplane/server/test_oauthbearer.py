@@ -214,3 +214,26 @@ def test_oauthbearer_is_offered_only_with_a_token_key(broker: LoggedBroker, tmp_
             assert "OAUTHBEARER" not in answer.mechanisms
     finally:
         plain.stop()
+
+
+def test_the_spark_native_engine_reads_with_a_static_token(broker: LoggedBroker) -> None:
+    """A Spark task's settings carry a token, not a callback: our own client authenticates with it too."""
+    from dataplane.client.spark.fetch import fetch_range, native_engine
+    from dataplane.client.spark.options import SparkSourceError
+    from dataplane.client.spark.plan import OffsetRange
+    from dataplane.client.tokens import TOKEN
+
+    token, _ = token_for(broker, "u-1")
+    client = {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+              "sasl.mechanisms": "OAUTHBEARER", TOKEN: token}
+    if native_engine(client) is None:
+        pytest.skip("the compiled decoder is not built")
+    assert produce(oauth_config(broker, "u-1"), "granted") is None
+    values = [v for b in fetch_range(client, OffsetRange("granted", 0, 0, 1), poll_timeout_ms=10_000)
+              for v in b.column("value").to_pylist()]
+    assert values == [b"v"]
+    with pytest.raises(SparkSourceError, match="not authorized to read other-0"):
+        list(fetch_range(client, OffsetRange("other", 0, 0, 1), poll_timeout_ms=10_000))
+    bad = {**client, TOKEN: token_for(broker, "u-1", secret="wrong")[0]}
+    with pytest.raises(SparkSourceError, match="reading granted-0"):
+        list(fetch_range(bad, OffsetRange("granted", 0, 0, 1), poll_timeout_ms=10_000))

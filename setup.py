@@ -1,0 +1,13 @@
+"""The compiled part of the package: the Fetch records decoder (``dataplane.protocol._columns``).
+
+Everything else is in pyproject.toml; setuptools reads ``ext_modules`` only from here. ``pip install -e .``
+builds it with the machine's C compiler; without it (a zip of .py files shipped to Spark executors) the
+Spark source falls back to librdkafka.
+"""
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+setup(ext_modules=cythonize(
+    [Extension("dataplane.protocol._columns", ["dataplane/protocol/_columns.pyx"], extra_compile_args=["-O2"])],
+    compiler_directives={"language_level": "3"}))
