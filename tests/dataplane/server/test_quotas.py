@@ -251,10 +251,10 @@ def test_anonymous_connections_are_capped(fresh: LoggedBroker) -> None:
         admin.close()
 
 
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
-    root = tmp_path_factory.mktemp("secure-quotas")
+def _sasl_broker(factory: pytest.TempPathFactory, name: str, extra_config: str = "") -> Iterator[LoggedBroker]:
+    root = factory.mktemp(name)
     config: Path = sasl_config_file(root)
+    config.write_text(config.read_text() + extra_config)
     process = LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}",
                            extra_args=["--config", str(config), *WINDOW])
     seed_credentials(process.cluster_id)
@@ -263,6 +263,34 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+    yield from _sasl_broker(tmp_path_factory, "secure-quotas")
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+    """A broker whose every SASL credential may hold two connections."""
+    yield from _sasl_broker(tmp_path_factory, "capped", "max.connections.per.credential = 2\n")
+
+
+def _third_login_is_refused(port: int, logins: tuple[str, str, str], expected: str) -> None:
+    """Two logins as alice (with ``logins``' first two mechanisms) hold her two connections; the third is refused
+    with ``expected`` and bob, another credential and principal, still logs in."""
+    first, second = KafkaWire(port), KafkaWire(port)
+    try:
+        first.authenticate(logins[0], "alice", USERS["alice"])
+        second.authenticate(logins[1], "alice", USERS["alice"])
+        with KafkaWire(port) as third, pytest.raises(PermissionError) as refused:
+            third.authenticate(logins[2], "alice", USERS["alice"])
+        assert str(refused.value) == expected
+        with KafkaWire(port) as bob:  # another principal is not affected
+            bob.authenticate("PLAIN", "bob", USERS["bob"])
+    finally:
+        first.close()
+        second.close()
 
 
 def test_a_principal_over_its_connection_cap_is_told_why(secure: LoggedBroker) -> None:
@@ -276,49 +304,15 @@ def test_a_principal_over_its_connection_cap_is_told_why(secure: LoggedBroker) -
                                                              ops=(OpData(key="max_connections", value=f64(2.0),
                                                                          remove=False),)),), validate_only=False))
         assert answer.entries[0].error_code == 0
-    first, second = KafkaWire(secure.port), KafkaWire(secure.port)
-    try:
-        first.authenticate("SCRAM-SHA-256", "alice", USERS["alice"])
-        second.authenticate("PLAIN", "alice", USERS["alice"])
-        with KafkaWire(secure.port) as third, pytest.raises(PermissionError) as refused:
-            third.authenticate("PLAIN", "alice", USERS["alice"])
-        assert str(refused.value) == ("policy_violation: Too many connections for principal User:alice: 2 open, "
-                                      "at most 2 allowed (max_connections quota)")
-        with KafkaWire(secure.port) as bob:  # another principal is not affected
-            bob.authenticate("PLAIN", "bob", USERS["bob"])
-    finally:
-        first.close()
-        second.close()
-
-
-@pytest.fixture(scope="module")
-def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
-    root = tmp_path_factory.mktemp("capped")
-    config: Path = sasl_config_file(root)
-    config.write_text(config.read_text() + "max.connections.per.credential = 2\n")
-    process = LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}", extra_args=["--config", str(config)])
-    seed_credentials(process.cluster_id)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    _third_login_is_refused(secure.port, ("SCRAM-SHA-256", "PLAIN", "PLAIN"),
+                            "policy_violation: Too many connections for principal User:alice: 2 open, "
+                            "at most 2 allowed (max_connections quota)")
 
 
 def test_a_credential_over_its_connection_cap_is_told_why(capped: LoggedBroker) -> None:
-    first, second = KafkaWire(capped.port), KafkaWire(capped.port)
-    try:
-        first.authenticate("SCRAM-SHA-512", "alice", USERS["alice"])
-        second.authenticate("PLAIN", "alice", USERS["alice"])
-        with KafkaWire(capped.port) as third, pytest.raises(PermissionError) as refused:
-            third.authenticate("PLAIN", "alice", USERS["alice"])
-        assert str(refused.value) == ("policy_violation: Too many connections for credential alice: 2 open, "
-                                      "at most 2 allowed (max.connections.per.credential)")
-        with KafkaWire(capped.port) as bob:  # another credential is not affected
-            bob.authenticate("SCRAM-SHA-256", "bob", USERS["bob"])
-    finally:
-        first.close()
-        second.close()
+    _third_login_is_refused(capped.port, ("SCRAM-SHA-512", "PLAIN", "SCRAM-SHA-256"),
+                            "policy_violation: Too many connections for credential alice: 2 open, "
+                            "at most 2 allowed (max.connections.per.credential)")
 
 
 def test_quota_admin_needs_cluster_rights(secure: LoggedBroker) -> None:
