@@ -69,6 +69,11 @@ def _get_limiter() -> SlidingWindowCounterRateLimiter:
         return _limiter
 
 
+def limited(scope: str) -> bool:
+    """Whether ``scope`` has a budget at all (when not, :func:`hit` never touches Redis)."""
+    return bool(parse_limits(getattr(settings, _SETTINGS[scope])))
+
+
 def hit(scope: str, identity: str) -> Refusal | None:
     """Count one request of ``identity`` (``key:<key id>`` or ``user:<pk>``) against ``scope``'s budgets."""
     items = parse_limits(getattr(settings, _SETTINGS[scope]))

@@ -10,19 +10,25 @@ it exactly or raises the error clients have always seen.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
 # Where an integer could pass 64 bits (2**63 has 19 digits). A base64 string may hold such a run too: that
-# document merely takes the slower parser.
-_LONG_DIGITS = re.compile(rb"\d{19}")
+# document merely takes the slower parser. Found by mapping every digit to NUL and searching for 19 NULs: both
+# loops in C, six times faster than the regular expression ``\d{19}``, which tried a match at every byte and cost
+# more than orjson's parse of a 100-record batch. (A raw NUL is never valid JSON: at worst a slower parse.)
+_DIGITS_TO_NUL = bytes.maketrans(b"0123456789", b"\0" * 10)
+_RUN = b"\0" * 19
+
+
+def _long_digit_run(data: bytes) -> bool:
+    return data.translate(_DIGITS_TO_NUL).find(_RUN) >= 0
 
 
 def loads(data: bytes) -> Any:
     """Parse JSON; raises :class:`json.JSONDecodeError` (or UnicodeDecodeError) as :func:`json.loads`."""
-    if _LONG_DIGITS.search(data) is None:
+    if not _long_digit_run(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:

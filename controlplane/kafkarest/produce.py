@@ -102,11 +102,11 @@ class Outcomes:
         return result
 
     def report(self, index: int, cluster_id: str, topic: str) -> dict[str, Any]:
+        result, record = self.results[index], self.records[index]
+        if isinstance(result, Message) and record is not None:  # straight from the Message: no Delivered per record
+            return delivery_report(cluster_id, topic, record, result.partition() or 0, result.offset() or 0,
+                                   result.timestamp()[1])
         outcome = self.outcome(index)
-        record = self.records[index]
-        if isinstance(outcome, Delivered) and record is not None:
-            return delivery_report(cluster_id, topic, record, outcome.partition, outcome.offset,
-                                   outcome.timestamp_ms)
         assert isinstance(outcome, RestError)
         return outcome.body()
 

@@ -13,9 +13,8 @@ import functools
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from controlplane.kafkarest import fastjson
 from controlplane.kafkarest.errors import INVALID_PAYLOAD, PRODUCE_BATCH_INVALID, UNSUPPORTED_SCHEMA, RestError
@@ -24,10 +23,15 @@ PLAIN_TYPES = ("BINARY", "JSON", "STRING")
 SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
 MAX_BATCH_ENTRIES = 1000  # the REST Proxy allows 10; a larger batch is what makes REST produce fast
 MAX_BATCH_ID_LENGTH = 80
+_PLAIN = {kind: kind for kind in PLAIN_TYPES}
+_SCHEMA_FIELDS = frozenset(("schema_id", "schema_version", "schema", "subject", "subject_name_strategy"))
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceRecord:
+class ProduceRecord(NamedTuple):
+    """One record of a produce request, parsed. Immutable; a NamedTuple rather than a frozen dataclass because
+    it is made for every record produced and a frozen dataclass's ``__init__`` (a ``object.__setattr__`` per
+    field) cost four times as much."""
+
     partition: int | None
     key: bytes | None
     value: bytes | None
@@ -53,28 +57,31 @@ def _data(spec: Any, what: str) -> tuple[str | None, bytes | None]:
     if not isinstance(spec, dict):
         raise _payload_error(f"{what} must be an object with 'type' and 'data'.")
     kind = spec.get("type", "JSON")
-    if not isinstance(kind, str):
-        raise _payload_error(f"{what}.type must be a string.")
-    kind = kind.upper()
-    if kind in SCHEMA_TYPES or any(spec.get(k) is not None for k in ("schema_id", "schema_version", "schema",
-                                                                         "subject", "subject_name_strategy")):
+    # The usual spelling is looked up (no upper() per record); anything else is normalised the slow way.
+    upper = _PLAIN.get(kind) if isinstance(kind, str) else None
+    if upper is None:
+        if not isinstance(kind, str):
+            raise _payload_error(f"{what}.type must be a string.")
+        upper = kind.upper()
+    if upper in SCHEMA_TYPES or (not _SCHEMA_FIELDS.isdisjoint(spec)
+                                 and any(spec.get(k) is not None for k in _SCHEMA_FIELDS)):
         raise RestError(UNSUPPORTED_SCHEMA, f"{what}: schema-based formats need a schema registry, which this "
                                             "service does not run; use BINARY, JSON or STRING.")
-    if kind not in PLAIN_TYPES:
-        raise _payload_error(f"{what}.type must be one of BINARY, JSON, STRING, not {kind!r}.")
+    if upper not in PLAIN_TYPES:
+        raise _payload_error(f"{what}.type must be one of BINARY, JSON, STRING, not {upper!r}.")
     if "data" not in spec:
         raise _payload_error(f"{what}.data is required.")
     data = spec["data"]
-    if kind == "JSON":
-        return kind, fastjson.dumps(data)
+    if upper == "JSON":
+        return upper, fastjson.dumps(data)
     if data is None:
-        return kind, None
+        return upper, None
     if not isinstance(data, str):
-        raise _payload_error(f"{what}.data must be a string for type {kind}.")
-    if kind == "STRING":
-        return kind, data.encode()
+        raise _payload_error(f"{what}.data must be a string for type {upper}.")
+    if upper == "STRING":
+        return upper, data.encode()
     try:
-        return kind, b64decode(data)
+        return upper, b64decode(data)
     except (binascii.Error, ValueError) as exc:
         raise _payload_error(f"{what}.data is not valid base64.") from exc
 
@@ -137,8 +144,11 @@ def parse_produce_request(body: Any) -> ProduceRecord:
         raise _payload_error("partition_id must be a non-negative integer.")
     key_type, key = _data(body.get("key"), "key")
     value_type, value = _data(body.get("value"), "value")
-    return ProduceRecord(partition, key, value, key_type, value_type, _headers(body.get("headers")),
-                         parse_timestamp(body.get("timestamp")))
+    # Absent headers and timestamp (the usual record) cost no call each.
+    headers = body.get("headers")
+    timestamp = body.get("timestamp")
+    return ProduceRecord(partition, key, value, key_type, value_type, [] if headers is None else _headers(headers),
+                         None if timestamp is None else parse_timestamp(timestamp))
 
 
 def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | RestError]]:
@@ -154,27 +164,33 @@ def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | RestError]]:
     if len(entries) > MAX_BATCH_ENTRIES:
         raise RestError(PRODUCE_BATCH_INVALID, f"Too many entries: at most {MAX_BATCH_ENTRIES} in one batch.")
     ids: list[str] = []
+    out: list[tuple[str, ProduceRecord | RestError]] = []
     for entry in entries:
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if not isinstance(entry_id, str) or not 1 <= len(entry_id) <= MAX_BATCH_ID_LENGTH:
             raise RestError(PRODUCE_BATCH_INVALID,
                             f"Batch entry identifier is not valid: each 'id' is a string of 1-{MAX_BATCH_ID_LENGTH}.")
         ids.append(entry_id)
-    if len(set(ids)) != len(ids):
-        raise RestError(PRODUCE_BATCH_INVALID, "Batch entry IDs are not distinct.")
-    out: list[tuple[str, ProduceRecord | RestError]] = []
-    for entry_id, entry in zip(ids, entries, strict=True):
         try:
             out.append((entry_id, parse_produce_request(entry)))  # it reads its own fields only, never "id"
         except RestError as exc:
             out.append((entry_id, exc))
+    if len(set(ids)) != len(ids):
+        raise RestError(PRODUCE_BATCH_INVALID, "Batch entry IDs are not distinct.")
     return out
 
 
 def _size(kind: str | None, data: bytes | None) -> dict[str, Any] | None:
     if kind is None:
         return None
-    return {"type": kind, "size": 0 if data is None else len(data)}
+    return _size_of(kind, 0 if data is None else len(data))
+
+
+@functools.lru_cache(maxsize=1024)
+def _size_of(kind: str, size: int) -> dict[str, Any]:
+    """Shared by every report with the same type and size (records of a batch mostly are): reports are only
+    serialised, never changed, so one dict serves them all."""
+    return {"type": kind, "size": size}
 
 
 def delivery_report(cluster_id: str, topic: str, record: ProduceRecord, partition: int, offset: int,

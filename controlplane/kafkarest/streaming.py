@@ -27,7 +27,13 @@ from django.db import close_old_connections
 
 from controlplane.core import ratelimit
 from controlplane.kafkarest import errors, fastjson
-from controlplane.kafkarest.access import Caller, audit_refusal, caller_for_authorization, cluster_access
+from controlplane.kafkarest.access import (
+    Caller,
+    audit_refusal,
+    cached_cluster_access,
+    caller_for_authorization,
+    cluster_access,
+)
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
 from controlplane.kafkarest.producer import ClusterProducer, pool
@@ -105,6 +111,21 @@ def _within_rate_limit(caller: Caller) -> None:
         raise RestError(errors.RATE_LIMITED, refusal.message, retry_after=refusal.retry_after)
 
 
+def _resolved(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterProducer, str, int] | None:
+    """What :func:`_resolve` finds -- the producer, the Kafka cluster id and the partition count -- answered on
+    the event loop when every part is cached: the caller and its cluster (2 s), the producer, the topic's partition
+    count (10 s), and no rate limit to count in Redis. None: resolve on a thread, as before. A thread hop per
+    request queues behind the loop and the pool's other work, so it mostly adds latency, not CPU."""
+    if ratelimit.limited(ratelimit.KAFKA):
+        return None
+    access = cached_cluster_access(authorization, cluster_id, Role.MEMBER)
+    if access is None:
+        return None
+    producer = pool.cached(access)
+    count = producer.cached_partition_count(topic) if producer is not None else None
+    return None if producer is None or count is None else (producer, access.kafka_cluster_id, count)
+
+
 def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterProducer, str]:
     """Caller, cluster and topic checks (a thread: they may read the database or the cluster's metadata)."""
     close_old_connections()
@@ -149,7 +170,11 @@ async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str
         if length and int(length) > MAX_BODY_BYTES:
             raise RestError(errors.PAYLOAD_TOO_LARGE,
                             f"Request body larger than {MAX_BODY_BYTES} bytes: stream it (chunked) instead.")
-        producer, kafka_cluster_id = await asyncio.to_thread(_resolve, authorization, cluster_id, topic)
+        fast = _resolved(authorization, cluster_id, topic)
+        if fast is not None:
+            producer, kafka_cluster_id, _ = fast
+        else:
+            producer, kafka_cluster_id = await asyncio.to_thread(_resolve, authorization, cluster_id, topic)
     except (RestError, ValueError) as exc:
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _refuse(send, error)
@@ -212,7 +237,11 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
     """v2 produce (``POST /topics/{t}[/partitions/{p}]``): the same contract as ``v2.views.TopicView.post``."""
     try:
         # The cluster first: another tenant's is a 404 whatever else is wrong with the request.
-        producer, count = await asyncio.to_thread(_resolve_v2, authorization, cluster_id, topic)
+        fast = _resolved(authorization, cluster_id, topic) if cluster_id is not None else None
+        if fast is not None:
+            producer, _, count = fast
+        else:
+            producer, count = await asyncio.to_thread(_resolve_v2, authorization, cluster_id, topic)
         fmt = v2_produce.produce_format(_header(scope, b"content-type"))
         length = _header(scope, b"content-length")
         if length and int(length) > MAX_BODY_BYTES:

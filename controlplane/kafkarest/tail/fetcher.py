@@ -29,7 +29,7 @@ from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.protocol import Close, ProtocolError
-from controlplane.kafkarest.tail.records import Record
+from controlplane.kafkarest.tail.records import Record, render
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class Batch:
 
     records: tuple[Record, ...]
     positions: dict[int, int]
+    chunk: bytes  # the records' JSON, rendered together on the fetch thread (records.render)
 
 
 class Viewer(Protocol):
@@ -180,10 +181,10 @@ class LiveFetcher:
                     size += record.size
                     positions[partition] = record.offset + 1
                     if size >= BATCH_BYTES:
-                        self._post(self._dispatch, Batch(tuple(records), dict(positions)))
+                        self._post(self._dispatch, Batch(tuple(records), dict(positions), render(records)))
                         posted, records, size = dict(positions), [], 0
                 if records or positions != posted:
-                    self._post(self._dispatch, Batch(tuple(records), dict(positions)))
+                    self._post(self._dispatch, Batch(tuple(records), dict(positions), render(records)))
                     posted = dict(positions)
         except ProtocolError as exc:
             self._post(self._fail, exc)

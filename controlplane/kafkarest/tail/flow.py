@@ -10,12 +10,11 @@ huge record can still be shown.
 from __future__ import annotations
 
 import asyncio
-import operator
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controlplane.kafkarest.tail.records import Record
+from controlplane.kafkarest.tail.records import OVERHEAD_BYTES, Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +26,16 @@ class Item:
     # is in it, so the sender moves its cursor from these alone
     positions: Mapping[int, int]
     size: int
+    # The records' JSON, joined by commas, when they were rendered together (records.render): a frame takes it
+    # whole when no filter picks among them. None: each record's own JSON.
+    chunk: bytes | None = None
 
 
-def item(records: tuple[Record, ...], positions: Mapping[int, int]) -> Item:
-    return Item(records, positions, sum(map(_SIZE, records)) + 16 * len(positions))
-
-
-_SIZE = operator.attrgetter("size")
+def item(records: tuple[Record, ...], positions: Mapping[int, int], chunk: bytes | None = None) -> Item:
+    """An item whose size counts the JSON bytes it will send (the chunk's, else each record's) plus a fixed
+    overhead per record and position."""
+    json_bytes = len(chunk) if chunk is not None else sum(len(r.json) for r in records)
+    return Item(records, positions, json_bytes + OVERHEAD_BYTES * len(records) + 16 * len(positions), chunk)
 
 
 class ViewerBuffer:

@@ -1,15 +1,18 @@
-"""A Kafka record as the tail shows it: rendered once, shared by every viewer that receives it.
+"""A Kafka record as the tail shows it: decoded once, shared by every viewer that receives it.
 
 Keys, values and header values are sent as UTF-8 text when they decode as UTF-8, else as base64; the
 ``key_encoding``/``value_encoding``/``encoding`` fields say which (``"utf-8"`` or ``"base64"``, ``null``
-for a null key or value). Rendering happens on the thread that fetched the record; the filter document
-(with the JSON-parsed key and value) is built lazily, on the event loop, the first time a filter asks.
+for a null key or value). A record's fields are decoded on the thread that fetched it, and a fetched batch
+is rendered to JSON there in one call (:func:`render`); a record's own JSON (when a viewer keeps only some of
+a batch, or filters) and its filter document (with the JSON-parsed key and value) are built lazily, on the
+event loop, the first time they are needed.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message
@@ -17,6 +20,7 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message
 from controlplane.kafkarest import fastjson
 
 OVERHEAD_BYTES = 200  # what a record costs beyond its key, value and headers (objects, JSON framing)
+_FIELDS_BYTES = 180  # a record's JSON beyond its key, value and header texts: names, numbers, punctuation
 
 
 def _text(data: bytes | None) -> tuple[str | None, str | None]:
@@ -42,39 +46,40 @@ def _json(text: str | None, encoding: str | None) -> Any:
 
 
 class Record:
-    """One rendered record. Immutable after construction except the lazily built filter document,
-    which only the event loop touches."""
+    """One record as the tail shows it. ``fields`` is its JSON object (never changed after construction); the
+    JSON text is made only when asked for (:attr:`json`), because records are usually rendered many at a time
+    (:func:`render`). The lazily built JSON and filter document are only touched by the event loop."""
 
-    __slots__ = ("_document", "headers", "json", "key", "key_encoding", "offset", "partition", "size",
-                 "timestamp_ms", "value", "value_encoding")
+    __slots__ = ("_document", "_json", "fields", "offset", "partition", "size")
 
     def __init__(self, partition: int, offset: int, timestamp_ms: int, timestamp_type: str, key: bytes | None,
                  value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None:
         # Runs for every record a tail reads (hundreds of thousands a second): the common cases inline.
         self.partition = partition
         self.offset = offset
-        self.timestamp_ms = timestamp_ms
-        self.key, self.key_encoding = (None, None) if key is None else _text(key)
+        key_text, key_encoding = (None, None) if key is None else _text(key)
         if value is None:
-            self.value = self.value_encoding = None
+            value_text = value_encoding = None
         else:
             try:
-                self.value, self.value_encoding = value.decode(), "utf-8"
+                value_text, value_encoding = value.decode(), "utf-8"
             except UnicodeDecodeError:
-                self.value, self.value_encoding = _text(value)
-        if headers:
-            self.headers = [(name, *_text(data)) for name, data in headers]
-            rendered: list[dict[str, Any]] = [{"key": name, "value": text, "encoding": enc}
-                                              for name, text, enc in self.headers]
-        else:
-            self.headers, rendered = [], []
-        # UTF-8 JSON bytes (orjson: a fifth of the cost of json.dumps), joined into frames without re-encoding.
-        self.json = fastjson.dumps({
+                value_text, value_encoding = _text(value)
+        size = _FIELDS_BYTES + OVERHEAD_BYTES + len(key_text or "") + len(value_text or "")
+        rendered: list[dict[str, Any]] = []
+        for name, data in headers:
+            text, encoding = _text(data)
+            rendered.append({"key": name, "value": text, "encoding": encoding})
+            size += len(name) + len(text or "") + 40
+        self.fields: dict[str, Any] = {
             "partition": partition, "offset": offset, "timestamp": timestamp_ms, "timestamp_type": timestamp_type,
-            "key": self.key, "key_encoding": self.key_encoding,
-            "value": self.value, "value_encoding": self.value_encoding, "headers": rendered,
-        })
-        self.size = len(self.json) + OVERHEAD_BYTES
+            "key": key_text, "key_encoding": key_encoding,
+            "value": value_text, "value_encoding": value_encoding, "headers": rendered,
+        }
+        # An estimate (the JSON is not made yet): escapes can make the JSON longer. Frames and buffers count the
+        # rendered bytes where they have them (flow.item).
+        self.size = size
+        self._json: bytes | None = None
         self._document: dict[str, Any] | None = None
 
     @classmethod
@@ -89,13 +94,32 @@ class Record:
                    key if key is None or isinstance(key, bytes) else _bytes(key),
                    value if value is None or isinstance(value, bytes) else _bytes(value), headers)
 
+    @property
+    def json(self) -> bytes:
+        """This record's UTF-8 JSON, made once (the same bytes :func:`render` writes for it)."""
+        if self._json is None:
+            self._json = fastjson.dumps(self.fields)
+        return self._json
+
     def document(self) -> dict[str, Any]:
         """What a filter sees (see :mod:`controlplane.kafkarest.tail.filters`)."""
         if self._document is None:
+            f = self.fields
             self._document = {
-                "partition": self.partition, "offset": self.offset, "timestamp": self.timestamp_ms,
-                "key": self.key, "value": self.value,
-                "key_json": _json(self.key, self.key_encoding), "value_json": _json(self.value, self.value_encoding),
-                "headers": {name: text for name, text, _ in self.headers},
+                "partition": self.partition, "offset": self.offset, "timestamp": f["timestamp"],
+                "key": f["key"], "value": f["value"],
+                "key_json": _json(f["key"], f["key_encoding"]), "value_json": _json(f["value"], f["value_encoding"]),
+                "headers": {h["key"]: h["value"] for h in f["headers"]},
             }
         return self._document
+
+
+def render(records: Sequence[Record]) -> bytes:
+    """The records' JSON joined by commas (a frame's ``records`` array without its brackets), in one call.
+
+    One ``orjson.dumps`` of the list costs a small fraction of one call per record (measured: 0.14 against
+    2.4 us a record), which was most of what the tail spent per record.
+    """
+    if not records:
+        return b""
+    return fastjson.dumps([r.fields for r in records])[1:-1]

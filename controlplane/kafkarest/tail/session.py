@@ -44,7 +44,7 @@ from controlplane.kafkarest.tail.protocol import (
     records_frame,
     subscribed_frame,
 )
-from controlplane.kafkarest.tail.records import Record
+from controlplane.kafkarest.tail.records import Record, render
 
 T = TypeVar("T")
 
@@ -73,9 +73,10 @@ class Read:
     error: KafkaError | None = None
 
 
-def _digest(consumer: Consumer, count: int) -> tuple[list[Record], list[Read]]:
-    """The records of a backlog consume, rendered, in order; and partition ends and errors apart (no wrapper
-    per record: this runs for every record of a backlog)."""
+def _digest(consumer: Consumer, count: int) -> tuple[list[Record], bytes, list[Read]]:
+    """The records of a backlog consume, in order, with their JSON rendered together (on this thread, not the
+    loop); and partition ends and errors apart (no wrapper per record: this runs for every record of a
+    backlog)."""
     records: list[Record] = []
     reads: list[Read] = []
     for message in take(consumer, count, POLL_SECONDS):
@@ -86,7 +87,7 @@ def _digest(consumer: Consumer, count: int) -> tuple[list[Record], list[Read]]:
             reads.append(Read(message.partition() or 0, message.offset() or 0))
         else:
             reads.append(Read(message.partition() or 0, message.offset() or 0, error))
-    return records, reads
+    return records, render(records), reads
 
 
 class TailSession:
@@ -221,6 +222,7 @@ class TailSession:
             return
         joined, read = self._joined, self._read
         records = tuple(r for r in batch.records if r.partition in joined and r.offset >= read[r.partition])
+        chunk = batch.chunk if len(records) == len(batch.records) else None  # all kept: the batch's JSON serves
         positions: dict[int, int] = {}
         for p in joined:
             position = batch.positions.get(p)
@@ -228,7 +230,7 @@ class TailSession:
                 read[p] = positions[p] = position
         if not records and not positions:
             return
-        if not self._buffer.offer(item(records, positions)):
+        if not self._buffer.offer(item(records, positions, chunk)):
             self._buffer.clear()
             self.stats.slow_disconnects += 1
             self._fail(ProtocolError("too_slow", "The viewer fell more than the buffer "
@@ -246,7 +248,7 @@ class TailSession:
         consumer = self._consumer
         assert consumer is not None
         while self._own:
-            fetched, reads = await self._call(_digest, consumer, BACKLOG_MESSAGES)
+            fetched, rendered, reads = await self._call(_digest, consumer, BACKLOG_MESSAGES)
             own, read, end = self._own, self._read, self._end
             for failed in reads:
                 if failed.error is not None and failed.partition in own \
@@ -272,7 +274,8 @@ class TailSession:
                 if position > read[p]:
                     read[p] = positions[p] = position
             if records or positions:
-                await self._buffer.put(item(tuple(records), positions))
+                chunk = rendered if len(records) == len(fetched) else None  # all kept: the consume's JSON serves
+                await self._buffer.put(item(tuple(records), positions, chunk))
                 self.stats.buffered(self._buffer.bytes)
             # No await from here to the unassign call: the hand-over check is atomic.
             handed = [p for p in self._own if self._caught_up(p)]
@@ -305,7 +308,11 @@ class TailSession:
                 # The cursor moves by the entry's positions, which cover its records (see flow.Item): no work
                 # per record beyond its filter.
                 if self.filter is None:
-                    texts.extend(map(_JSON, entry.records))
+                    if entry.chunk is not None:
+                        if entry.chunk:
+                            texts.append(entry.chunk)
+                    else:
+                        texts.extend(map(_JSON, entry.records))
                 else:
                     for record in entry.records:
                         if self.filter.matches(record):
