@@ -155,7 +155,7 @@ def tail_run(page: Page, stack: Stack, seconds: float) -> dict[str, Any]:
     stop = threading.Event()
     sent: list[int] = []
     feeder = threading.Thread(
-        target=lambda: sent.append(paced_producer(stack.bootstrap, topic, 100, RATE, seconds, stop)))
+        target=lambda: sent.append(paced_producer(stack.kafka, topic, 100, RATE, seconds, stop)))
     started = time.monotonic()
     feeder.start()
     try:
