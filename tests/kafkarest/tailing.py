@@ -31,13 +31,13 @@ def tail_url(stack: RestStack, topic: str, cluster_id: str | None = None) -> str
 
 async def open_tail(stack: RestStack, topic: str, *, key: str | None = "owner", cluster_id: str | None = None,
                     headers: dict[str, str] | None = None, origin: str | None = None,
-                    **kwargs: Any) -> ClientConnection:
+                    max_size: int | None = None, **kwargs: Any) -> ClientConnection:
     sent: dict[str, str] = {}
     if key is not None:
         sent["Authorization"] = stack.basic(stack.key if key == "owner" else key)
     sent.update(headers or {})
     return await connect(tail_url(stack, topic, cluster_id), additional_headers=sent, origin=origin,  # type: ignore[arg-type]
-                         proxy=None, max_size=None, open_timeout=DEADLINE, **kwargs)
+                         proxy=None, max_size=max_size, open_timeout=DEADLINE, **kwargs)
 
 
 async def next_frame(ws: ClientConnection) -> dict[str, Any]:

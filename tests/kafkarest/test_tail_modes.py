@@ -55,6 +55,33 @@ def test_earliest_reads_everything_and_is_done_at_the_end(rest_stack: RestStack,
                      "headers": []}
 
 
+def test_a_backlog_of_large_records_comes_in_frames_under_a_mebibyte(rest_stack: RestStack) -> None:
+    """4,000 records of 1 KiB: a backlog consume holds 2,000 of them (~2.6 MB of JSON); frames stay under the
+    1 MiB message size most WebSocket clients accept by default (this client refuses anything larger)."""
+    topic = topic_name("tail-large")
+    rest_stack.create_topic(topic, partitions=1)
+    value = "v" * 1024
+    produce(rest_stack, topic, [{"key": f"k{i}", "value": value} for i in range(4000)])
+
+    async def run() -> tuple[list[int], list[int]]:
+        async with await open_tail(rest_stack, topic, max_size=2**20) as ws:
+            await subscribe(ws, until="end", **{"from": "earliest"})
+            offsets: list[int] = []
+            sizes: list[int] = []
+            while True:
+                raw = await asyncio.wait_for(ws.recv(), 60)
+                sizes.append(len(raw))
+                frame = json.loads(raw)
+                offsets += [r["offset"] for r in frame.get("records", [])]
+                if frame["type"] in ("done", "error"):
+                    assert frame["type"] == "done", frame
+                    return offsets, sizes
+
+    offsets, sizes = asyncio.run(run())
+    assert offsets == list(range(4000))  # every record once, in order
+    assert max(sizes) < 2**20
+
+
 def test_last_n_per_partition(rest_stack: RestStack, seeded: str) -> None:
     subscribed, tail = asyncio.run(bounded(rest_stack, seeded, **{"from": {"last": 2}}))
     assert subscribed["cursor"] == {"0": 3, "1": 3}

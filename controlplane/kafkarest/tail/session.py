@@ -23,7 +23,7 @@ import concurrent.futures
 import contextlib
 import operator
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -73,10 +73,25 @@ class Read:
     error: KafkaError | None = None
 
 
-def _digest(consumer: Consumer, count: int) -> tuple[list[Record], bytes, list[Read]]:
-    """The records of a backlog consume, in order, with their JSON rendered together (on this thread, not the
-    loop); and partition ends and errors apart (no wrapper per record: this runs for every record of a
-    backlog)."""
+def _pieces(records: list[Record], limit: int) -> list[tuple[int, int]]:
+    """``records`` cut into runs of about ``limit`` bytes of record sizes, as (start, end) indexes: one item, and so
+    one frame, each (a frame of a whole 2,000-record consume of 1 KiB values would pass the 1 MiB message size
+    many WebSocket clients accept). At least one run, empty when there are no records."""
+    bounds, start, size = [], 0, 0
+    for index, record in enumerate(records):
+        size += record.size
+        if size >= limit:
+            bounds.append((start, index + 1))
+            start, size = index + 1, 0
+    if start < len(records) or not bounds:
+        bounds.append((start, len(records)))
+    return bounds
+
+
+def _digest(consumer: Consumer, count: int) -> tuple[list[Record], list[tuple[int, int, bytes]], list[Read]]:
+    """The records of a backlog consume, in order, in frame-sized runs whose JSON is rendered together (on this
+    thread, not the loop); and partition ends and errors apart (no wrapper per record: this runs for every record
+    of a backlog)."""
     records: list[Record] = []
     reads: list[Read] = []
     for message in take(consumer, count, POLL_SECONDS):
@@ -87,7 +102,7 @@ def _digest(consumer: Consumer, count: int) -> tuple[list[Record], bytes, list[R
             reads.append(Read(message.partition() or 0, message.offset() or 0))
         else:
             reads.append(Read(message.partition() or 0, message.offset() or 0, error))
-    return records, render(records), reads
+    return records, [(a, b, render(records[a:b])) for a, b in _pieces(records, FRAME_BYTES)], reads
 
 
 class TailSession:
@@ -274,8 +289,14 @@ class TailSession:
                 if position > read[p]:
                     read[p] = positions[p] = position
             if records or positions:
-                chunk = rendered if len(records) == len(fetched) else None  # all kept: the consume's JSON serves
-                await self._buffer.put(item(tuple(records), positions, chunk))
+                # All kept: the consume's runs and their JSON serve; else runs of the kept records, each
+                # rendered by the sender. Each run's positions cover its records; the last run's are the read's.
+                runs: Sequence[tuple[int, int, bytes | None]] = rendered if len(records) == len(fetched) else [
+                    (a, b, None) for a, b in _pieces(records, FRAME_BYTES)]
+                for n, (a, b, chunk) in enumerate(runs):
+                    run = records[a:b]
+                    where = positions if n == len(runs) - 1 else {r.partition: r.offset + 1 for r in run}
+                    await self._buffer.put(item(tuple(run), where, chunk))
                 self.stats.buffered(self._buffer.bytes)
             # No await from here to the unassign call: the hand-over check is atomic.
             handed = [p for p in self._own if self._caught_up(p)]
