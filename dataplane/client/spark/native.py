@@ -31,9 +31,11 @@ from dataplane.client.spark.columns import to_record_batch
 from dataplane.client.spark.options import DataLossError, SparkSourceError
 from dataplane.client.spark.plan import OffsetRange
 from dataplane.client.wire import PROTOCOLS, AdminError, BrokerInfo, Deadline, Wire, WireSettings
-from dataplane.protocol._columns import decode_columns
+from dataplane.protocol.compiled import columns_module
 from dataplane.security.oauthbearer import OAUTHBEARER
 from dataplane.security.sasl import ALL_MECHANISMS
+
+decode_columns = columns_module().decode_columns  # ImportError here: fetch.py falls back to librdkafka
 
 _FETCH, _METADATA = 1, 3
 _MAX_WAIT_MS = 500  # how long the broker may hold a fetch with nothing to send

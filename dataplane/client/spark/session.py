@@ -89,6 +89,11 @@ def spark_session(*, master: str | None = None, app_name: str = "sluice",
         session = builder.getOrCreate()
         if not url.startswith("local"):
             session.sparkContext.addPyFile(_package_zip())
+            from dataplane.protocol.compiled import extension_file
+
+            compiled = extension_file()
+            if compiled is not None:  # executors of the same Python import it from the files directory
+                session.sparkContext.addFile(compiled)
         register(session)
         _session = session
         return session

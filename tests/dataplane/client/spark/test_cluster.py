@@ -47,11 +47,16 @@ try:
 
     def where(_):
         import dataplane.client.spark.source as source
+        from dataplane.client.spark.fetch import native_engine
+        from dataplane.protocol.compiled import columns_module
+        native = native_engine({"bootstrap.servers": bootstrap}) is not None
+        compiled = columns_module().__file__ if native else None
         ancestors, pid = [], os.getpid()
         while pid > 1:  # this Python worker, the pyspark daemon, the executor JVM, the Spark worker ...
             pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
             ancestors.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode())
-        yield {"source": source.__file__, "pid": os.getpid(), "ancestors": ancestors}
+        yield {"source": source.__file__, "pid": os.getpid(), "ancestors": ancestors, "native": native,
+               "compiled": compiled}
 
     executor = sc.parallelize([0], 1).mapPartitions(where).collect()[0]
     infos = sc.statusTracker().getExecutorInfos()
@@ -167,4 +172,6 @@ def test_a_read_runs_on_executors_that_import_the_shipped_source(standalone: Sta
     assert not any(f"driver.py {kafka}" in a for a in executor["ancestors"]), executor
     assert ".zip/dataplane/client/spark/source.py" in executor["source"], executor
     assert not executor["source"].startswith(str(Path(__file__).resolve().parents[4])), executor
+    # The compiled decoder was shipped beside the zip, so executors read with the native engine.
+    assert executor["native"] and not executor["compiled"].startswith(str(Path(__file__).resolve().parents[4]))
     assert result["executors"] >= 2  # the driver and one executor
