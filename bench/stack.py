@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import CLK_TCK, ROOT, Procs, self_cpu
 
-from sluice.embedded import Services, ensure_services
+from sluice.embedded import Services, ensure_services, free_port_range
 
 POLL_S = 0.1
 QUIET_KAFKA = {"log_level": 0, "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200}
@@ -73,41 +72,6 @@ class Milestones:
 
 
 # ---------------------------------------------------------------------------- processes
-
-
-def ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (outgoing connections take their source ports there)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port_range(count: int) -> tuple[int, int]:
-    """``count`` consecutive ports free right now, BELOW the ephemeral range (the agents' brokers bind them later).
-
-    Not a kernel-chosen port: while a broker on an ephemeral port is down, a client retrying it can be given that
-    very port as its source and connect to itself (TCP simultaneous open); the restarted broker then cannot bind
-    until that client lets go (seen here: EADDRINUSE restarts for 80-130 s after a SIGKILL).
-    """
-    import random
-
-    high = min(ephemeral_low(), 65535) - count
-    for _ in range(200):
-        first = random.randrange(20000, high)
-        socks = []
-        try:
-            for port in range(first, first + count):
-                sock = socket.socket()
-                sock.bind(("127.0.0.1", port))
-                socks.append(sock)
-            return first, first + count - 1
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no free port range below the ephemeral range")
 
 
 def brokers_under(root: Path) -> list[int]:

@@ -9,6 +9,7 @@ harness and (later) the brokers all use it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -36,6 +37,36 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_range(count: int) -> tuple[int, int]:
+    """``count`` consecutive ports on 127.0.0.1, free now and below the kernel's ephemeral range.
+
+    For servers started later (brokers an agent places, ``sluice up``'s broker pool). Not kernel-chosen ports:
+    while a broker on an ephemeral port is down, a client retrying it can be given that very port as its source and
+    connect to itself (TCP simultaneous open), and the restarted broker cannot bind until that client lets go. The
+    search starts at a slot derived from the pid, so parallel test workers and benches start apart.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    slots = max(1, (low - 20000) // count)
+    first_slot = os.getpid() % slots
+    for i in range(slots):
+        first = 20000 + ((first_slot + i * 7) % slots) * count
+        socks: list[socket.socket] = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return first, first + count - 1
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError("no free port range below the ephemeral range")
 
 
 def _forget_dead_handles(data_dir: Path) -> None:

@@ -68,7 +68,7 @@ def test_quotas_are_applied_followed_and_drift_corrected(broker: LoggedBroker) -
 
 
 def test_an_unreachable_cluster_is_pending_with_the_reason() -> None:
-    from tests.ports import free_port_range
+    from sluice.embedded import free_port_range
 
     cluster = ClusterFactory()
     ClientQuota.objects.create(cluster=cluster, producer_byte_rate=1)

@@ -25,8 +25,7 @@ from typing import Any
 import psutil
 import pytest
 
-from sluice.embedded import free_port
-from tests.ports import free_port_range
+from sluice.embedded import free_port, free_port_range
 from tests.process_output import drain_to, read_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psutil
 import pytest
 
-from tests.ports import free_port_range
+from sluice.embedded import free_port_range
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.xdist_group("heavy")

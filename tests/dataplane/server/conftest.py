@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ports import free_port_range
+from sluice.embedded import free_port_range
 
 ROOT = Path(__file__).resolve().parents[3]
 
