@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataplane.client.spark.columns import to_record_batch
+from dataplane.protocol import _columns  # built by the install (setup.py); its absence is a failure
 from dataplane.protocol.errors import KafkaError
 from dataplane.protocol.records import (
     CONTROL_MASK,
@@ -29,7 +30,6 @@ from dataplane.protocol.records import (
     iter_batch_headers,
 )
 
-_columns = pytest.importorskip("dataplane.protocol._columns", reason="the compiled decoder is not built")
 decode_columns = _columns.decode_columns
 
 blobs = st.none() | st.binary(max_size=40)
