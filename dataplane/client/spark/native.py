@@ -51,9 +51,10 @@ _DEFAULTS = {"max.partition.fetch.bytes": 4 * 1024 * 1024, "fetch.max.bytes": 64
 
 def speaks(client: Mapping[str, str]) -> bool:
     """Whether this engine can authenticate as ``client`` asks (else the librdkafka engine is used)."""
-    if str(client.get("security.protocol", "plaintext")).lower() not in PROTOCOLS:
+    protocol = str(client.get("security.protocol", "plaintext")).lower()
+    if protocol not in PROTOCOLS:
         return False
-    if not str(client.get("security.protocol", "plaintext")).lower().startswith("sasl_"):
+    if not protocol.startswith("sasl_"):
         return True
     mechanism = str(client.get("sasl.mechanism", client.get("sasl.mechanisms", "GSSAPI"))).upper()
     return mechanism in ALL_MECHANISMS or (mechanism == OAUTHBEARER and "sasl.oauthbearer.token" in client)
