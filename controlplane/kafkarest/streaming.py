@@ -17,7 +17,6 @@ read, so a fast client is slowed by TCP instead of growing the server's memory.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -26,20 +25,22 @@ from urllib.parse import unquote
 from django.db import close_old_connections
 
 from controlplane.core import ratelimit
-from controlplane.kafkarest import errors, fastjson
+from controlplane.kafkarest import batched, errors, fastjson
 from controlplane.kafkarest.access import (
     Caller,
+    ClusterAccess,
     audit_refusal,
     cached_cluster_access,
     caller_for_authorization,
     cluster_access,
 )
+from controlplane.kafkarest.batched import Produced, batch_response
 from controlplane.kafkarest.errors import RestError
-from controlplane.kafkarest.produce import PENDING, AsyncOutcomes, batch_response
-from controlplane.kafkarest.producer import ClusterProducer, pool
-from controlplane.kafkarest.records import ConcatenatedJson, ProduceRecord, parse_batch
+from controlplane.kafkarest.records import ConcatenatedJson, parse_batch
 from controlplane.kafkarest.v2 import produce as v2_produce
 from controlplane.tenancy.models import Role
+from dataplane.client.producer import AsyncProducer
+from dataplane.client.wire import AdminError
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -111,57 +112,57 @@ def _within_rate_limit(caller: Caller) -> None:
         raise RestError(errors.RATE_LIMITED, refusal.message, retry_after=refusal.retry_after)
 
 
-def _resolved(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterProducer, str, int] | None:
-    """What :func:`_resolve` finds -- the producer, the Kafka cluster id and the partition count -- answered on
-    the event loop when every part is cached: the caller and its cluster (2 s), the producer, the topic's partition
-    count (10 s), and no rate limit to count in Redis. None: resolve on a thread, as before. A thread hop per
-    request queues behind the loop and the pool's other work, so it mostly adds latency, not CPU."""
+def _cached_access(authorization: str, cluster_id: str) -> ClusterAccess | None:
+    """The caller's access to the cluster, answered on the event loop when it is cached (2 s) and there is no rate
+    limit to count in Redis; None: resolve it on a thread. A thread hop per request queues behind the loop and
+    the pool's other work, so it mostly adds latency, not CPU."""
     if ratelimit.limited(ratelimit.KAFKA):
         return None
-    access = cached_cluster_access(authorization, cluster_id, Role.MEMBER)
-    if access is None:
-        return None
-    producer = pool.cached(access)
-    count = producer.cached_partition_count(topic) if producer is not None else None
-    return None if producer is None or count is None else (producer, access.kafka_cluster_id, count)
+    return cached_cluster_access(authorization, cluster_id, Role.MEMBER)
 
 
-def _resolve(authorization: str, cluster_id: str, topic: str) -> tuple[ClusterProducer, str]:
-    """Caller, cluster and topic checks (a thread: they may read the database or the cluster's metadata)."""
+def _resolve(authorization: str, cluster_id: str | None, root_refusal: str = "") -> ClusterAccess:
+    """Caller and cluster checks on a thread (they may read the database and count the rate limit in Redis)."""
     close_old_connections()
     try:
         caller = caller_for_authorization(authorization)
         _within_rate_limit(caller)
-        access = cluster_access(caller, cluster_id, role=Role.MEMBER)
-        producer = pool.get(access)
-        try:
-            producer.partition_count(topic)
-        except RestError as exc:
-            audit_refusal(access, exc, surface="rest", topic=topic)
-            raise
-        return producer, access.kafka_cluster_id
+        if cluster_id is None:
+            cluster_id = caller.cluster_scope
+            if cluster_id is None:
+                raise RestError(errors.BAD_REQUEST, root_refusal)
+        return cluster_access(caller, cluster_id, role=Role.MEMBER)
     finally:
         close_old_connections()
 
 
-async def _add_all(outcomes: AsyncOutcomes, producer: ClusterProducer, topic: str, values: list[Any]) -> None:
-    """Parse and queue records without blocking the loop: one loop over them, no ``await`` per record; a
-    partition count not cached yet (needed to check a ``partition_id``) is read once, on a thread, first."""
-    if not producer.knows(topic) and any((isinstance(v, dict) and v.get("partition_id") is not None)
-                                         or (isinstance(v, ProduceRecord) and v.partition is not None)
-                                         for v in values):
-        await asyncio.to_thread(_partition_count, producer, topic)
-    for value in values:
-        outcomes.add(producer, topic, value)
+async def _producer(authorization: str, cluster_id: str | None, topic: str,
+                    root_refusal: str = "") -> tuple[AsyncProducer, ClusterAccess, int]:
+    """The cluster's producer for the caller, and the topic's partition count; RestError when the caller, the
+    cluster or the topic is refused (a topic refusal is audited, as the DRF paths do)."""
+    access = _cached_access(authorization, cluster_id) if cluster_id is not None else None
+    if access is None:
+        access = await asyncio.to_thread(_resolve, authorization, cluster_id, root_refusal)
+    producer = batched.pool.get(access)
+    try:
+        count = await producer.partition_count(topic)
+    except AdminError as exc:
+        refusal = batched.rest_error(exc, topic)
+        await asyncio.to_thread(_audit, access, refusal, topic)
+        raise refusal from exc
+    return producer, access, count
 
 
-def _partition_count(producer: ClusterProducer, topic: str) -> None:
-    with contextlib.suppress(RestError):  # the record's own slot reports it
-        producer.partition_count(topic)
+def _audit(access: ClusterAccess, refusal: RestError, topic: str) -> None:
+    close_old_connections()
+    try:
+        audit_refusal(access, refusal, surface="rest", topic=topic)
+    finally:
+        close_old_connections()
 
 
 async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str,
-                   topic: str) -> tuple[ClusterProducer, str, str] | None:
+                   topic: str) -> tuple[AsyncProducer, str, str] | None:
     """Request checks shared by both paths; None once an error response has been sent."""
     try:
         if not _header(scope, b"content-type").startswith("application/json"):
@@ -170,16 +171,12 @@ async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str
         if length and int(length) > MAX_BODY_BYTES:
             raise RestError(errors.PAYLOAD_TOO_LARGE,
                             f"Request body larger than {MAX_BODY_BYTES} bytes: stream it (chunked) instead.")
-        fast = _resolved(authorization, cluster_id, topic)
-        if fast is not None:
-            producer, kafka_cluster_id, _ = fast
-        else:
-            producer, kafka_cluster_id = await asyncio.to_thread(_resolve, authorization, cluster_id, topic)
+        producer, access, _ = await _producer(authorization, cluster_id, topic)
     except (RestError, ValueError) as exc:
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _refuse(send, error)
         return None
-    return producer, kafka_cluster_id, length
+    return producer, access.kafka_cluster_id, length
 
 
 async def produce_batch(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str,
@@ -205,31 +202,9 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
     except RestError as exc:
         await _refuse(send, exc)
         return
-    outcomes = AsyncOutcomes(asyncio.get_running_loop())
-    await _add_all(outcomes, producer, topic, [record for _, record in entries])
-    await outcomes.all_ready()
-    await _respond(send, 207, batch_response(outcomes, [entry_id for entry_id, _ in entries], kafka_cluster_id,
-                                             topic))
-
-
-def _resolve_v2(authorization: str, cluster_id: str | None, topic: str) -> tuple[ClusterProducer, int]:
-    close_old_connections()
-    try:
-        caller = caller_for_authorization(authorization)
-        _within_rate_limit(caller)
-        if cluster_id is None:
-            cluster_id = caller.cluster_scope
-            if cluster_id is None:
-                raise RestError(errors.BAD_REQUEST, v2_produce.ROOT_REFUSAL)
-        access = cluster_access(caller, cluster_id, role=Role.MEMBER)
-        producer = pool.get(access)
-        try:
-            return producer, producer.partition_count(topic)
-        except RestError as exc:
-            audit_refusal(access, exc, surface="rest", topic=topic)
-            raise
-    finally:
-        close_old_connections()
+    produced = await batched.produce(producer, topic, [record for _, record in entries])
+    await produced.wait()
+    await _respond(send, 207, batch_response(produced, [entry_id for entry_id, _ in entries], kafka_cluster_id))
 
 
 async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str | None,
@@ -237,11 +212,7 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
     """v2 produce (``POST /topics/{t}[/partitions/{p}]``): the same contract as ``v2.views.TopicView.post``."""
     try:
         # The cluster first: another tenant's is a 404 whatever else is wrong with the request.
-        fast = _resolved(authorization, cluster_id, topic) if cluster_id is not None else None
-        if fast is not None:
-            producer, _, count = fast
-        else:
-            producer, count = await asyncio.to_thread(_resolve_v2, authorization, cluster_id, topic)
+        producer, _, count = await _producer(authorization, cluster_id, topic, v2_produce.ROOT_REFUSAL)
         fmt = v2_produce.produce_format(_header(scope, b"content-type"))
         length = _header(scope, b"content-length")
         if length and int(length) > MAX_BODY_BYTES:
@@ -259,10 +230,10 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _refuse(send, error, V2_HEADERS)
         return
-    outcomes = AsyncOutcomes(asyncio.get_running_loop())
-    await _add_all(outcomes, producer, topic, [v2_produce.as_produce_record(record, partition) for record in records])
-    await outcomes.all_ready()
-    await _respond(send, 200, v2_produce.produce_response(outcomes), V2_HEADERS)
+    produced = await batched.produce(producer, topic,
+                                     [v2_produce.as_produce_record(record, partition) for record in records])
+    await produced.wait()
+    await _respond(send, 200, v2_produce.produce_response(produced), V2_HEADERS)
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -294,7 +265,7 @@ async def produce_records(scope: Scope, receive: Receive, send: Send, authorizat
         await _stream(receive, send, decoder, producer, kafka_cluster_id, topic)
 
 
-async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: ClusterProducer,
+async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: AsyncProducer,
                       cluster_id: str, topic: str) -> None:
     values: list[Any] = []
     try:
@@ -312,50 +283,40 @@ async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, p
         error = RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
         await _refuse(send, error)
         return
-    outcomes = AsyncOutcomes(asyncio.get_running_loop())
-    await _add_all(outcomes, producer, topic, values)
+    produced = await batched.produce(producer, topic, values)
     if len(values) == 1:
-        await outcomes.ready(0)
-        body = outcomes.report(0, cluster_id, topic)
+        await produced.wait()
+        body = produced.report(0, cluster_id)
         await _respond(send, errors.http_status(body["error_code"]), body)
         return
-    queue: asyncio.Queue[AsyncOutcomes | None] = asyncio.Queue()
-    queue.put_nowait(outcomes)
+    queue: asyncio.Queue[Produced | None] = asyncio.Queue()
+    queue.put_nowait(produced)
     queue.put_nowait(None)
-    await _write_reports(send, queue, cluster_id, topic)
+    await _write_reports(send, queue, cluster_id)
 
 
-async def _write_reports(send: Send, queue: asyncio.Queue[AsyncOutcomes | None], cluster_id: str,
-                         topic: str) -> None:
-    """Reports in request order, each sent as soon as its record (and every one before it) is acknowledged."""
+async def _write_reports(send: Send, queue: asyncio.Queue[Produced | None], cluster_id: str) -> None:
+    """Reports in request order: each piece's as soon as all of its records are acknowledged (a piece is what
+    arrived of the body at once, so a client that sends a record at a time gets each report at once)."""
     await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
-    while (outcomes := await queue.get()) is not None:
-        lines: list[bytes] = []
-        for index in range(len(outcomes)):
-            if not lines or outcomes.results[index] is PENDING:
-                if lines:
-                    await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
-                    lines = []
-                await outcomes.ready(index)
-            lines.append(_encode(outcomes.report(index, cluster_id, topic)) + b"\n")
-        if lines:
-            await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
+    while (produced := await queue.get()) is not None:
+        await produced.wait()
+        lines = [_encode(produced.report(index, cluster_id)) + b"\n" for index in range(len(produced))]
+        await send({"type": "http.response.body", "body": b"".join(lines), "more_body": True})
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: ClusterProducer,
+async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: AsyncProducer,
                   cluster_id: str, topic: str) -> None:
-    """A chunked request: each piece of body that arrives becomes a group of records queued at once."""
-    queue: asyncio.Queue[AsyncOutcomes | None] = asyncio.Queue(MAX_PIECES_IN_FLIGHT)
-    writer = asyncio.create_task(_write_reports(send, queue, cluster_id, topic))
-    loop = asyncio.get_running_loop()
+    """A chunked request: each piece of body that arrives becomes a group of records sent at once."""
+    queue: asyncio.Queue[Produced | None] = asyncio.Queue(MAX_PIECES_IN_FLIGHT)
+    writer = asyncio.create_task(_write_reports(send, queue, cluster_id))
     try:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 writer.cancel()
                 return
-            outcomes = AsyncOutcomes(loop)
             values: list[Any] = []
             try:
                 values.extend(decoder.feed(message.get("body", b"")))
@@ -364,9 +325,8 @@ async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, produ
             except RestError as exc:  # the stream cannot be split any further: report it and end
                 values.append(exc)
                 message = {"more_body": False}
-            await _add_all(outcomes, producer, topic, values)
-            if len(outcomes):
-                await queue.put(outcomes)
+            if values:
+                await queue.put(await batched.produce(producer, topic, values))
             if not message.get("more_body"):
                 break
         await queue.put(None)

@@ -15,7 +15,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,28 +154,13 @@ class Wire:
                 raise
 
     def _authenticate(self, credentials: ClientCredentials) -> None:
-        """SaslHandshake v1 then SaslAuthenticate (KIP-152), as librdkafka does on a SASL_PLAINTEXT listener."""
-        answer = self.call(SaslHandshakeRequest(mechanism=credentials.mechanism))
-        if answer.error_code != WireError.none:
-            raise AdminError(answer.error_code.name.upper(), f"{self._where} refused SASL mechanism "
-                             f"{credentials.mechanism} (offers {list(answer.mechanisms)})")
+        dialogue = sasl_dialogue(credentials, self._where)
+        answer = None
         try:
-            if credentials.mechanism == PLAIN:
-                self._sasl_step(f"\0{credentials.username}\0{credentials.password}".encode())
-                return
-            if credentials.mechanism == OAUTHBEARER:
-                self._sasl_step(oauthbearer_message(credentials.password))
-                return
-            client = ScramClient(credentials.mechanism, credentials.username, credentials.password)
-            client.verify(self._sasl_step(client.final(self._sasl_step(client.first()))))
-        except ScramError as exc:
-            raise AdminError("SASL_AUTHENTICATION_FAILED", f"{self._where}: {exc}") from exc
-
-    def _sasl_step(self, token: bytes) -> bytes:
-        answer = self.call(SaslAuthenticateRequest(auth_bytes=token))
-        if answer.error_code != WireError.none:
-            raise AdminError("SASL_AUTHENTICATION_FAILED", f"{self._where}: {answer.error_message}")
-        return bytes(answer.auth_bytes)
+            while True:
+                answer = self.call(dialogue.send(answer))
+        except StopIteration:
+            return
 
     def __enter__(self) -> Wire:
         return self
@@ -243,6 +228,48 @@ def request(api_key: int, version: int, **fields: Any) -> Any:
     return schema(**fields)
 
 
+SaslDialogue = Generator[Any, Any, None]
+
+
+def sasl_dialogue(credentials: ClientCredentials, where: str) -> SaslDialogue:
+    """SaslHandshake v1 then SaslAuthenticate (KIP-152), as librdkafka does on a SASL listener, sans-IO.
+
+    A generator of kio requests: the caller sends each and hands back its decoded answer (``send``), whether
+    over a blocking socket (``Wire``) or a stream of an event loop (``dataplane.client.producer``). Refusals
+    raise AdminError.
+    """
+    answer = yield SaslHandshakeRequest(mechanism=credentials.mechanism)
+    if answer.error_code != WireError.none:
+        raise AdminError(answer.error_code.name.upper(), f"{where} refused SASL mechanism "
+                         f"{credentials.mechanism} (offers {list(answer.mechanisms)})")
+
+    def failed(answer: Any) -> AdminError | None:
+        if answer.error_code == WireError.none:
+            return None
+        return AdminError("SASL_AUTHENTICATION_FAILED", f"{where}: {answer.error_message}")
+
+    try:
+        if credentials.mechanism == PLAIN:
+            token = f"\0{credentials.username}\0{credentials.password}".encode()
+        elif credentials.mechanism == OAUTHBEARER:
+            token = oauthbearer_message(credentials.password)
+        else:
+            client = ScramClient(credentials.mechanism, credentials.username, credentials.password)
+            answer = yield SaslAuthenticateRequest(auth_bytes=client.first())
+            if (error := failed(answer)) is not None:
+                raise error
+            answer = yield SaslAuthenticateRequest(auth_bytes=client.final(bytes(answer.auth_bytes)))
+            if (error := failed(answer)) is not None:
+                raise error
+            client.verify(bytes(answer.auth_bytes))
+            return
+        answer = yield SaslAuthenticateRequest(auth_bytes=token)
+        if (error := failed(answer)) is not None:
+            raise error
+    except ScramError as exc:
+        raise AdminError("SASL_AUTHENTICATION_FAILED", f"{where}: {exc}") from exc
+
+
 class WireSettings:
     """librdkafka's security settings as what a ``Wire`` needs: credentials and a TLS context.
 
@@ -258,6 +285,16 @@ class WireSettings:
 
     def connect(self, broker: BrokerInfo, deadline: Deadline) -> Wire:
         """A new, authenticated connection to ``broker``."""
+        tls, credentials = self.security()
+        return Wire(broker, deadline, credentials, tls, client_id=self._client_id)
+
+    @property
+    def client_id(self) -> str:
+        return self._client_id
+
+    def security(self) -> tuple[ssl.SSLContext | None, ClientCredentials | None]:
+        """What a new connection needs: a TLS context (SSL, SASL_SSL) and SASL credentials (SASL_*), each None
+        when not used. An OAUTHBEARER token is asked of the token source anew each time (it may have expired)."""
         config = self._config
         protocol = str(config.get("security.protocol", "plaintext")).lower()
         if protocol not in PROTOCOLS:
@@ -265,7 +302,7 @@ class WireSettings:
                              f"SASL_SSL only, not {protocol}")
         tls = self._tls() if protocol.endswith("ssl") else None
         if not protocol.startswith("sasl_"):
-            return Wire(broker, deadline, tls=tls, client_id=self._client_id)
+            return tls, None
         mechanism = str(config.get("sasl.mechanism", config.get("sasl.mechanisms", "GSSAPI"))).upper()
         if mechanism == OAUTHBEARER:
             # librdkafka's own callback (``oauth_cb``) gives the token; its first field is the token itself.
@@ -273,13 +310,11 @@ class WireSettings:
             if not callable(refresh):
                 raise AdminError("_INVALID_ARG", "sasl.mechanisms OAUTHBEARER needs an oauth_cb")
             token = refresh(str(config.get("sasl.oauthbearer.config", "")))[0]
-            credentials = ClientCredentials(OAUTHBEARER, "", str(token))
-        elif mechanism in ALL_MECHANISMS:
-            credentials = ClientCredentials(mechanism, str(config.get("sasl.username", "")),
-                                            str(config.get("sasl.password", "")))
-        else:
-            raise AdminError("_NOT_IMPLEMENTED", f"SASL mechanism {mechanism} is not spoken here")
-        return Wire(broker, deadline, credentials, tls, client_id=self._client_id)
+            return tls, ClientCredentials(OAUTHBEARER, "", str(token))
+        if mechanism in ALL_MECHANISMS:
+            return tls, ClientCredentials(mechanism, str(config.get("sasl.username", "")),
+                                          str(config.get("sasl.password", "")))
+        raise AdminError("_NOT_IMPLEMENTED", f"SASL mechanism {mechanism} is not spoken here")
 
     def _tls(self) -> ssl.SSLContext:
         """librdkafka's ``ssl.*`` settings as a context (built once): the CA, and a client certificate."""

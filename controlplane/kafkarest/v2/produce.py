@@ -14,6 +14,7 @@ from typing import Any
 
 from controlplane.kafkarest import fastjson
 from controlplane.kafkarest.access import ClusterAccess
+from controlplane.kafkarest.batched import Produced
 from controlplane.kafkarest.errors import (
     INVALID_PAYLOAD,
     PARTITION_NOT_FOUND,
@@ -101,7 +102,7 @@ def _offset(outcome: Outcome) -> dict[str, Any]:
     return {"partition": None, "offset": None, "error_code": outcome.error_code, "error": outcome.message}
 
 
-def produce_response(outcomes: Outcomes) -> dict[str, Any]:
+def produce_response(outcomes: Outcomes | Produced) -> dict[str, Any]:
     return {"offsets": [_offset(outcomes.outcome(i)) for i in range(len(outcomes))], "key_schema_id": None,
             "value_schema_id": None}
 
