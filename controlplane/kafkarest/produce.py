@@ -1,17 +1,16 @@
-"""Producing REST records: queue each on the cluster's shared producer, collect where they landed.
+"""Producing REST records on threads: queue each on the cluster's shared librdkafka producer, collect where
+they landed.
 
-A request's records are tracked by an ``Outcomes`` (one slot per record, in request order): the producer's
-poll thread fills slots as the cluster acknowledges records, and the request -- a thread in the DRF views,
-the event loop on the ASGI paths -- reads them in order. One object per request rather than a future per
-record, because at tens of thousands of records a second the futures were most of the cost. For the same
-reason a slot holds librdkafka's delivered ``Message`` as it came (turned into a :class:`Delivered` only when
-read), and the poll thread wakes the reader only for the slot it waits on (py-spy: the per-record objects and
-wake-ups were a third of the event loop's time in ``records:batch``).
+These are the DRF views' paths (the ASGI fast paths produce as batches: ``kafkarest.batched``). A request's
+records are tracked by an ``Outcomes`` (one slot per record, in request order): the producer's poll thread
+fills slots as the cluster acknowledges records, and the request's thread reads them in order. One object per
+request rather than a future per record, because at tens of thousands of records a second the futures were
+most of the cost. For the same reason a slot holds librdkafka's delivered ``Message`` as it came (turned into a
+:class:`Delivered` only when read).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 from typing import Any
@@ -126,55 +125,6 @@ class BlockingOutcomes(Outcomes):
         self._awaited = len(self.results)  # no single slot: woken by the last delivery
         with self._changed:
             self._changed.wait_for(self.all_in, timeout)
-
-
-class AsyncOutcomes(Outcomes):
-    """For a request served on an event loop: :meth:`ready` awaits one slot, :meth:`all_ready` every slot.
-
-    The poll thread wakes the loop only for the slot awaited (records of one partition are acknowledged in
-    order, so the ones after it are usually in by then) or for the last one, through a future that the
-    loop arms before it waits.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self._loop = loop
-        self._waiter: asyncio.Future[None] | None = None
-
-    def _arrived(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._loop.call_soon_threadsafe(_wake, waiter)
-
-    async def _wait(self, done: Any, awaited: int, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                while not done():
-                    self._waiter = self._loop.create_future()
-                    self._awaited = awaited
-                    if done():  # filled between the check and the arming: no wake-up is coming
-                        break
-                    await self._waiter
-        except TimeoutError:
-            pass
-        finally:
-            self._waiter = None
-            self._awaited = -1
-
-    async def ready(self, index: int, timeout: float = DELIVERY_WAIT_SECONDS) -> None:
-        if self.results[index] is not PENDING:
-            return
-        await self._wait(lambda: self.results[index] is not PENDING, index, timeout)
-
-    async def all_ready(self, timeout: float = DELIVERY_WAIT_SECONDS) -> None:
-        if self.all_in():
-            return
-        await self._wait(self.all_in, len(self.results), timeout)
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def batch_response(outcomes: Outcomes, ids: list[str], cluster_id: str, topic: str) -> dict[str, Any]:

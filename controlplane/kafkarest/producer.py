@@ -143,15 +143,6 @@ class ClusterProducer:
             return rest_error_for(fatal, topic)
         return rest_error_for(error, topic)
 
-    def knows(self, topic: str) -> bool:
-        """Whether the topic's partition count is cached (so :meth:`send` will not block to read it)."""
-        return self.cached_partition_count(topic) is not None
-
-    def cached_partition_count(self, topic: str) -> int | None:
-        """The topic's partition count if it is cached and fresh, else None (never blocks)."""
-        cached = self._partitions.get(topic)  # a dict read is atomic: no lock on the hot path
-        return cached[1] if cached is not None and cached[0] > time.monotonic() else None
-
     def partition_count(self, topic: str) -> int:
         """The topic's partition count (cached briefly); TOPIC_NOT_FOUND when it does not exist."""
         now = time.monotonic()
@@ -275,15 +266,6 @@ class ProducerPool:
                 idle += unused
         if idle:
             threading.Thread(target=_close_all, args=(idle,), name="rest-producer-close", daemon=True).start()
-        return producer
-
-    def cached(self, access: ClusterAccess) -> ClusterProducer | None:
-        """The producer :meth:`get` would return when it exists and is usable, else None (no lock, nothing made
-        or closed: for the event loop's fast path; the next :meth:`get` sweeps idle producers as usual)."""
-        producer = self._producers.get((*access.client_key, True))  # a dict read is atomic
-        if producer is None or producer.fatal is not None:
-            return None
-        producer.last_used = time.monotonic()
         return producer
 
     def close(self) -> None:

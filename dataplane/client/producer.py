@@ -245,6 +245,7 @@ class AsyncProducer:
         self._request_timeout = request_timeout
         self._max_batch_bytes = max_batch_bytes
         self.closed = False
+        self.retries = 0  # batches sent again (after a lost connection, a timeout, a leader change): a metric
 
     # ---------------------------------------------------------------- the callers' side
 
@@ -367,9 +368,11 @@ class AsyncProducer:
                 last = AdminError.from_wire(int(answer.error_code.value), answer.error_message)
                 retry = code is not None and (code in RETRIABLE or code.retriable)
             if code in PRODUCER_STATE:
+                self.retries += 1
                 self._retire_producer_id(generation)
                 batch = b""  # encoded again under the new id
             elif retry:
+                self.retries += 1
                 self._topics.pop(topic, None)  # leaders are read again before the next attempt
             elif code in SPLITTABLE and len(records) > 1:
                 for piece in reversed(pieces):
@@ -404,8 +407,9 @@ class AsyncProducer:
                               topic_data=(topic_cls(name=topic, partition_data=(partition_cls(index=partition,
                                                                                               records=batch),)),))
         try:
+            # The broker answers within the request's own timeout; the margin is for the trip.
             async with asyncio.timeout(max(0.001, min(deadline - time.monotonic() + 1,
-                                                      self._request_timeout + 5))):
+                                                      self._request_timeout + min(5.0, self._request_timeout)))):
                 answer = await connection.call(produce, version)
         except TimeoutError as exc:
             connection.close()  # answers come in order: a late one would be taken for the next request's
