@@ -137,6 +137,10 @@ class _Connection:
         self.where = where
         self.served: dict[int, tuple[int, int]] = {}
         self.closed = False
+        self.retiring = False
+        # When a SASL session ends (KIP-368: the token's lifetime), the broker closes a connection that sends
+        # more; it is replaced before then (at 80 %, as librdkafka re-authenticates), not after a failed request.
+        self.renew_at: float | None = None
         self._task = asyncio.get_running_loop().create_task(self._read_all(), name=f"kafka reader {where}")
 
     @classmethod
@@ -161,6 +165,9 @@ class _Connection:
                     with contextlib.suppress(StopIteration):
                         while True:
                             step = await connection.call(dialogue.send(step))
+                    lifetime = getattr(step, "session_lifetime", None)
+                    if lifetime is not None and lifetime.total_seconds() > 0:
+                        connection.renew_at = time.monotonic() + 0.8 * lifetime.total_seconds()
         except TimeoutError as exc:
             connection.close()
             raise AdminError("_TIMED_OUT", f"{where}: no handshake in {timeout:g} s", retriable=True) from exc
@@ -201,6 +208,8 @@ class _Connection:
                 answer = self._waiting.popleft()
                 if not answer.done():
                     answer.set_result(body)
+                if self.retiring and not self._waiting:
+                    break
         except (OSError, asyncio.IncompleteReadError, RemoteProtocolError, IndexError) as exc:
             failure = exc
         except asyncio.CancelledError:
@@ -212,6 +221,16 @@ class _Connection:
                 answer = self._waiting.popleft()
                 if not answer.done():
                     answer.set_exception(error)
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed and (self.renew_at is None or time.monotonic() < self.renew_at)
+
+    def retire(self) -> None:
+        """No new requests; closed once the ones sent are answered."""
+        self.retiring = True
+        if not self._waiting:
+            self.close()
 
     def close(self) -> None:
         if not self.closed:
@@ -525,9 +544,9 @@ class AsyncProducer:
         return known
 
     async def _any_connection(self) -> _Connection:
-        for connection in self._connections.values():
-            if not connection.closed:
-                return connection
+        for node_id, connection in self._connections.items():
+            if connection.usable:
+                return await self._connection(node_id)
         candidates = list(self._brokers) or [b.node_id for b in self._bootstrap]
         random.shuffle(candidates)
         failure: AdminError | None = None
@@ -542,8 +561,11 @@ class AsyncProducer:
 
     async def _connection(self, node_id: int) -> _Connection:
         connection = self._connections.get(node_id)
-        if connection is not None and not connection.closed:
-            return connection
+        if connection is not None:
+            if connection.usable:
+                return connection
+            del self._connections[node_id]
+            connection.retire()
         opening = self._connecting.get(node_id)
         if opening is None:
             broker = self._brokers.get(node_id) or next((b for b in self._bootstrap if b.node_id == node_id), None)

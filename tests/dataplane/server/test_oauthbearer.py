@@ -27,6 +27,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from dataplane.client.producer import AsyncProducer, Segment
 from dataplane.security.oauthbearer import mint, token_key
 from tests.dataplane.server.processes import LoggedBroker
 from tests.dataplane.server.test_security import QUIET, client_config, sasl_config_file, seed_credentials
@@ -196,6 +197,32 @@ def test_librdkafka_re_authenticates_before_its_short_tokens_expire(broker: Logg
             time.sleep(0.5)  # pacing requests over the tokens' lifetimes, not synchronisation
     finally:
         consumer.close()
+    assert not any("re-authentication was required" in line for line in broker.lines[seen:])
+
+
+def test_the_asyncio_producer_renews_its_connections_before_their_sessions_end(broker: LoggedBroker) -> None:
+    """The REST proxy's producer (``dataplane.client.producer``) as the token's principal: WRITE on ``granted``
+    only, and connections replaced before their short sessions end, so no request is ever refused for it."""
+    config = oauth_config(broker, "u-1", seconds=3)
+    seen = len(broker.lines)
+
+    async def main() -> tuple[list[Segment], list[Segment], int]:
+        producer = AsyncProducer(config, [("127.0.0.1", broker.port)])
+        try:
+            granted: list[Segment] = []
+            ends = time.monotonic() + 7  # outlives two tokens
+            while time.monotonic() < ends:
+                granted += await producer.send("granted", 0, [(None, b"renewed", None, 1)])
+                await asyncio.sleep(0.2)  # pacing sends over the tokens' lifetimes, not synchronisation
+            denied = await producer.send("other", 0, [(None, b"refused", None, 1)])
+            return granted, denied, producer.retries
+        finally:
+            producer.close()
+
+    granted, denied, retries = asyncio.run(main())
+    assert len(granted) > 20 and [s.error for s in granted if s.error is not None] == []
+    assert [s.error.code for s in denied if s.error is not None] == ["TOPIC_AUTHORIZATION_FAILED"]
+    assert retries == 0
     assert not any("re-authentication was required" in line for line in broker.lines[seen:])
 
 
