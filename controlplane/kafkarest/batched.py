@@ -165,11 +165,12 @@ def batch_response(produced: Produced, ids: list[str], cluster_id: str) -> dict[
 
 
 class ProducerPool:
-    """One AsyncProducer per (cluster, how it is reached, principal), made on first use; one unused for
-    ``IDLE_SECONDS`` is closed by whichever ``get`` notices. Owned by the serving event loop."""
+    """One AsyncProducer per (cluster, how it is reached, principal), made on first use; one that has sent
+    nothing for ``IDLE_SECONDS`` and has nothing in flight is closed by whichever ``get`` notices (a long
+    streaming request keeps its producer alive by sending). Owned by the serving event loop."""
 
     def __init__(self) -> None:
-        self._producers: dict[tuple[Any, ...], tuple[AsyncProducer, list[float]]] = {}
+        self._producers: dict[tuple[Any, ...], AsyncProducer] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._swept = time.monotonic()
 
@@ -177,19 +178,19 @@ class ProducerPool:
         if not access.bootstrap:
             raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # a new loop (a test's, or a restarted server's): the old connections are dead
+        if self._loop is not loop:  # a new loop (a restarted server's): the old one's connections are not usable
             self._producers, self._loop = {}, loop
-        now = time.monotonic()
         key = access.client_key
-        entry = self._producers.get(key)
-        if entry is None:
-            entry = self._producers[key] = (AsyncProducer(access.client_config(), _servers(access.bootstrap)), [now])
-        entry[1][0] = now
+        producer = self._producers.get(key)
+        if producer is None:
+            producer = self._producers[key] = AsyncProducer(access.client_config(), _servers(access.bootstrap))
+        now = time.monotonic()
         if now - self._swept > IDLE_SECONDS / 10:
             self._swept = now
-            for stale in [k for k, (_, used) in self._producers.items() if now - used[0] > IDLE_SECONDS]:
-                self._producers.pop(stale)[0].close()
-        return entry[0]
+            for stale in [k for k, p in self._producers.items()
+                          if p is not producer and now - p.last_used > IDLE_SECONDS and not p.busy]:
+                self._producers.pop(stale).close()
+        return producer
 
 
 def _servers(bootstrap: str) -> list[tuple[str, int]]:

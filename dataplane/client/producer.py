@@ -28,13 +28,12 @@ import asyncio
 import contextlib
 import datetime
 import functools
-import logging
 import random
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode as WireError
@@ -46,7 +45,7 @@ from dataplane.protocol.client import ClientCodec
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE, RemoteProtocolError
 
-log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PRODUCE, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 3, 18, 22
 PRODUCE_VERSIONS = range(3, 10)  # v3+: RecordBatch v2 only, which is all this producer writes
@@ -251,19 +250,20 @@ class AsyncProducer:
         self._bootstrap = [BrokerInfo(-1 - i, host, port, None) for i, (host, port) in enumerate(bootstrap)]
         self._brokers: dict[int, BrokerInfo] = {}
         self._connections: dict[int, _Connection] = {}
-        self._connecting: dict[int, asyncio.Future[_Connection]] = {}
+        self._connecting: dict[int, asyncio.Task[_Connection]] = {}
         self._topics: dict[str, _Topic] = {}
-        self._reading: dict[str, asyncio.Future[_Topic]] = {}
+        self._reading: dict[str, asyncio.Task[_Topic]] = {}
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._producer: tuple[int, int, int] | None = None  # (id, epoch, generation)
         self._producer_failure: tuple[float, AdminError] | None = None
         self._generation = 0
-        self._initialising: asyncio.Future[tuple[int, int, int]] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._initialising: asyncio.Task[tuple[int, int, int]] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._delivery_timeout = delivery_timeout
         self._request_timeout = request_timeout
         self._max_batch_bytes = max_batch_bytes
         self.closed = False
+        self.last_used = time.monotonic()  # of ``send``: the pool closes producers idle for long
         self.retries = 0  # batches sent again (after a lost connection, a timeout, a leader change): a metric
 
     # ---------------------------------------------------------------- the callers' side
@@ -294,6 +294,7 @@ class AsyncProducer:
         if self.closed:
             future.set_result([Segment(0, len(records), -1, -1, AdminError("_DESTROY", "the producer is closed"))])
             return future
+        self.last_used = time.monotonic()
         pending = _Send(records, future, left=len(records))
         part = self._partitions.get((topic, partition))
         if part is None:
@@ -301,9 +302,7 @@ class AsyncProducer:
         part.waiting.append(_Piece(pending, 0, records))
         if not part.sending:
             part.sending = True
-            task = loop.create_task(self._drain(topic, partition, part), name=f"produce {topic}-{partition}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._drain(topic, partition, part), f"produce {topic}-{partition}")
         return future
 
     def close(self) -> None:
@@ -324,6 +323,7 @@ class AsyncProducer:
 
     async def _drain(self, topic: str, partition: int, part: _Partition) -> None:
         """Send the partition's waiting pieces, one batch at a time, until none wait."""
+        pieces: list[_Piece] = []
         try:
             while part.waiting:
                 pieces = [part.waiting.popleft()]
@@ -336,10 +336,10 @@ class AsyncProducer:
                         size += more
                         pieces.append(part.waiting.popleft())
                 await self._send_batch(topic, partition, part, pieces)
+                pieces = []
         except asyncio.CancelledError:
-            error = AdminError("_DESTROY", "the producer is closed")
-            for piece in part.waiting:
-                piece.send.settle(Segment(piece.start, len(piece.records), -1, -1, error))
+            # Closed: the batch in flight may or may not be written; its callers are told it failed.
+            self._fail([*pieces, *part.waiting], AdminError("_DESTROY", "the producer is closed"))
             part.waiting.clear()
             raise
         finally:
@@ -405,6 +405,11 @@ class AsyncProducer:
             await asyncio.sleep(RETRY_BACKOFF_SECONDS[min(attempt, len(RETRY_BACKOFF_SECONDS) - 1)])
             attempt += 1
 
+    @property
+    def busy(self) -> bool:
+        """Whether any records wait or are in flight."""
+        return any(part.sending for part in self._partitions.values())
+
     @staticmethod
     def _fail(pieces: list[_Piece], error: AdminError) -> None:
         for piece in pieces:
@@ -444,13 +449,10 @@ class AsyncProducer:
         if failed is not None and time.monotonic() - failed[0] < 5.0:
             raise failed[1]  # a principal with no WRITE anywhere gets its refusal without a request each time
         if self._initialising is None:
-            self._initialising = asyncio.get_running_loop().create_future()
-            task = asyncio.get_running_loop().create_task(self._init_producer_id(self._initialising))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._initialising = self._spawn(self._init_producer_id(), "init producer id")
         return await asyncio.shield(self._initialising)
 
-    async def _init_producer_id(self, result: asyncio.Future[tuple[int, int, int]]) -> None:
+    async def _init_producer_id(self) -> tuple[int, int, int]:
         deadline = time.monotonic() + self._request_timeout
         attempt = 0
         try:
@@ -469,22 +471,17 @@ class AsyncProducer:
                     self._generation += 1
                     self._producer = (int(answer.producer_id), int(answer.producer_epoch), self._generation)
                     self._producer_failure = None
-                    result.set_result(self._producer)
-                    return
+                    return self._producer
                 except (AdminError, TimeoutError) as exc:
                     error = exc if isinstance(exc, AdminError) else AdminError("_TIMED_OUT", "no producer id in time",
                                                                                retriable=True)
                     if not error.retriable or time.monotonic() >= deadline:
                         self._producer_failure = (time.monotonic(), error)
-                        result.set_exception(error)
-                        result.exception()  # retrieved: a caller may have gone
-                        return
+                        raise error from None
                 await asyncio.sleep(RETRY_BACKOFF_SECONDS[min(attempt, len(RETRY_BACKOFF_SECONDS) - 1)])
                 attempt += 1
         finally:
             self._initialising = None
-            if not result.done():
-                result.cancel()
 
     def _retire_producer_id(self, generation: int) -> None:
         """The producer id of ``generation`` is not used for new batches any more (once per generation)."""
@@ -498,18 +495,9 @@ class AsyncProducer:
         if known is not None and known.fresh_until > time.monotonic():
             return known
         reading = self._reading.get(topic)
-        if reading is None:
-            reading = self._reading[topic] = asyncio.get_running_loop().create_future()
-            try:
-                reading.set_result(await self._read_topic(topic))
-            except asyncio.CancelledError:
-                reading.cancel()
-                raise
-            except Exception as exc:
-                reading.set_exception(exc)
-                reading.exception()
-            finally:
-                del self._reading[topic]
+        if reading is None:  # one read for every caller, in a task of its own: a caller cancelled stops only itself
+            reading = self._reading[topic] = self._spawn(self._read_topic(topic), f"metadata {topic}")
+            reading.add_done_callback(lambda _: self._reading.pop(topic, None))
         return await asyncio.shield(reading)
 
     async def _read_topic(self, topic: str) -> _Topic:
@@ -567,27 +555,37 @@ class AsyncProducer:
             del self._connections[node_id]
             connection.retire()
         opening = self._connecting.get(node_id)
-        if opening is None:
+        if opening is None:  # one connection attempt for every caller, in a task of its own
             broker = self._brokers.get(node_id) or next((b for b in self._bootstrap if b.node_id == node_id), None)
             if broker is None:
                 raise AdminError("BROKER_NOT_AVAILABLE", f"broker {node_id} is not known", retriable=True)
-            opening = self._connecting[node_id] = asyncio.get_running_loop().create_future()
-            try:
-                connection = await _Connection.open(self._settings, broker, self._request_timeout)
-                if self.closed:
-                    connection.close()
-                    raise AdminError("_DESTROY", "the producer is closed")
-                self._connections[node_id] = connection
-                opening.set_result(connection)
-            except asyncio.CancelledError:
-                opening.cancel()
-                raise
-            except Exception as exc:
-                opening.set_exception(exc)
-                opening.exception()
-            finally:
-                del self._connecting[node_id]
+            opening = self._connecting[node_id] = self._spawn(self._open(node_id, broker), f"connect {node_id}")
+            opening.add_done_callback(lambda _: self._connecting.pop(node_id, None))
         return await asyncio.shield(opening)
+
+    async def _open(self, node_id: int, broker: BrokerInfo) -> _Connection:
+        connection = await _Connection.open(self._settings, broker, self._request_timeout)
+        if self.closed:
+            connection.close()
+            raise AdminError("_DESTROY", "the producer is closed")
+        self._connections[node_id] = connection
+        return connection
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        """A task the producer owns (cancelled by ``close``); its exception counts as retrieved (callers await
+        it through ``shield`` and may have gone)."""
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(_forget(self._tasks))
+        return task
+
+
+def _forget(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
+    def done(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: whoever awaited it through shield may have gone
+    return done
 
 
 def _size(records: list[Record]) -> int:
