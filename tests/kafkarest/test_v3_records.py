@@ -251,6 +251,15 @@ def test_oversized_payloads(rest_stack: RestStack) -> None:
     assert (big.status, big.json()["error_code"]) == (413, 413), big.body
     fits = rest_stack.request("POST", path, {"value": {"type": "BINARY", "data": _b64(b"z" * 100)}})
     assert fits.status == 200 and fits.json()["offset"] == 0
+    # In a batch, the large record fails alone: the others are written, in order.
+    mixed = rest_stack.request("POST", path + ":batch", {"entries": [
+        {"id": "a", "value": {"type": "STRING", "data": "small"}},
+        {"id": "b", "value": {"type": "BINARY", "data": _b64(b"z" * 10_000)}},
+        {"id": "c", "value": {"type": "STRING", "data": "small"}}]})
+    assert mixed.status == 207, mixed.body
+    body = mixed.json()
+    assert [(s["id"], s["offset"]) for s in body["successes"]] == [("a", 1), ("c", 2)]
+    assert [(f["id"], f["error_code"]) for f in body["failures"]] == [("b", 413)]
     for batch in (False, True):
         sock = socket.create_connection(("127.0.0.1", rest_stack.port), timeout=30)
         try:
