@@ -53,6 +53,7 @@ RECORDS_PATH = re.compile(
     r"^/kafka/v3/clusters/(?P<cluster_id>[^/]+)/topics/(?P<topic>[^/]+)/records(?P<batch>:batch)?/?$")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a non-streaming body; a chunked stream has no total limit
 MAX_RECORD_BYTES = 8 * 1024 * 1024
+METADATA_WAIT_SECONDS = 5.0  # for the topic's partitions, before a request is answered "not available"
 MAX_PIECES_IN_FLIGHT = 256  # pieces of a streamed body (each up to uvicorn's 64 KiB read) awaiting reports
 JSON_HEADERS = [(b"content-type", b"application/json")]
 V2_HEADERS = [(b"content-type", b"application/vnd.kafka.v2+json")]
@@ -145,9 +146,11 @@ async def _producer(authorization: str, cluster_id: str | None, topic: str,
         access = await asyncio.to_thread(_resolve, authorization, cluster_id, root_refusal)
     producer = batched.pool.get(access)
     try:
-        count = await producer.partition_count(topic)
-    except AdminError as exc:
-        refusal = batched.rest_error(exc, topic)
+        async with asyncio.timeout(METADATA_WAIT_SECONDS):
+            count = await producer.partition_count(topic)
+    except (AdminError, TimeoutError) as exc:
+        refusal = batched.rest_error(exc, topic) if isinstance(exc, AdminError) else RestError(
+            errors.BROKER_NOT_AVAILABLE, f"The cluster did not answer in {METADATA_WAIT_SECONDS:g} s.")
         await asyncio.to_thread(_audit, access, refusal, topic)
         raise refusal from exc
     return producer, access, count

@@ -274,13 +274,15 @@ class AsyncProducer:
         return len(known.leaders) if known is not None and known.fresh_until > time.monotonic() else None
 
     async def partition_count(self, topic: str, *, fresh: bool = False) -> int:
-        """The topic's partition count (cached briefly; ``fresh``: read now). AdminError UNKNOWN_TOPIC_OR_PART
+        """The topic's partition count (cached briefly; ``fresh``: read again unless read in the last second, for a
+        partition beyond the count, which may have grown). AdminError UNKNOWN_TOPIC_OR_PART
         when it does not exist, TOPIC_AUTHORIZATION_FAILED when the principal may not describe it."""
         count = None if fresh else self.cached_partition_count(topic)
         if count is not None:
             return count
-        if fresh:
-            self._topics.pop(topic, None)
+        known = self._topics.get(topic)
+        if fresh and known is not None and known.fresh_until - METADATA_SECONDS < time.monotonic() - 1:
+            self._topics.pop(topic, None)  # at most once a second: not for every request naming a bad partition
         return len((await self._topic(topic)).leaders)
 
     def send(self, topic: str, partition: int, records: list[Record]) -> asyncio.Future[list[Segment]]:
