@@ -184,7 +184,7 @@ class ProducerPool:
         producer = self._producers.get(key)
         if producer is None:
             producer = self._producers[key] = AsyncProducer(access.client_config(), _servers(access.bootstrap))
-        now = time.monotonic()
+        now = producer.last_used = time.monotonic()  # taken for a request: not idle
         if now - self._swept > IDLE_SECONDS / 10:
             self._swept = now
             for stale in [k for k, p in self._producers.items()
