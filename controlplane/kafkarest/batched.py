@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, PARTITION_NOT_FOUND, RestError
 from controlplane.kafkarest.producer import Delivered, Outcome, rest_error_for, topic_denied
-from controlplane.kafkarest.records import ProduceRecord, batch_success, delivery_report, parse_produce_request
+from controlplane.kafkarest.records import ProduceRecord, as_record, batch_success, delivery_report
 from dataplane.client.producer import AsyncProducer, Record, Segment
 from dataplane.client.wire import AdminError
 from dataplane.protocol._encode import partition_for_key
@@ -103,17 +103,9 @@ async def produce(producer: AsyncProducer, topic: str, values: list[Any]) -> Pro
     produced = Produced(topic)
     records, results = produced.records, produced.results
     for value in values:
-        if isinstance(value, ProduceRecord):
-            record: ProduceRecord | None = value
-        elif isinstance(value, RestError):
-            record = None
-        else:
-            try:
-                record = parse_produce_request(value)
-            except RestError as exc:
-                record, value = None, exc
+        record, error = as_record(value)
         records.append(record)
-        results.append(PENDING if record is not None else value)
+        results.append(PENDING if record is not None else error)
     if all(r is None for r in records):
         return produced
     try:

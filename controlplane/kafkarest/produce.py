@@ -19,13 +19,7 @@ from confluent_kafka import KafkaError, Message
 
 from controlplane.kafkarest.errors import KAFKA_RETRIABLE, RestError
 from controlplane.kafkarest.producer import ClusterProducer, Delivered, Outcome, rest_error_for
-from controlplane.kafkarest.records import (
-    ProduceRecord,
-    batch_success,
-    delivery_report,
-    parse_batch,
-    parse_produce_request,
-)
+from controlplane.kafkarest.records import ProduceRecord, as_record, batch_success, delivery_report, parse_batch
 
 DELIVERY_WAIT_SECONDS = 40.0  # longer than the producer's own delivery timeout, which reports first
 PENDING: Any = object()
@@ -53,18 +47,10 @@ class Outcomes:
 
     def add(self, producer: ClusterProducer, topic: str, body: Any) -> None:
         """Parse and queue one record (a RestError, or a body that fails to parse, takes its slot as the error)."""
-        if isinstance(body, ProduceRecord):
-            record: ProduceRecord | None = body
-        elif isinstance(body, RestError):
-            record = None
-        else:
-            try:
-                record = parse_produce_request(body)
-            except RestError as exc:
-                record, body = None, exc
+        record, error = as_record(body)
         self.records.append(record)
         if record is None:
-            self.results.append(body)
+            self.results.append(error)
             return
         index = len(self.results)
         self.results.append(PENDING)

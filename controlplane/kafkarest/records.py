@@ -151,6 +151,19 @@ def parse_produce_request(body: Any) -> ProduceRecord:
                          None if timestamp is None else parse_timestamp(timestamp))
 
 
+def as_record(value: Any) -> tuple[ProduceRecord | None, Any]:
+    """A request's record as parsed (a ProduceRecord, a RestError already found for it, or a body to parse):
+    (the record, None) or (None, the RestError that takes its place)."""
+    if isinstance(value, ProduceRecord):
+        return value, None
+    if isinstance(value, RestError):
+        return None, value
+    try:
+        return parse_produce_request(value), None
+    except RestError as exc:
+        return None, exc
+
+
 def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | RestError]]:
     """A ProduceBatchRequest: each entry's id with its record, or the error that entry has.
 

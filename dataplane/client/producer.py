@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode as WireError
 
-from dataplane.client.wire import AdminError, BrokerInfo, WireSettings, request, sasl_dialogue
+from dataplane.client.wire import AdminError, BrokerInfo, WireSettings, negotiate, request, sasl_dialogue
 from dataplane.protocol._encode import encode_batch
 from dataplane.protocol.build import nested
 from dataplane.protocol.client import ClientCodec
@@ -176,12 +176,7 @@ class _Connection:
         return connection
 
     def version(self, api_key: int, readable: range) -> int:
-        low, high = self.served.get(api_key, (0, -1))
-        usable = [v for v in readable if low <= v <= high]
-        if not usable:
-            raise AdminError("UNSUPPORTED_VERSION", f"{self.where} serves no version of api key {api_key} this "
-                             f"client speaks ({readable.start}-{readable.stop - 1})")
-        return max(usable)
+        return negotiate(self.served, api_key, readable, self.where)
 
     async def call(self, message: Any, version: int | None = None) -> Any:
         """The decoded body of the answer to one kio request (AdminError _TRANSPORT when the connection fails)."""

@@ -173,12 +173,7 @@ class Wire:
 
     def version(self, api_key: int, readable: Sequence[int]) -> int:
         """The highest of the ``readable`` versions of ``api_key`` the broker serves."""
-        low, high = self._served.get(api_key, (0, -1))
-        usable = [v for v in readable if low <= v <= high]
-        if not usable:
-            raise AdminError("UNSUPPORTED_VERSION", f"{self._where} serves no version of api key {api_key} "
-                             f"this client reads ({tuple(readable)})")
-        return max(usable)
+        return negotiate(self._served, api_key, readable, self._where)
 
     def call(self, request: Any) -> Any:
         """The decoded response body of one kio request."""
@@ -220,6 +215,17 @@ class Wire:
     def _failure(self, exc: OSError) -> AdminError:
         code = "_TIMED_OUT" if isinstance(exc, TimeoutError) else "_TRANSPORT"
         return AdminError(code, f"{self._where}: {exc}", retriable=True)
+
+
+def negotiate(served: Mapping[int, tuple[int, int]], api_key: int, readable: Sequence[int], where: str) -> int:
+    """The highest of the ``readable`` versions of ``api_key`` within the broker's ``served`` range (from its
+    ApiVersions answer); UNSUPPORTED_VERSION when there is none."""
+    low, high = served.get(api_key, (0, -1))
+    usable = [v for v in readable if low <= v <= high]
+    if not usable:
+        raise AdminError("UNSUPPORTED_VERSION", f"{where} serves no version of api key {api_key} this client reads "
+                         f"({tuple(readable)})")
+    return max(usable)
 
 
 def request(api_key: int, version: int, **fields: Any) -> Any:

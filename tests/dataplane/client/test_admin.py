@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -102,21 +102,6 @@ def answer(call: Callable[[], T]) -> T | None:
         if not exc.retriable:
             raise
         return None
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = start_cluster(tmp_path_factory.mktemp("admin-cluster"), NODES)
-    try:
-        yield found
-    finally:
-        found.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster) -> Iterator[ClusterAdmin]:
-    with ClusterAdmin(cluster.bootstrap, timeout=15) as client:
-        yield client
 
 
 def create(admin: ClusterAdmin, *specs: NewTopic) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,21 +22,6 @@ from dataplane.client.producer import AsyncProducer, Record, Segment
 from tests.dataplane.client.test_admin import Cluster, create, start_cluster
 
 pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    found = start_cluster(tmp_path_factory.mktemp("producer-cluster"), (1, 2, 3))
-    try:
-        yield found
-    finally:
-        found.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster) -> Iterator[ClusterAdmin]:
-    with ClusterAdmin(cluster.bootstrap, timeout=15) as client:
-        yield client
 
 
 def servers(cluster: Cluster) -> list[tuple[str, int]]:
