@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run console console-test chromium test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-console clean-var
 
-$(STAMP): pyproject.toml setup.py dataplane/protocol/_columns.pyx dataplane/protocol/_encode.pyx
+$(STAMP): pyproject.toml setup.py dataplane/protocol/_columns.pyx dataplane/protocol/_encode.pyx \
+          controlplane/kafkarest/_split.pyx controlplane/kafkarest/_parse.pyx
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

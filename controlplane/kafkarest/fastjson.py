@@ -4,7 +4,8 @@ orjson parses and writes JSON several times faster than :mod:`json` (py-spy: JSO
 loop's time in ``records:batch``). It differs on a few things :mod:`json` accepts: it reads an integer beyond
 64 bits as a float (the value would change), refuses NaN and Infinity, and words its errors differently. So a
 document with a run of 19 or more digits, or one orjson refuses, is handed to :mod:`json`, which either parses
-it exactly or raises the error clients have always seen.
+it exactly or raises the error clients have always seen. (A produce stream's objects are parsed by
+``_split.ObjectSplitter`` on the same terms, its scan finding long integers as it goes.)
 """
 
 from __future__ import annotations

@@ -11,12 +11,13 @@ from __future__ import annotations
 import binascii
 import functools
 import json
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from controlplane.kafkarest import fastjson
+from controlplane.kafkarest._parse import parse_plain
+from controlplane.kafkarest._split import ObjectSplitter
 from controlplane.kafkarest.errors import INVALID_PAYLOAD, PRODUCE_BATCH_INVALID, UNSUPPORTED_SCHEMA, RestError
 
 PLAIN_TYPES = ("BINARY", "JSON", "STRING")
@@ -137,6 +138,13 @@ def _format_ms(ms: int) -> str:
 
 def parse_produce_request(body: Any) -> ProduceRecord:
     """One ProduceRequest object; RestError 42206 (or 42205 for schema formats) when it is not valid."""
+    record = parse_plain(body)  # the usual record, parsed in C
+    return record if record is not None else parse_any_produce_request(body)
+
+
+def parse_any_produce_request(body: Any) -> ProduceRecord:
+    """``parse_produce_request`` of any body, in Python: every unusual record and every error is parsed here,
+    and ``parse_plain``'s results must be what this returns."""
     if not isinstance(body, dict):
         raise _payload_error("each record must be a JSON object.")
     partition = body.get("partition_id")
@@ -221,93 +229,64 @@ def batch_success(entry_id: str, cluster_id: str, topic: str, record: ProduceRec
             "key": _size(record.key_type, record.key), "value": _size(record.value_type, record.value)}
 
 
-_DECODER = json.JSONDecoder()
-# Inside a value only brackets and strings matter; a lone quote is a string not yet complete.
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]|"')
-
-
 class ConcatenatedJson:
     """Splits a byte stream of concatenated JSON objects (whitespace between them optional) into values.
 
-    Feed it chunks as they arrive: each complete top-level object is yielded as soon as its closing brace
-    is in (an object wholly in the buffer is parsed by one ``raw_decode``; only one that is cut off or
-    malformed is scanned token by token, by a regular expression), so a streaming client gets its report
-    before it sends the next record. A malformed object yields a RestError in its place and the stream goes
-    on with the next one. At most one incomplete object is buffered, up to ``max_value_bytes``. Owned by one
-    request.
+    Feed it chunks as they arrive: each complete top-level object is yielded as soon as its closing brace is
+    in, so a streaming client gets its report before it sends the next record. The bytes are never decoded as
+    a whole: a compiled scan (``_split.ObjectSplitter``) finds where each object ends and has orjson parse it,
+    half the cost of decoding to ``str`` and parsing with the standard library; only an object orjson refuses
+    or could misread (a long integer) is parsed by the standard library, for its value and its error message.
+    A malformed object, or one that is not UTF-8, yields a RestError in its place and the stream goes on with
+    the next one (bad UTF-8 in a record used to end the whole stream, decoded with it). At most one incomplete
+    object is buffered, up to ``max_value_bytes``; the scan resumes where it stopped when more arrives. Owned
+    by one request.
     """
 
     def __init__(self, max_value_bytes: int) -> None:
-        self._buffer = ""
-        self._pending = b""
-        self._start = -1  # where the object being scanned begins, -1 between objects
-        self._scan = 0
-        self._depth = 0
+        self._buffer = b""  # an incomplete object (or character, between objects) kept for the next chunk
+        self._splitter = ObjectSplitter()
         self._max = max_value_bytes
 
     def feed(self, chunk: bytes) -> Iterator[Any]:
-        data = self._pending + chunk
-        try:
-            text = data.decode()
-            self._pending = b""
-        except UnicodeDecodeError as exc:
-            if exc.start < len(data) - 3 or exc.reason != "unexpected end of data":
-                raise _payload_error("the body is not UTF-8.") from exc
-            text, self._pending = data[:exc.start].decode(), data[exc.start:]
-        self._buffer += text
-        yield from self._values()
+        data = self._buffer + chunk if self._buffer else bytes(chunk)
+        values, position, status = self._splitter.split(data)
+        self._buffer = data[position:] if status == 0 else b""
+        for value in values:
+            yield value if type(value) is not bytes else _careful(value)
+        if status:
+            self._not_an_object(data, position)
+        elif len(self._buffer) > self._max:
+            raise RestError(INVALID_PAYLOAD, "Payload error. A record exceeds the size limit.")
 
     def finish(self) -> Iterator[Any]:
         """Values left at the end of the body; a truncated last object is an error."""
-        if self._pending or self._start >= 0 or self._buffer.strip():
+        if self._buffer:
             raise _payload_error("the body ends inside a JSON object.")
         return iter(())
 
-    def _values(self) -> Iterator[Any]:
-        buffer = self._buffer
-        position = self._scan
-        while True:
-            if self._start < 0:
-                while position < len(buffer) and buffer[position] in " \t\r\n":
-                    position += 1
-                if position == len(buffer):
-                    self._buffer, self._scan = "", 0
+    def _not_an_object(self, data: bytes, position: int) -> None:
+        """Between objects, a byte that does not open one: the stream ends, with the message it had when the
+        body was decoded whole (a character cut off by the chunk's end waits for the rest of it)."""
+        if data[position] >= 0x80:
+            head = data[position:position + 4]
+            try:
+                head.decode()
+            except UnicodeDecodeError as exc:
+                if exc.start == 0 and exc.reason == "unexpected end of data" and position + 4 >= len(data):
+                    self._buffer = head
                     return
-                if buffer[position] != "{":
-                    raise _payload_error("each record must be a JSON object.")
-                try:  # the common case, a whole object in the buffer, parsed in C in one call
-                    value, position = _DECODER.raw_decode(buffer, position)
-                except json.JSONDecodeError:  # incomplete or malformed: the scan below tells which
-                    pass
-                else:
-                    yield value
-                    continue
-                self._start = position
-            for match in _TOKENS.finditer(buffer, position):
-                token = match.group()
-                if token == '"':  # a string that has not ended yet
-                    position = match.start()
-                    break
-                if token in "{[":
-                    self._depth += 1
-                elif token in "}]":
-                    self._depth -= 1
-                    if self._depth == 0:
-                        position = match.end()
-                        text = buffer[self._start:position]
-                        self._start = -1
-                        try:
-                            yield json.loads(text)
-                        except json.JSONDecodeError as exc:
-                            yield _payload_error(f"a record is not valid JSON: {exc.msg}.")
-                        break
-            else:
-                position = len(buffer)
-            if self._start >= 0:
-                # Incomplete: keep only the object being read.
-                if len(buffer) - self._start > self._max:
-                    raise RestError(INVALID_PAYLOAD, "Payload error. A record exceeds the size limit.")
-                self._buffer = buffer[self._start:]
-                self._scan = position - self._start
-                self._start = 0
-                return
+                if exc.start == 0:
+                    raise _payload_error("the body is not UTF-8.") from exc
+        raise _payload_error("each record must be a JSON object.")
+
+
+def _careful(data: bytes) -> Any:
+    """An object orjson refused or could misread, parsed by the standard library as ``fastjson.loads`` would,
+    but from strictly decoded text: from bytes ``json`` lets UTF-8-encoded surrogates through."""
+    try:
+        return json.loads(data.decode())
+    except UnicodeDecodeError:
+        return _payload_error("a record is not valid JSON: it is not UTF-8.")
+    except json.JSONDecodeError as exc:
+        return _payload_error(f"a record is not valid JSON: {exc.msg}.")
