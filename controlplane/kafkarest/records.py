@@ -80,7 +80,10 @@ def _data(spec: Any, what: str) -> tuple[str | None, bytes | None]:
     if not isinstance(data, str):
         raise _payload_error(f"{what}.data must be a string for type {upper}.")
     if upper == "STRING":
-        return upper, data.encode()
+        try:
+            return upper, data.encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800"), which JSON can spell but UTF-8 cannot
+            raise _payload_error(f"{what}.data is not valid Unicode: {exc.reason}.") from exc
     try:
         return upper, b64decode(data)
     except (binascii.Error, ValueError) as exc:
@@ -96,6 +99,10 @@ def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
     for header in headers:
         if not isinstance(header, dict) or not isinstance(header.get("name"), str):
             raise _payload_error("each header needs a string 'name'.")
+        try:
+            header["name"].encode()  # sent as UTF-8
+        except UnicodeEncodeError as exc:
+            raise _payload_error(f"header {header['name']!r}: the name is not valid Unicode: {exc.reason}.") from exc
         value = header.get("value")
         if value is None:
             out.append((header["name"], None))

@@ -357,7 +357,14 @@ class AsyncProducer:
                     return
                 if part.generation != generation:
                     part.generation, part.sequence = generation, 0
-                batch = encode_batch(records, producer_id, epoch, part.sequence)
+                try:
+                    batch = encode_batch(records, producer_id, epoch, part.sequence)
+                except (TypeError, ValueError) as exc:  # a caller's bad record (nothing was sent): it fails alone
+                    if len(records) > 1:
+                        self._split(part, pieces)
+                    else:
+                        self._fail(pieces, AdminError("_INVALID_ARG", f"a record cannot be encoded: {exc}"))
+                    return
             if time.monotonic() >= deadline:
                 # Its fate is unknown (it may have been written): no later batch may reuse its sequence.
                 self._retire_producer_id(generation)
@@ -391,10 +398,7 @@ class AsyncProducer:
                 self.retries += 1
                 self._topics.pop(topic, None)  # leaders are read again before the next attempt
             elif code in SPLITTABLE and len(records) > 1:
-                for piece in reversed(pieces):
-                    for index in range(len(piece.records) - 1, -1, -1):
-                        part.waiting.appendleft(_Piece(piece.send, piece.start + index, [piece.records[index]],
-                                                       alone=True))
+                self._split(part, pieces)
                 return
             else:
                 self._fail(pieces, last)
@@ -406,6 +410,13 @@ class AsyncProducer:
     def busy(self) -> bool:
         """Whether any records wait or are in flight."""
         return any(part.sending for part in self._partitions.values())
+
+    @staticmethod
+    def _split(part: _Partition, pieces: list[_Piece]) -> None:
+        """The pieces' records back at the front of the queue, one batch each, in order."""
+        for piece in reversed(pieces):
+            for index in range(len(piece.records) - 1, -1, -1):
+                part.waiting.appendleft(_Piece(piece.send, piece.start + index, [piece.records[index]], alone=True))
 
     @staticmethod
     def _fail(pieces: list[_Piece], error: AdminError) -> None:

@@ -37,6 +37,17 @@ def test_base64_is_strict(data: str) -> None:
         parse_produce_request({"value": {"type": "STRING", "data": "x"}, "headers": [{"name": "h", "value": data}]})
 
 
+def test_text_json_can_spell_but_utf8_cannot_is_a_bad_record() -> None:
+    # "\ud800" is valid JSON (the standard library reads it when orjson refuses) but no UTF-8 string.
+    body = fastjson.loads(b'{"value": {"type": "STRING", "data": "\\ud800"}}')
+    with pytest.raises(RestError) as refused:
+        parse_produce_request(body)
+    assert refused.value.error_code == INVALID_PAYLOAD and "not valid Unicode" in refused.value.message
+    with pytest.raises(RestError) as refused:
+        parse_produce_request({"value": None, "headers": [{"name": "\ud800", "value": None}]})
+    assert refused.value.error_code == INVALID_PAYLOAD
+
+
 def test_base64_values_and_headers() -> None:
     record = parse_produce_request({"value": {"type": "BINARY", "data": "YWI="},
                                     "headers": [{"name": "h", "value": "YQ=="}, {"name": "n", "value": None}]})

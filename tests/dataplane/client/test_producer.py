@@ -205,3 +205,23 @@ def test_a_record_too_large_fails_alone_and_bad_topics_and_partitions_fail_clear
     assert [(s.base_offset, s.error) for s in last] == [(9, None), (10, None), (11, None)]
     assert [s.error.code for s in unknown if s.error] == ["UNKNOWN_TOPIC_OR_PART"]
     assert [s.error.code for s in no_partition if s.error] == ["_UNKNOWN_PARTITION"]
+
+
+def test_a_record_that_cannot_be_encoded_fails_alone(cluster: Cluster, admin: ClusterAdmin) -> None:
+    topic = topic_name()
+    create(admin, NewTopic(topic, 1, 3))
+
+    async def main() -> tuple[list[Segment], list[Segment]]:
+        producer = AsyncProducer({}, servers(cluster))
+        try:
+            good = producer.send(topic, 0, [(None, b"a", None, 1)])
+            bad = producer.send(topic, 0, [(None, b"b", [("\ud800", None)], 1), (None, b"c", None, 1)])
+            return await good, await bad
+        finally:
+            producer.close()
+
+    good, bad = asyncio.run(main())
+    assert [(s.base_offset, s.error) for s in good] == [(0, None)]
+    assert [(s.start, s.error.code if s.error else s.base_offset) for s in bad] == [(0, "_INVALID_ARG"), (1, 1)]
+    values = [m.value() for m in read_all(cluster.bootstrap, topic, 0, 2)]  # type: ignore[attr-defined]
+    assert values == [b"a", b"c"]
