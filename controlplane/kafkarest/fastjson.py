@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from controlplane.kafkarest._split import ObjectSplitter
+
 # Where an integer could pass 64 bits (2**63 has 19 digits). A base64 string may hold such a run too: that
 # document merely takes the slower parser. Found by mapping every digit to NUL and searching for 19 NULs: both
 # loops in C, six times faster than the regular expression ``\d{19}``, which tried a match at every byte and cost
@@ -29,6 +31,13 @@ def _long_digit_run(data: bytes) -> bool:
 
 def loads(data: bytes) -> Any:
     """Parse JSON; raises :class:`json.JSONDecodeError` (or UnicodeDecodeError) as :func:`json.loads`."""
+    if data[:1] == b"{":
+        # An object (every produce body): the compiled scan finds its end and any long integer on the way, at a
+        # fraction of the cost of the digit search below, which reads the whole body again (a 1 KiB-record
+        # ``records:batch`` spent as long in it as in orjson's parse).
+        values, position, status = ObjectSplitter().split(data)
+        if status == 0 and position == len(data) and len(values) == 1 and type(values[0]) is dict:
+            return values[0]
     if not _long_digit_run(data):
         try:
             return orjson.loads(data)
