@@ -24,7 +24,8 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from controlplane.kafkarest.access import ClusterAccess
-from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, PARTITION_NOT_FOUND, RestError
+from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, KAFKA_RETRIABLE, PARTITION_NOT_FOUND, RestError
+from controlplane.kafkarest.produce import NOT_ACKNOWLEDGED
 from controlplane.kafkarest.producer import Delivered, Outcome, rest_error_for, topic_denied
 from controlplane.kafkarest.records import ProduceRecord, as_record, batch_success, delivery_report
 from dataplane.client.producer import AsyncProducer, Record, Segment
@@ -32,6 +33,7 @@ from dataplane.client.wire import AdminError
 from dataplane.protocol._encode import partition_for_key
 
 IDLE_SECONDS = 600.0
+DELIVERY_WAIT_SECONDS = 40.0  # longer than the producer's own delivery timeout (30 s), which reports first
 PENDING: Any = object()
 
 
@@ -62,11 +64,17 @@ class Produced:
     def __len__(self) -> int:
         return len(self.results)
 
-    async def wait(self) -> None:
+    async def wait(self, timeout: float = DELIVERY_WAIT_SECONDS) -> None:
+        """Every slot's outcome; a send not settled in ``timeout`` (never, unless the producer is broken) leaves
+        its slots PENDING, reported as 50003."""
         if self._done:
             return
+        if self._sends:
+            await asyncio.wait([future for *_, future in self._sends], timeout=timeout)  # cancels nothing
         for partition, indexes, stamps, future in self._sends:
-            segments = await future
+            if not future.done():
+                continue
+            segments = future.result()
             for segment in segments:
                 if segment.error is not None:
                     failure = rest_error(segment.error, self.topic)
@@ -84,8 +92,8 @@ class Produced:
         result = self.results[index]
         if isinstance(result, tuple):
             return Delivered(*result)
-        if result is PENDING:  # never after wait(): every send's future settles every slot
-            return RestError(BROKER_NOT_AVAILABLE, "The record was not produced.")
+        if result is PENDING:  # only after wait() ran out of time
+            return RestError(KAFKA_RETRIABLE, NOT_ACKNOWLEDGED)
         return result  # type: ignore[no-any-return]
 
     def report(self, index: int, cluster_id: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import datetime
 import functools
+import logging
 import random
 import time
 from collections import deque
@@ -44,6 +45,8 @@ from dataplane.protocol.build import nested
 from dataplane.protocol.client import ClientCodec
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE, RemoteProtocolError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -204,7 +207,7 @@ class _Connection:
                     answer.set_result(body)
                 if self.retiring and not self._waiting:
                     break
-        except (OSError, asyncio.IncompleteReadError, RemoteProtocolError, IndexError) as exc:
+        except Exception as exc:  # a broken connection or an answer that does not decode: the stream is lost
             failure = exc
         except asyncio.CancelledError:
             failure = ConnectionAbortedError("connection closed")
@@ -339,6 +342,11 @@ class AsyncProducer:
             self._fail([*pieces, *part.waiting], AdminError("_DESTROY", "the producer is closed"))
             part.waiting.clear()
             raise
+        except Exception as exc:  # a bug: callers get an error rather than waiting for ever
+            log.exception("producing to %s-%d failed", topic, partition)
+            self._producer = None  # the batch in flight may or may not be written: no later one reuses its sequence
+            self._fail([*pieces, *part.waiting], AdminError("_FAIL", f"the producer failed: {exc!r}"))
+            part.waiting.clear()
         finally:
             part.sending = False
 

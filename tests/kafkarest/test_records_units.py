@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
-from controlplane.kafkarest import fastjson
-from controlplane.kafkarest.errors import INVALID_PAYLOAD, RestError
+from controlplane.kafkarest import batched, fastjson
+from controlplane.kafkarest.batched import Produced
+from controlplane.kafkarest.errors import INVALID_PAYLOAD, KAFKA_RETRIABLE, RestError
 from controlplane.kafkarest.records import ConcatenatedJson, parse_produce_request
 from controlplane.kafkarest.tail.protocol import records_frame
 from controlplane.kafkarest.tail.records import Record
+from dataplane.client.producer import Segment
 
 pytestmark = pytest.mark.xdist_group("kafkarest")
 
@@ -88,3 +91,16 @@ def test_tail_records_render_to_the_frame_clients_read() -> None:
                      {"key": "n", "value": None, "encoding": None}]},
         {"partition": 1, "offset": 8, "timestamp": 0, "timestamp_type": "create", "key": None,
          "key_encoding": None, "value": None, "value_encoding": None, "headers": []}]}
+
+
+def test_records_never_acknowledged_are_reported_retriable_when_the_wait_ends() -> None:
+    async def main() -> dict[str, object]:
+        produced = Produced("t")
+        produced.records.append(parse_produce_request({"value": None}))
+        produced.results.append(batched.PENDING)
+        never: asyncio.Future[list[Segment]] = asyncio.get_running_loop().create_future()
+        produced._sends.append((0, [0], [1], never))
+        await produced.wait(timeout=0.01)
+        return produced.report(0, "c")
+
+    assert asyncio.run(main())["error_code"] == KAFKA_RETRIABLE

@@ -225,3 +225,26 @@ def test_a_record_that_cannot_be_encoded_fails_alone(cluster: Cluster, admin: Cl
     assert [(s.start, s.error.code if s.error else s.base_offset) for s in bad] == [(0, "_INVALID_ARG"), (1, 1)]
     values = [m.value() for m in read_all(cluster.bootstrap, topic, 0, 2)]  # type: ignore[attr-defined]
     assert values == [b"a", b"c"]
+
+
+def test_a_failure_inside_the_sender_fails_its_callers_instead_of_leaving_them_waiting() -> None:
+    """The safety net for a bug: whatever goes wrong in a partition's sender reaches the callers as an error."""
+
+    async def main() -> list[Segment]:
+        producer = AsyncProducer({}, [("127.0.0.1", 9)])
+
+        async def producer_id() -> tuple[int, int, int]:
+            return 1, 0, 1
+
+        async def broken(*_args: object) -> object:
+            raise RuntimeError("a bug")
+
+        producer._producer_id = producer_id  # type: ignore[method-assign]
+        producer._produce = broken  # type: ignore[method-assign]
+        try:
+            return await asyncio.wait_for(producer.send("t", 0, [(None, b"v", None, 1)]), 10)
+        finally:
+            producer.close()
+
+    segments = asyncio.run(main())
+    assert [(s.start, s.count, s.error.code if s.error else None) for s in segments] == [(0, 1, "_FAIL")]
