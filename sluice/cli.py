@@ -97,6 +97,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from controlplane.tenancy.bootstrap import demo_bootstrap
 
     demo = demo_bootstrap(var)
+    from controlplane.agent.processes import STOP_TIMEOUT as BROKER_STOP_TIMEOUT
     from controlplane.clusters.bootstrap import (
         demo_client_config,
         demo_cluster,
@@ -129,8 +130,11 @@ def cmd_up(args: argparse.Namespace) -> int:
                        "--pidfile=", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"], env,
               parent_death_signal=signal.SIGKILL),
         # This machine as the one dataplane host; stopping the service stops its brokers.
+        # It stops them itself (SIGTERM, then SIGKILL after STOP_TIMEOUT): it gets longer than that to do it, or
+        # a broker slow to stop would outlive an agent killed halfway through stopping it.
         Child("agent", [python, "-m", "sluice", "agent", "--host", args.agent_host, "--ports",
-                        f"{args.broker_ports[0]}-{args.broker_ports[1]}", "--stop-brokers-on-exit"], env),
+                        f"{args.broker_ports[0]}-{args.broker_ports[1]}", "--stop-brokers-on-exit"], env,
+              stop_timeout=BROKER_STOP_TIMEOUT + 15),
     ])
     supervisor.install_signal_handlers()
     supervisor.start()

@@ -32,6 +32,9 @@ class Child:
     proc: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
     parent_death_signal: int = signal.SIGTERM  # what the child gets if the supervisor is SIGKILLed
+    # How long a stop waits before SIGKILL, when not the supervisor's: longer for a child that itself stops
+    # processes outside its group (the agent's detached brokers), so it is never killed halfway through that.
+    stop_timeout: float | None = None
 
     def start(self) -> None:
         self.proc = subprocess.Popen(list(self.argv), env=self.env, stdin=subprocess.DEVNULL,
@@ -119,4 +122,4 @@ class Supervisor:
     def stop(self) -> None:
         # Reverse start order: producers of work stop before the things they feed.
         for child in reversed(self.children):
-            child.stop(self.stop_timeout)
+            child.stop(child.stop_timeout if child.stop_timeout is not None else self.stop_timeout)

@@ -135,6 +135,13 @@ def sluice_up(started: Started, port: int, broker_port: int) -> Iterator[tuple[s
             proc.wait()
 
 
+def _log_tail(var: Path, lines: int = 60) -> str:
+    """The end of what `sluice up` and its children printed (for a failure's message: the directory is removed)."""
+    with suppress(OSError):
+        return "\n".join((var / "sluice-up.log").read_text(errors="replace").splitlines()[-lines:])
+    return "(no log)"
+
+
 def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
     return read_until(proc, marker, UP_TIMEOUT, "sluice up")
 
@@ -278,7 +285,7 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(sta
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         leftovers = [p for p in _gone(children) if "postgres" not in p.name()]
-        assert leftovers == []
+        assert leftovers == [], ([(p.pid, p.ppid(), " ".join(p.cmdline())[:160]) for p in leftovers], _log_tail(var))
 
     # ... and nothing stale blocks the next start.
     with sluice_up(started, port, broker_port) as (proc, _):
@@ -287,7 +294,7 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(sta
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
         # A clean stop leaves nothing: not the agent's detached brokers, not the embedded Postgres.
-        assert _described(_gone(started.alive())) == []
+        assert _described(_gone(started.alive())) == [], _log_tail(var)
 
 
 def test_a_second_up_on_the_same_var_is_refused(tmp_path: Path) -> None:
