@@ -188,6 +188,9 @@ class BrokerProcesses:
         self.tls = tls  # for nodes whose spec asks for TLS
         self._nodes: dict[tuple[str, int], _Node] = {}
         self._lock = threading.Lock()
+        # Set by stop_all (the agent is exiting): no broker starts after it, or one started by a supervision pass
+        # still under way would be left running, detached, by an agent that has already stopped the others.
+        self._stopped = False
 
     # -- paths -------------------------------------------------------------------------------------------------
     def node_dir(self, cluster: str, node_id: int) -> Path:
@@ -265,8 +268,10 @@ class BrokerProcesses:
         return True
 
     def stop_all(self) -> None:
-        """Stop every broker of this host but keep their desired state (the next agent restarts them)."""
+        """Stop every broker of this host but keep their desired state (the next agent restarts them); this object
+        starts none after it (its agent is exiting)."""
         with self._lock:
+            self._stopped = True
             nodes = list(self._nodes.values())
         for node in nodes:
             self._terminate(node)
@@ -316,6 +321,8 @@ class BrokerProcesses:
             node.state, node.message = "PortInUse", f"port {node.spec.port} is taken by another process"
 
     def _start(self, node: _Node, now: float) -> None:
+        if self._stopped:  # called under the lock, as stop_all sets it
+            return
         config = self._config_path(node.directory)
         try:
             password = (self.internal_password(node.spec.cluster)
