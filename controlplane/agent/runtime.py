@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,10 +119,6 @@ def _supervise(processes: BrokerProcesses, options: AgentOptions, stop: threadin
             close_old_connections()
 
 
-def _exit_now(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def run(options: AgentOptions) -> int:
     """Run the agent until SIGTERM/SIGINT (Celery's warm shutdown)."""
     global _processes, _listen_host
@@ -138,31 +133,24 @@ def run(options: AgentOptions) -> int:
     processes = BrokerProcesses(options.root, options.host, on_change=_on_change,
                                 internal_password=_internal_password, token_key=_token_key, tls=_tls_files())
     _processes = processes
+    adopted = processes.adopt()
+    log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))
+    agent_register(host=options.host, rack=options.rack, advertised_host=options.advertised_host,
+                   port_min=options.port_min, port_max=options.port_max)
     stop = threading.Event()
-    thread: threading.Thread | None = None
+    thread = threading.Thread(target=_supervise, args=(processes, options, stop), name="agent-supervise",
+                              daemon=True)
+    thread.start()
     if options.stop_brokers_on_exit:
-        # Until Celery installs its own handlers, SIGTERM/SIGINT end the start-up through the ``finally`` below,
-        # which stops the brokers: `sluice up` stopped right after starting (its agent still starting, a broker
-        # already started by the first supervision pass) left that broker running, detached.
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _exit_now)
+        from celery.signals import worker_shutting_down
+
+        def _stop_brokers(**_: object) -> None:
+            # At the start of shutdown, not after it: Redis may be going away with us (`sluice up` stopping).
+            stop.set()
+            processes.stop_all()
+
+        worker_shutting_down.connect(_stop_brokers, weak=False)
     try:
-        adopted = processes.adopt()
-        log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))
-        agent_register(host=options.host, rack=options.rack, advertised_host=options.advertised_host,
-                       port_min=options.port_min, port_max=options.port_max)
-        thread = threading.Thread(target=_supervise, args=(processes, options, stop), name="agent-supervise",
-                                  daemon=True)
-        thread.start()
-        if options.stop_brokers_on_exit:
-            from celery.signals import worker_shutting_down
-
-            def _stop_brokers(**_: object) -> None:
-                # At the start of shutdown, not after it: Redis may be going away with us (`sluice up` stopping).
-                stop.set()
-                processes.stop_all()
-
-            worker_shutting_down.connect(_stop_brokers, weak=False)
         app.worker_main([
             "worker", "--queues", f"agent.{options.host}", "--pool", "threads",
             "--concurrency", str(options.concurrency), "--hostname", f"agent@{options.host}",
@@ -170,10 +158,7 @@ def run(options: AgentOptions) -> int:
         ])
     finally:
         stop.set()
-        if options.stop_brokers_on_exit:
-            processes.stop_all()  # done at shutdown's start too; this covers a stop before Celery was up
-        if thread is not None:
-            thread.join(5)
+        thread.join(5)
         from django.db import close_old_connections
 
         from controlplane.agent.reporting import agent_gone
@@ -183,4 +168,6 @@ def run(options: AgentOptions) -> int:
             agent_gone(options.host)
         except Exception:  # the database may be going away with us; the heartbeat then simply lapses
             log.warning("agent %s: could not record its stop", options.host)
+        if options.stop_brokers_on_exit:
+            processes.stop_all()  # already done at shutdown's start; this covers a worker that failed to start
     return 0
