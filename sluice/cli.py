@@ -172,11 +172,25 @@ def cmd_up(args: argparse.Namespace) -> int:
             "",
         ]), flush=True)
     code = supervisor.run()
+    _stop_leftover_brokers(args.agent_host)
     if services is not None:
         services.stop()
     os.close(lock_fd)
     print("sluice: stopped", flush=True)
     return code
+
+
+def _stop_leftover_brokers(host: str) -> None:
+    """Brokers still running after the agent exited, stopped as the agent would (SIGTERM, then SIGKILL).
+
+    The agent stops its brokers as it exits, but they are detached (an agent restart adopts them): one it could
+    not stop -- killed halfway through, or started by it as it was told to stop -- would outlive `sluice up`.
+    They are found as the next agent would find them: each node's pid file and the command line behind it."""
+    from controlplane.agent.processes import BrokerProcesses
+
+    leftovers = BrokerProcesses(runtime.var_dir() / "clusters", host)
+    if leftovers.adopt():
+        leftovers.stop_all()
 
 
 def _port_pool(text: str) -> tuple[int, int]:
