@@ -156,7 +156,9 @@ def test_a_broker_that_stops_answering_is_retried_without_duplicates(cluster: Cl
                 pending = producer.send(topic, 0, [(None, b"during", None, 1)])
                 # Its Produce is sent, and times out (its connection dropped) at least once while the broker is
                 # stopped; the broker reads it when it goes on, and then the same batch sent again.
-                await asyncio.sleep(2.5)
+                deadline = time.monotonic() + 30
+                while producer.retries < 1 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)  # polling the retry counter (the condition), with a deadline
                 assert not pending.done() and producer.retries >= 1
             finally:
                 broker.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
