@@ -174,6 +174,13 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # never holds up reconcile. ``sluice up`` runs one such worker; SPARK_MASTER picks the Spark master.
 SLUICE_REPORTS_QUEUE = os.environ.get("SLUICE_REPORTS_QUEUE", "reports")
 CELERY_TASK_ROUTES = {"reports.*": {"queue": SLUICE_REPORTS_QUEUE}}
+# Each tenant's share of the reports runner (docs/architecture.md, "The sandboxed runner"): runs at once (more
+# wait queued), runs waiting (more are refused with 429), one run's time, and its result's rows and bytes.
+SLUICE_REPORTS_TENANT_RUNNING = int(os.environ.get("SLUICE_REPORTS_TENANT_RUNNING", "2"))
+SLUICE_REPORTS_TENANT_QUEUED = int(os.environ.get("SLUICE_REPORTS_TENANT_QUEUED", "20"))
+SLUICE_REPORTS_RUN_SECONDS = float(os.environ.get("SLUICE_REPORTS_RUN_SECONDS", "900"))
+SLUICE_REPORTS_RESULT_ROWS = int(os.environ.get("SLUICE_REPORTS_RESULT_ROWS", "1000000"))
+SLUICE_REPORTS_RESULT_BYTES = int(os.environ.get("SLUICE_REPORTS_RESULT_BYTES", str(256 * 1024 * 1024)))
 CELERY_TIMEZONE = "UTC"
 # Report results expire: finished runs older than this many days are deleted with their rows and Parquet files
 # (0: never by age), as are a report's runs beyond its newest ``keep_runs``; beat sweeps every

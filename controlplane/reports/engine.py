@@ -1,8 +1,9 @@
-"""Running one report on Spark: pin the offset ranges, register the views, run the query, store the result.
+"""Running one report on Spark: pin the offset ranges, register the views, run the query, write the result.
 
-Called by ``runner.run_execute`` in a reports worker, on that process's one SparkSession (``reports.worker``).
-Each run works in its own ``newSession()`` (temp views and settings of its own; the SparkContext is shared),
-so runs on other threads of the same worker never see each other's views.
+``prepare`` and ``write_result`` run in the sandboxed runner (``reports.sandbox.runner``), on its one
+SparkSession; ``load_result`` runs in the reports worker, which moves what the runner wrote into
+``var/reports/<run>``. Each run works in its own ``newSession()`` (temp views and settings of its own; the
+SparkContext is shared), so concurrent runs never see each other's views.
 
 A run *pins* what it reads before Spark starts: every topic's ranges are resolved once (time range, offsets)
 with the source's own lookup, and the views are given those exact offsets. So the run reads one consistent
@@ -82,12 +83,12 @@ def _time_options(time_range: kinds.TimeRange, *, start: bool = True) -> dict[st
 
 
 def prepare(spark: SparkSession, definition: dict[str, Any], connection: dict[str, str],
-            time_range: kinds.TimeRange, offsets_connection: dict[str, str] | None = None) -> tuple[DataFrame, int]:
+            time_range: kinds.TimeRange, commits: list[list[int]] | None = None) -> tuple[DataFrame, int]:
     """Register the run's views on ``spark`` and return the query's DataFrame and the records pinned.
 
-    ``offsets_connection``: how the consumer-lag trend reads ``__consumer_offsets`` (the control plane's own
-    access: that topic holds every group's commits, which no tenant principal is granted; only the named
-    group's are kept), ``connection`` otherwise."""
+    ``commits``: for the consumer-lag trend, the group's commits on the topic as ``[partition, offset,
+    commit time ms]`` rows, read by the worker (``__consumer_offsets`` holds every group's commits, which no
+    tenant principal may read, so the runner never gets access to it, only to these rows)."""
     kind, params = definition["kind"], definition["params"]
     scanned = 0
     if kind == "sql":
@@ -106,7 +107,10 @@ def prepare(spark: SparkSession, definition: dict[str, Any], connection: dict[st
         # The log end at each window's end needs every record before it, whatever the range's start.
         scanned += _view(spark, "src", {**connection, "subscribe": params["topic"],
                                         **_time_options(time_range, start=False)})
-        scanned += _offsets_view(spark, offsets_connection or connection, params["group"], time_range)
+        rows = [(int(p), int(o), int(t)) for p, o, t in (commits or [])]
+        spark.createDataFrame(rows, "partition INT, offset BIGINT, commit_ts BIGINT").createOrReplaceTempView(
+            "commits")
+        scanned += len(rows)
     else:
         scanned += _view(spark, "src", {**connection, "subscribe": params["topic"], **_time_options(time_range)})
     return spark.sql(kinds.builtin_sql(kind, params, time_range)), scanned
@@ -123,36 +127,17 @@ def _only_topic(offsets_json: str, topic: str, option: str) -> str:
     return json.dumps({topic: mine})
 
 
-def _offsets_view(spark: SparkSession, connection: dict[str, str], group: str, time_range: kinds.TimeRange) -> int:
-    """``offsets_log``: the one ``__consumer_offsets`` partition that holds ``group``'s commits."""
-    from pyspark.sql.functions import udf
-
-    from dataplane.client.admin import ClusterAdmin
-    from dataplane.client.spark.options import client_config
-    from dataplane.client.spark.records import OFFSET_COMMIT, offset_commit
-    from dataplane.coordinator.records import partition_for_group
-
-    config = client_config(connection)
-    with ClusterAdmin(config["bootstrap.servers"], timeout=30, config=config) as admin:
-        info = admin.topics(include_internal=True).get("__consumer_offsets")
-    if info is None:
-        raise ReportError("The cluster has no committed offsets yet (no consumer group has committed).")
-    partition = partition_for_group(group, len(info.partitions))
-    spark.udf.register("sluice_offset_commit", udf(offset_commit, OFFSET_COMMIT, useArrow=False))
-    options = {**connection, "assign": json.dumps({"__consumer_offsets": [partition]}),
-               **_time_options(time_range, start=False)}
-    return _view(spark, "offsets_log", options)
-
-
 class ReportError(Exception):
     """A run that cannot go on, with a message for the report's author."""
 
 
-def store(df: DataFrame, directory: Path) -> Outcome:
-    """Write the result as Parquet under ``directory``; small results are read back as rows (the directory
-    is then removed), large ones stay there. One pass over the data either way."""
-    import pyarrow.parquet as pq
+class ResultTooLarge(ReportError):
+    """The result is over the tenant's limit (rows or bytes)."""
 
+
+def write_result(df: DataFrame, directory: Path, *, max_rows: int, max_bytes: int) -> list[dict[str, str]]:
+    """Write the result as Parquet under ``directory`` (at most ``max_rows`` rows, ``max_bytes`` on disk)
+    and return its columns. One pass over the data; over a limit, the files are removed and the run fails."""
     columns = [{"name": f.name, "type": f.dataType.simpleString()} for f in df.schema.fields]
     names = [c["name"] for c in columns]
     if len(set(names)) != len(names):
@@ -160,13 +145,33 @@ def store(df: DataFrame, directory: Path) -> Outcome:
         raise ReportError(f"The result has more than one column named {', '.join(dupes)}: give them aliases.")
     if directory.exists():
         shutil.rmtree(directory)
-    df.write.parquet(str(directory))
+    df.limit(max_rows + 1).write.parquet(str(directory))
+    rows, size = result_size(directory)
+    if rows > max_rows or size > max_bytes:
+        shutil.rmtree(directory, ignore_errors=True)
+        what = f"more than {max_rows:,} rows" if rows > max_rows else f"more than {max_bytes // (1 << 20):,} MiB"
+        raise ResultTooLarge(f"The result has {what} (this tenant's limit): aggregate or filter it.")
+    return columns
+
+
+def result_size(directory: Path) -> tuple[int, int]:
+    """Rows (from the Parquet footers, without reading data) and bytes of a written result."""
+    import pyarrow.parquet as pq
+
     files = parquet_files(directory)
-    count = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files), sum(f.stat().st_size for f in files)
+
+
+def load_result(directory: Path, columns: list[dict[str, str]]) -> Outcome:
+    """A written result as an ``Outcome``: small ones read back as rows (the directory is then removed),
+    large ones stay Parquet files there."""
+    import pyarrow.parquet as pq
+
+    count, _ = result_size(directory)
     out = Outcome(columns=columns, row_count=count)
     if count <= ROW_LIMIT:
         out.storage = "rows"
-        out.rows = [row for f in files for row in _json_rows(pq.read_table(f))]
+        out.rows = [row for f in parquet_files(directory) for row in _json_rows(pq.read_table(f))]
         shutil.rmtree(directory, ignore_errors=True)
     else:
         out.storage = "parquet"

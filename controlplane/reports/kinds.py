@@ -3,7 +3,7 @@
 Pure functions (no Spark, no Django models), so the API validates with the same rules the worker runs, and
 the generated SQL can be read in a test. Every built-in kind reads one topic through the view ``src`` (the
 ``sluice`` source's columns plus ``key_str``/``value_str``); ``consumer_lag`` also reads the group's
-partition of ``__consumer_offsets`` through the view ``offsets_log``.
+commits on the topic through the view ``commits`` (partition, offset, commit_ts).
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def normalize_chart(kind: str, params: dict[str, Any], chart: object) -> dict[st
 
 
 def builtin_sql(kind: str, params: dict[str, Any], time_range: TimeRange) -> str:
-    """The Spark SQL a built-in kind runs over ``src`` (and ``offsets_log`` for consumer lag)."""
+    """The Spark SQL a built-in kind runs over ``src`` (and ``commits`` for consumer lag)."""
     if kind == "throughput":
         w = window_ms(params["window"])
         return (f"SELECT timestamp_millis(floor(unix_millis(timestamp) / {w}) * {w}) AS window_start, "
@@ -304,9 +304,7 @@ def _lag_sql(params: dict[str, Any], time_range: TimeRange) -> str:
     hi = f"{(time_range.end_ms - 1) // w}" if time_range.end_ms is not None else "max(b)"
     return f"""
 WITH p AS (SELECT partition, offset, floor(unix_millis(timestamp) / {w}) AS b FROM src),
-c AS (SELECT d.partition AS partition, d.offset AS offset, d.commit_ts AS ts, floor(d.commit_ts / {w}) AS b
-      FROM (SELECT sluice_offset_commit(key, value) AS d FROM offsets_log)
-      WHERE d IS NOT NULL AND d.`group` = {sql_string(params['group'])} AND d.topic = {sql_string(params['topic'])}),
+c AS (SELECT partition, offset, commit_ts AS ts, floor(commit_ts / {w}) AS b FROM commits),
 pb AS (SELECT partition, b, max(offset) + 1 AS end_offset FROM p GROUP BY partition, b),
 cb AS (SELECT partition, b, max_by(offset, ts) AS committed FROM c GROUP BY partition, b),
 span AS (SELECT {lo} AS lo, {hi} AS hi FROM (SELECT b FROM p UNION ALL SELECT b FROM c)),

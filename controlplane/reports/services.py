@@ -21,11 +21,12 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor
-from controlplane.core.errors import Conflict, ValidationFailed
+from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.reports import kinds
 from controlplane.reports.kinds import ParamError
 from controlplane.reports.models import DEFAULT_KEEP_RUNS, FINISHED, Report, ReportRun, RunStatus
 from controlplane.reports.sqlcheck import check_sql
+from controlplane.tenancy.models import Tenant
 
 CANCEL_KEY = "sluice:reports:cancel:{run_id}"
 CANCEL_TTL_SECONDS = 24 * 3600
@@ -217,6 +218,12 @@ def run_request(*, report: Report, actor: Actor, trigger: str = "manual") -> Rep
     from controlplane.reports.tasks import run_report
 
     with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=report.cluster.tenant_id)
+        waiting = ReportRun.objects.filter(report__cluster__tenant=tenant, status=RunStatus.QUEUED).count()
+        if waiting >= settings.SLUICE_REPORTS_TENANT_QUEUED:
+            raise QuotaExceeded(f"This tenant already has {waiting} report runs waiting (the limit is "
+                                f"{settings.SLUICE_REPORTS_TENANT_QUEUED}); try again when they have run.",
+                                code="too_many_runs", http_status=429)
         run = ReportRun.objects.create(report=report, trigger=trigger, definition=_definition(report),
                                        requested_by=actor.display)
         if trigger == "manual":  # a schedule's runs are the report's own (audited when it was scheduled)

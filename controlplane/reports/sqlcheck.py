@@ -1,44 +1,96 @@
-"""What the API can tell about a SQL report before Spark sees it: the syntax, and the views it names.
+"""The API's check of a SQL report: syntax, one query, and the allowlists of ``reports.sqlpolicy``.
 
 sqlglot's Spark dialect parses the query (the web tier runs no JVM); a parse error is a 400 with sqlglot's
-line/column message. Tables the query reads must be the report's topic views (or its own CTEs), so a typo in
-a topic name fails at the API, not minutes later in a worker. What only Spark's analyzer knows (column
-names, function signatures) fails the run with Spark's message.
+line/column message. The tree is turned into ``sqlpolicy.Node``s and checked against the same allowlists the
+sandboxed runner applies to Spark's own parse: only query syntax sqlglot knows, functions Spark names in its
+registry's safe groups (a typed sqlglot function is named as sqlglot writes it back in Spark SQL), tables
+that are the report's topic views or its CTEs, ``range`` as the one table function, and no hints. What only
+Spark's analyzer knows (column names, function signatures) fails the run with Spark's message.
 """
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from controlplane.reports.kinds import ParamError, view_name
+from controlplane.reports.sqlpolicy import Node, PolicyError, check
 
-_READ_ONLY = (exp.Query,)  # SELECT, set operations, WITH ... SELECT
+MAX_SQL_CHARS = 64 * 1024  # a report's query, not a program: also bounds the parsers' recursion
+MAX_DEPTH = 200  # nesting of the parsed tree (deeper input is refused before it is walked recursively)
+_CALL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+# sqlglot node classes of query syntax (functions are checked by name, see ``_node``).
+_SYNTAX: frozenset[type[exp.Expression]] = frozenset({
+    exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, exp.With, exp.CTE, exp.From, exp.Join,
+    exp.Where, exp.Group, exp.Having, exp.Qualify, exp.Order, exp.Ordered, exp.Limit, exp.Offset,
+    exp.Distinct, exp.Column, exp.Identifier, exp.Star, exp.Literal, exp.Alias, exp.TableAlias, exp.Paren,
+    exp.And, exp.Or, exp.Not, exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ, exp.GT, exp.GTE, exp.LT,
+    exp.LTE, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike, exp.RegexpLike, exp.Add, exp.Sub, exp.Mul,
+    exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot,
+    exp.BitwiseLeftShift, exp.BitwiseRightShift, exp.Case, exp.If, exp.Cast, exp.TryCast, exp.DataType,
+    exp.DataTypeParam, exp.Window, exp.WindowSpec, exp.Interval, exp.Var, exp.Boolean, exp.Null, exp.Lambda,
+    exp.Tuple, exp.Values, exp.Lateral, exp.TableSample, exp.Cube, exp.Rollup, exp.GroupingSets, exp.Filter,
+    exp.Bracket, exp.Dot, exp.DPipe, exp.PropertyEQ, exp.Escape, exp.Any, exp.All, exp.Exists, exp.Slice,
+    exp.Pivot, exp.PivotAlias, exp.Kwarg, exp.Collate, exp.IgnoreNulls, exp.RespectNulls,
+})
 
 
 def check_sql(sql: str, topics: list[str]) -> None:
+    if len(sql) > MAX_SQL_CHARS:
+        raise ParamError("params.sql", f"must be at most {MAX_SQL_CHARS} characters")
     try:
         statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
     except (ParseError, TokenError) as e:
         raise ParamError("params.sql", f"Spark SQL syntax error: {_first_line(e)}") from None
+    except (SqlglotError, RecursionError):
+        raise ParamError("params.sql", "Spark SQL syntax error: the query cannot be read") from None
     if len(statements) != 1:
         raise ParamError("params.sql", "must be exactly one query")
     tree = statements[0]
-    if not isinstance(tree, _READ_ONLY):
+    if not isinstance(tree, exp.Query):
         raise ParamError("params.sql", "must be a query (SELECT, WITH … SELECT, or a set operation of them)")
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    views = {view_name(t).lower() for t in topics}
-    for table in tree.find_all(exp.Table):
-        if isinstance(table.this, exp.Func) or not table.name:
-            continue  # a table-valued function such as range(10)
-        if table.db:
-            raise ParamError("params.sql", f"'{table.sql(dialect='spark')}': only the topic views can be read "
-                             f"({', '.join(sorted(views))})")
-        name = table.name.lower()
-        if name not in views and name not in ctes:
-            raise ParamError("params.sql", f"unknown view '{table.name}': the views are "
-                             f"{', '.join(sorted(views))} (one per topic in params.topics)")
+    try:
+        check(_node(tree, 0), [view_name(t) for t in topics])
+    except PolicyError as e:
+        raise ParamError("params.sql", str(e)) from None
+
+
+def _node(e: exp.Expression, depth: int) -> Node:
+    """``e`` as a policy tree: tables as relations or table functions, functions by their Spark name."""
+    if depth > MAX_DEPTH:
+        raise PolicyError(f"the query is nested more than {MAX_DEPTH} levels deep")
+    children = tuple(_node(c, depth + 1) for c in e.iter_expressions())
+    if isinstance(e, exp.Table):
+        if isinstance(e.this, exp.Func):
+            name = _function_name(e.this) or type(e.this).__name__
+            return Node("table_function", (name,))
+        parts = tuple(p for p in (e.catalog, e.db, e.name) if p)
+        return Node("relation", parts or ("",), children)
+    if isinstance(e, exp.Hint | exp.JoinHint):
+        return Node("hint", ("hint",))
+    if isinstance(e, exp.CTE):
+        return Node("cte", (e.alias_or_name,), children)
+    if isinstance(e, exp.Func) and type(e) not in _SYNTAX:
+        name = _function_name(e)
+        if name is None:
+            return Node("unknown", (type(e).__name__,), children)
+        return Node("function", (name,), children)
+    if type(e) in _SYNTAX or type(e).__name__.startswith("JSONPath"):
+        return Node("syntax", (type(e).__name__,), children)
+    return Node("unknown", (type(e).__name__,), children)
+
+
+def _function_name(e: exp.Func) -> str | None:
+    """The function Spark will call: sqlglot's Spark SQL for the node, up to its "(" (None for a function
+    sqlglot writes as an operator or keyword syntax, e.g. ``CASE``)."""
+    if isinstance(e, exp.Anonymous):
+        return str(e.name)
+    m = _CALL.match(e.sql(dialect="spark"))
+    return m.group(1) if m else None
 
 
 def _first_line(e: Exception) -> str:

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
+DEFER_SECONDS = 1.0
+
 
 @shared_task(name="reports.run", acks_late=False, bind=True)
 def run_report(self: Task, run_id: str) -> str:
     # acks_late off: a run killed with its worker is not re-run by itself (it may have been the run that
     # killed it); reap_lost_runs, or the worker's next start, records it failed.
-    from controlplane.reports.runner import run_execute
+    from controlplane.reports.runner import DEFERRED, run_execute
 
-    return run_execute(run_id=run_id, worker=self.request.hostname or "")
+    status = run_execute(run_id=run_id, worker=self.request.hostname or "")
+    if status == DEFERRED:  # the tenant's share of the runner is in use: the run waits its turn, queued
+        run_report.apply_async(args=[run_id], queue=self.request.delivery_info.get("routing_key") or None,
+                               countdown=DEFER_SECONDS)
+    return status
 
 
 @shared_task(name="reports.run_scheduled")

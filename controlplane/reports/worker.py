@@ -1,36 +1,44 @@
-"""The reports worker's Spark: one session per worker process, made on first use, stopped at shutdown.
+"""The reports worker's sandbox: one runner per worker process, started when the worker is ready (so the
+first report does not wait for a JVM), stopped at shutdown with everything it started.
 
-Celery's prefork children each get their own (``worker_process_shutdown`` stops it); with the threads or
-solo pool the one process owns it (``worker_shutdown``). ``stop_spark`` also ends the JVM and with it
-Spark's Python workers, so a stopped worker leaves no process behind.
-
-``CancelWatch`` is the thread that turns a cancel request (a Redis flag set by the API) into
-``cancelJobGroup``: the run's own thread is blocked inside a Spark action and cannot look.
+Celery's prefork children would each get their own (``worker_process_shutdown`` stops it); ``sluice up`` runs
+the threads pool, where the one process owns it (``worker_shutdown``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from controlplane.reports.sandbox.launcher import Sandbox, SandboxUnavailable, hidden_paths
 
 log = logging.getLogger(__name__)
-POLL_SECONDS = 0.25
+_lock = threading.Lock()
+_sandbox: Sandbox | None = None
 
 
-def spark() -> SparkSession:
-    from dataplane.client.spark.session import spark_session
+def sandbox() -> Sandbox:
+    """This process's sandbox (made on first use; its runner starts with the first run or ``prestart``)."""
+    global _sandbox
+    with _lock:
+        if _sandbox is None:
+            _sandbox = Sandbox(hidden_paths())
+        return _sandbox
 
-    return spark_session(app_name="sluice-reports")
+
+def _is_reports_worker(sender: Any) -> bool:
+    from django.conf import settings
+
+    task_consumer = getattr(getattr(sender, "consumer", None), "task_consumer", None)
+    names = {q.name for q in getattr(task_consumer, "queues", None) or ()}
+    return settings.SLUICE_REPORTS_QUEUE in names
 
 
 @worker_ready.connect
-def _fail_orphaned_runs(sender: Any = None, **_: Any) -> None:
+def _on_ready(sender: Any = None, **_: Any) -> None:
     from controlplane.reports.runner import runs_fail_orphaned
 
     hostname = getattr(sender, "hostname", "")
@@ -38,74 +46,25 @@ def _fail_orphaned_runs(sender: Any = None, **_: Any) -> None:
         count = runs_fail_orphaned(worker=hostname)
         if count:
             log.warning("%d report run(s) left running by this worker's previous life were failed", count)
+    if _is_reports_worker(sender):
+        threading.Thread(target=_prestart, name="sandbox-prestart", daemon=True).start()
+
+
+def _prestart() -> None:
+    try:
+        sandbox().start()
+    except SandboxUnavailable as e:  # each run will say so
+        log.error("%s", e)
 
 
 @worker_shutdown.connect
 @worker_process_shutdown.connect
-def _stop_spark(**_: Any) -> None:
-    from dataplane.client.spark.session import stop_spark
-
-    try:
-        stop_spark()
-    except Exception:  # shutdown must go on; the JVM is killed by stop_spark's own fallback
-        log.exception("stopping Spark failed")
-
-
-class CancelWatch:
-    """A thread beside a running report: turns a cancel request into ``cancelJobGroup`` and records the run's
-    Spark progress. Started and stopped by the run's thread (a context manager); the run's thread is blocked
-    inside a Spark action meanwhile and cannot look itself."""
-
-    def __init__(self, spark: SparkSession, run_id: str, job_group: str) -> None:
-        self._spark = spark
-        self._run_id = run_id
-        self._group = job_group
-        self._done = threading.Event()
-        self.cancelled = threading.Event()
-        self._progress: dict[str, int] = {}
-        self._thread = threading.Thread(target=self._watch, name=f"cancel-watch-{run_id}", daemon=True)
-
-    def __enter__(self) -> CancelWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _watch(self) -> None:
-        from django.db import connection
-
-        from controlplane.reports.services import cancel_requested
-
+def _stop_sandbox(**_: Any) -> None:
+    global _sandbox
+    with _lock:
+        box, _sandbox = _sandbox, None
+    if box is not None:
         try:
-            while not self._done.wait(POLL_SECONDS):
-                try:
-                    if cancel_requested(self._run_id):
-                        self.cancelled.set()
-                        self._spark.sparkContext.cancelJobGroup(self._group)
-                        return
-                    self._record_progress()
-                except Exception:  # a Redis or database hiccup: try again at the next poll
-                    log.warning("watch of report run %s: check failed", self._run_id, exc_info=True)
-        finally:
-            connection.close()  # this thread's own connection
-
-    def _record_progress(self) -> None:
-        from controlplane.reports.models import ReportRun
-
-        tracker = self._spark.sparkContext.statusTracker()
-        jobs = tracker.getJobIdsForGroup(self._group)
-        tasks = done = active = 0
-        for job_id in jobs:
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job is not None else ():
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    tasks += stage.numTasks
-                    done += stage.numCompletedTasks
-                    active += stage.numActiveTasks
-        progress = {"jobs": len(jobs), "tasks": tasks, "tasks_done": done, "tasks_active": active}
-        if progress != self._progress:
-            ReportRun.objects.filter(pk=self._run_id).update(progress=progress)
-            self._progress = progress
+            box.stop()
+        except Exception:  # shutdown must go on
+            log.exception("stopping the report runner failed")
