@@ -28,4 +28,4 @@ if touch /.sluice-sandbox-check 2>/dev/null; then
     exit 78
 fi
 exec setpriv --no-new-privs --inh-caps=-all --ambient-caps=-all --bounding-set=-all ${SLUICE_SANDBOX_SETPRIV:-} \
-    -- "$SLUICE_SANDBOX_PYTHON" -m controlplane.reports.sandbox.runner
+    -- "$SLUICE_SANDBOX_PYTHON" -m "${SLUICE_SANDBOX_MODULE:-controlplane.reports.sandbox.runner}"

@@ -72,18 +72,20 @@ class Reply:
 class _Process:
     """One runner process and its channel; replaced as a whole when it dies."""
 
-    def __init__(self, scratch: Path, hidden: list[str]) -> None:
+    def __init__(self, scratch: Path, hidden: list[str], module: str = "controlplane.reports.sandbox.runner") -> None:
         self.scratch = scratch
         parent, child = socket.socketpair()
         env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
         env.update({"HOME": str(scratch), "TMPDIR": str(scratch / "tmp"), "SLUICE_RUNNER_FD": str(child.fileno()),
                     "SLUICE_RUNNER_SCRATCH": str(scratch), "SLUICE_SANDBOX_PYTHON": sys.executable,
-                    "PYTHONPATH": _code_root(), "PYTHONDONTWRITEBYTECODE": "1",
+                    "PYTHONPATH": _code_root(), "PYTHONDONTWRITEBYTECODE": "1", "SLUICE_SANDBOX_MODULE": module,
                     "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable)})
         user = os.environ.get("SLUICE_REPORTS_USER", "").strip()
         if user:
             uid, _, gid = user.partition(":")
             env["SLUICE_SANDBOX_SETPRIV"] = f"--reuid={uid} --regid={gid or uid} --clear-groups"
+            if os.geteuid() == 0:
+                os.chown(scratch, int(uid), int(gid or uid))
         (scratch / "tmp").mkdir(exist_ok=True)
         unshare = ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private"]
         if os.geteuid() != 0:

@@ -33,6 +33,7 @@ from controlplane.reports.sqlpolicy import PolicyError, check
 log = logging.getLogger("sluice.reports.runner")
 PROGRESS_SECONDS = 0.25
 JVM_EXITED = 70  # the runner's exit status when its JVM died under it
+JVM_EXIT_WAIT = 2.0
 
 
 class _Run:
@@ -76,6 +77,8 @@ class _Run:
                                           max_bytes=int(limits["bytes"]))
             self.runner.send({"run": self.id, "event": "done", "columns": columns, "scanned": scanned})
         except BaseException as e:  # every failure is the run's answer
+            if self.runner.jvm_died(e):  # not this run's failure: the worker hears of the death, not an error
+                os._exit(JVM_EXITED)
             if self.reason == "timeout":
                 error = f"The run took longer than {limit:g} s (this tenant's limit) and was stopped."
             elif self.reason == "cancel":
@@ -154,6 +157,22 @@ class Runner:
             run = self.runs.get(run_id)
         if run is not None:
             run.cancel("cancel")
+
+    def jvm_died(self, error: BaseException) -> bool:
+        """Whether ``error`` is the JVM's death (a lost gateway connection, and the JVM gone soon after)."""
+        from py4j.protocol import Py4JNetworkError
+        from pyspark import SparkContext
+
+        if self.stopping or not isinstance(error, OSError | Py4JNetworkError):
+            return False
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is None:
+            return False
+        try:
+            proc.wait(JVM_EXIT_WAIT)
+        except Exception:  # still running: the error was something else
+            return False
+        return True
 
     def monitor_jvm(self) -> None:
         from pyspark import SparkContext
