@@ -93,10 +93,14 @@ def _function_name(e: exp.Func) -> str | None:
     return m.group(1) if m else None
 
 
+_CLASS_NAME = re.compile(r"\s*(?:for )?<class '[^']*'>")
+
+
 def _first_line(e: Exception) -> str:
+    """sqlglot's first error, as the author can read it (its own class names left out)."""
     errors = getattr(e, "errors", None)
     if errors:
         first = errors[0]
-        return f"{first.get('description', 'invalid syntax')} at line {first.get('line')}, " \
-               f"column {first.get('col')}"
-    return str(e).splitlines()[0]
+        description = _CLASS_NAME.sub("", str(first.get("description") or "invalid syntax"))
+        return f"{description} at line {first.get('line')}, column {first.get('col')}"
+    return _CLASS_NAME.sub("", str(e).splitlines()[0])

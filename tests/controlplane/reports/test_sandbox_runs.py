@@ -146,8 +146,9 @@ def test_a_run_whose_jvm_dies_fails_alone_and_the_runner_comes_back(sandbox: Any
 
 def test_runs_in_flight_when_the_jvm_dies_are_retried_one_at_a_time(sandbox: Any, reports_stack: ReportsStack,
                                                                      cluster_for: Any) -> None:
-    from controlplane.reports.services import CANCEL_KEY
     from django.core.cache import cache
+
+    from controlplane.reports.services import CANCEL_KEY
 
     runs, threads = [], []
     world, cluster, topic, view = _world("rep-two", cluster_for, reports_stack)
