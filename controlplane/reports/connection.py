@@ -104,7 +104,7 @@ def group_commits(report: Report, group: str, topic: str, end_ms: int | None) ->
             for message in consumer.consume(1000, timeout=1.0):
                 if message.error():
                     continue
-                position = message.offset() + 1
+                position = (message.offset() or 0) + 1
                 if end_ms is not None and message.timestamp()[1] >= end_ms:
                     continue
                 decoded = offset_commit(message.key(), message.value())

@@ -54,7 +54,7 @@ def check_sql(sql: str, topics: list[str]) -> None:
     if not isinstance(tree, exp.Query):
         raise ParamError("params.sql", "must be a query (SELECT, WITH … SELECT, or a set operation of them)")
     try:
-        check(_node(tree, 0), [view_name(t) for t in topics])
+        check(_node(tree, 0), [view_name(t) for t in topics])  # type: ignore[arg-type]
     except PolicyError as e:
         raise ParamError("params.sql", str(e)) from None
 
@@ -75,10 +75,10 @@ def _node(e: exp.Expression, depth: int) -> Node:
     if isinstance(e, exp.CTE):
         return Node("cte", (e.alias_or_name,), children)
     if isinstance(e, exp.Func) and type(e) not in _SYNTAX:
-        name = _function_name(e)
-        if name is None:
+        called = _function_name(e)
+        if called is None:
             return Node("unknown", (type(e).__name__,), children)
-        return Node("function", (name,), children)
+        return Node("function", (called,), children)
     if type(e) in _SYNTAX or type(e).__name__.startswith("JSONPath"):
         return Node("syntax", (type(e).__name__,), children)
     return Node("unknown", (type(e).__name__,), children)

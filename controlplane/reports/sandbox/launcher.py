@@ -126,7 +126,7 @@ class _Process:
 def _code_root() -> str:
     import controlplane
 
-    return str(Path(controlplane.__file__).resolve().parent.parent)
+    return str(Path(str(controlplane.__file__)).resolve().parent.parent)
 
 
 def hidden_paths() -> list[str]:
@@ -134,8 +134,9 @@ def hidden_paths() -> list[str]:
     from django.conf import settings
 
     paths = [str(Path(settings.VAR_DIR).resolve())]
-    if getattr(settings, "SLUICE_TLS_KEY", ""):
-        paths.append(str(Path(settings.SLUICE_TLS_KEY).resolve()))
+    tls_key = getattr(settings, "SLUICE_TLS_KEY", None)
+    if tls_key:
+        paths.append(str(Path(tls_key).resolve()))
     paths += [p for p in os.environ.get("SLUICE_REPORTS_HIDE", "").split(os.pathsep) if p]
     return paths
 

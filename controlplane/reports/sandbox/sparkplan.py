@@ -28,7 +28,7 @@ def _seq(scala_seq: Any) -> list[Any]:
 
 class _Walker:
     def __init__(self, spark: SparkSession) -> None:
-        jvm = spark._jvm  # type: ignore[attr-defined]
+        jvm: Any = spark._jvm
         self._subquery = jvm.java.lang.Class.forName(
             "org.apache.spark.sql.catalyst.expressions.SubqueryExpression")
         self._count = 0
@@ -67,7 +67,7 @@ class _Walker:
 
 def policy_tree(spark: SparkSession, sql: str) -> Node:
     """The query as Spark parses it (``ParseException`` for bad syntax, as ``spark.sql`` would raise)."""
-    parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)  # type: ignore[attr-defined]
+    parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
     tree = _Walker(spark).plan(parsed)
     ctes = _cte_names(parsed)
     return Node("plan", ("Root",), (*(Node("cte", (n,)) for n in ctes), tree)) if ctes else \
