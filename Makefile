@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run console console-test chromium test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-console clean-var
+.PHONY: run console console-test chromium test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console clean-var
 
 $(STAMP): pyproject.toml setup.py dataplane/protocol/_columns.pyx dataplane/protocol/_encode.pyx \
           controlplane/kafkarest/_split.pyx controlplane/kafkarest/_parse.pyx
@@ -118,6 +118,9 @@ bench-rest: $(STAMP)
 # heap), first-page JavaScript; ~6-8 minutes (BENCH_ARGS=--quick: 500 topics, 15 s, ~2 minutes).
 bench-console: $(STAMP) $(CONSOLE_STAMP) chromium
 	$(BIN)/python bench/console.py $(BENCH_ARGS)
+
+bench-reports: $(STAMP)
+	$(BIN)/python bench/reports.py
 
 bench-spark: $(STAMP)
 	$(BIN)/python bench/spark.py $(BENCH_ARGS)
