@@ -143,3 +143,30 @@ def test_a_tenants_running_and_waiting_runs_are_bounded(settings: Any) -> None:
         run_request(report=mine, actor=SYSTEM_ACTOR)
     assert refused.value.http_status == 429 and "3 report runs waiting" in refused.value.message
     run_request(report=theirs, actor=SYSTEM_ACTOR)
+
+
+@pytest.mark.django_db
+def test_the_reported_attacks_fail_closed_at_the_api(world_a: Any, world_b: Any) -> None:
+    """Tenant B's member tries the attacks from the security review: on B's own cluster each is a 400 naming
+    params.sql (nothing saved); on A's cluster every one is a 404 (A's cluster does not exist for B)."""
+    from controlplane.reports.models import Report
+    from controlplane.tenancy.models import Role
+    from tests.controlplane.factories import ClusterFactory
+
+    cluster_a, cluster_b = ClusterFactory(tenant=world_a.tenant), ClusterFactory(tenant=world_b.tenant)
+    attacks = [
+        "SELECT value FROM IDENTIFIER('text.`/srv/sluice/var/clusters/*/broker.toml`')",
+        "SELECT reflect('java.lang.System', 'getenv', 'DATABASE_URL') AS leaked",
+        "SELECT reflect('java.lang.System', 'exit', 0)",
+        "SELECT * FROM text.`/srv/sluice/var/secret_key`",
+    ]
+    client = world_b.client(Role.MEMBER)
+    for sql in attacks:
+        body = {"name": "x", "kind": "sql", "params": {"topics": ["orders"], "sql": sql}}
+        response = client.post(f"{world_b.base}/clusters/{cluster_b.pk}/reports", body, format="json")
+        assert response.status_code == 400, response.json()
+        assert "params.sql" in str(response.json()), response.json()
+        response = client.post(f"/api/v1/tenants/{world_a.tenant.slug}/clusters/{cluster_a.pk}/reports", body,
+                               format="json")
+        assert response.status_code == 404, response.json()
+    assert not Report.objects.exists()
