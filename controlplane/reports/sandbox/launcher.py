@@ -11,7 +11,8 @@ Redis URL, no ``SECRET_KEY``. If the sandbox cannot be made, no report runs (``S
 ``SLUICE_REPORTS_USER`` (uid[:gid]) also runs it as another user, for deployments whose code is readable by
 that user.
 
-**Failure.** When the runner dies (its JVM exited or was killed), every run in flight gets ``RunnerLost``
+**Failure.** When the runner dies (its JVM exited or was killed), a new one is started at once, and every run
+in flight gets ``RunnerLost``
 with ``alone`` saying whether it was the only one: a run that was alone is the likely cause and fails; the
 others are retried by the caller with ``exclusive=True``, one at a time on a fresh runner, so a run that
 kills the runner only ever takes itself down on the retry.
@@ -152,6 +153,7 @@ class Sandbox:
         self._queues: dict[str, queue.Queue[dict[str, Any]]] = {}
         self._shared = 0
         self._exclusive = False
+        self._stopped = False
         self._root = Path(tempfile.mkdtemp(prefix="sluice-reports-sandbox-"))
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -162,6 +164,8 @@ class Sandbox:
     def _ensure_started(self) -> _Process:
         if self._process is not None and self._process.proc.poll() is None:
             return self._process
+        if self._stopped:
+            raise SandboxUnavailable("the reports worker is stopping")
         scratch = Path(tempfile.mkdtemp(prefix="runner-", dir=self._root))
         process = _Process(scratch, self._hidden)
         deadline = time.monotonic() + START_TIMEOUT
@@ -184,6 +188,7 @@ class Sandbox:
 
     def stop(self) -> None:
         with self._lock:
+            self._stopped = True
             process, self._process = self._process, None
         if process is not None:
             process.stop()
@@ -216,6 +221,17 @@ class Sandbox:
             q.put({"event": "lost", "alone": len(in_flight) == 1, "detail": f"exit status {code}"})
         process.channel.close()
         shutil.rmtree(process.scratch, ignore_errors=True)
+        if not self._stopped:  # the next run should not wait for a JVM: start the next runner now
+            threading.Thread(target=self._restart, name="sandbox-restart", daemon=True).start()
+
+    def _restart(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                self._ensure_started()
+            except SandboxUnavailable as e:  # the next run tries again and reports it
+                log.error("%s", e)
 
     # -- runs ---------------------------------------------------------------------------------------------
     def run(self, request: dict[str, Any], *, out: Path, cancelled: Callable[[], bool],
