@@ -12,12 +12,12 @@ import binascii
 import functools
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from controlplane.kafkarest import fastjson
 from controlplane.kafkarest._parse import parse_plain
-from controlplane.kafkarest._split import ObjectSplitter
+from controlplane.kafkarest._split import NestingTooDeep, ObjectSplitter
 from controlplane.kafkarest.errors import INVALID_PAYLOAD, PRODUCE_BATCH_INVALID, UNSUPPORTED_SCHEMA, RestError
 
 PLAIN_TYPES = ("BINARY", "JSON", "STRING")
@@ -25,6 +25,8 @@ SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
 MAX_BATCH_ENTRIES = 1000  # the REST Proxy allows 10; a larger batch is what makes REST produce fast
 MAX_BATCH_ID_LENGTH = 80
 _PLAIN = {kind: kind for kind in PLAIN_TYPES}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 _SCHEMA_FIELDS = frozenset(("schema_id", "schema_version", "schema", "subject", "subject_name_strategy"))
 
 
@@ -74,7 +76,10 @@ def _data(spec: Any, what: str) -> tuple[str | None, bytes | None]:
         raise _payload_error(f"{what}.data is required.")
     data = spec["data"]
     if upper == "JSON":
-        return upper, fastjson.dumps(data)
+        try:
+            return upper, fastjson.dumps(data)
+        except UnicodeEncodeError as exc:  # a lone surrogate: refused by the parsers, but not every body was parsed
+            raise _payload_error(f"{what}.data is not valid Unicode: {exc.reason}.") from exc
     if data is None:
         return upper, None
     if not isinstance(data, str):
@@ -117,7 +122,9 @@ def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
 
 
 def parse_timestamp(value: Any) -> int | None:
-    """An ISO 8601 date-time as epoch milliseconds (naive means UTC)."""
+    """An ISO 8601 date-time as epoch milliseconds (naive means UTC). One before the epoch is refused, as Kafka's
+    producer refuses a negative timestamp (year 0001 was accepted, and reported back as no timestamp at all);
+    ``datetime`` bounds the other end at year 9999, well within a Kafka timestamp."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -128,7 +135,11 @@ def parse_timestamp(value: Any) -> int | None:
         raise _payload_error(f"timestamp {value!r} is not an ISO 8601 date-time.") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    ms = (moment - _EPOCH) // _MILLISECOND  # exact, where the float of ``timestamp()`` may round
+    if ms < 0:
+        raise _payload_error(f"timestamp {value!r} is before 1970-01-01T00:00:00Z: Kafka timestamps are "
+                             "milliseconds since the epoch, never negative.")
+    return ms
 
 
 def format_timestamp(ms: int | None) -> str | None:
@@ -138,9 +149,14 @@ def format_timestamp(ms: int | None) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _format_ms(ms: int) -> str:
-    """Cached: the records of a batch share a few milliseconds, and a datetime per report was 10% of a batch."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _format_ms(ms: int) -> str | None:
+    """Cached: the records of a batch share a few milliseconds, and a datetime per report was 10% of a batch.
+    Exact (a float of seconds lost the last millisecond by year 9999); None past what ``datetime`` can show."""
+    try:
+        moment = _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_produce_request(body: Any) -> ProduceRecord:
@@ -246,8 +262,9 @@ class ConcatenatedJson:
     or could misread (a long integer) is parsed by the standard library, for its value and its error message.
     A malformed object, or one that is not UTF-8, yields a RestError in its place and the stream goes on with
     the next one (bad UTF-8 in a record used to end the whole stream, decoded with it). At most one incomplete
-    object is buffered, up to ``max_value_bytes``; the scan resumes where it stopped when more arrives. Owned
-    by one request.
+    object is buffered, up to ``max_value_bytes``; the scan resumes where it stopped when more arrives. An object
+    the standard library reads is held to what orjson refuses (``fastjson.careful_loads``), and one nested
+    deeper than ``fastjson``'s bound is refused unparsed. Owned by one request.
     """
 
     def __init__(self, max_value_bytes: int) -> None:
@@ -260,7 +277,7 @@ class ConcatenatedJson:
         values, position, status = self._splitter.split(data)
         self._buffer = data[position:] if status == 0 else b""
         for value in values:
-            yield value if type(value) is not bytes else _careful(value)
+            yield value if type(value) is dict else _careful(value)
         if status:
             self._not_an_object(data, position)
         elif len(self._buffer) > self._max:
@@ -288,12 +305,16 @@ class ConcatenatedJson:
         raise _payload_error("each record must be a JSON object.")
 
 
-def _careful(data: bytes) -> Any:
-    """An object orjson refused or could misread, parsed by the standard library as ``fastjson.loads`` would,
-    but from strictly decoded text: from bytes ``json`` lets UTF-8-encoded surrogates through."""
+def _careful(data: bytes | NestingTooDeep) -> Any:
+    """An object orjson refused or could misread, parsed by the standard library as ``fastjson.loads`` would
+    (or the splitter's refusal of one nested too deep, which is not parsed at all)."""
     try:
-        return json.loads(data.decode())
+        if isinstance(data, NestingTooDeep):
+            raise fastjson.Refused(str(data))
+        return fastjson.careful_loads(data)
     except UnicodeDecodeError:
         return _payload_error("a record is not valid JSON: it is not UTF-8.")
     except json.JSONDecodeError as exc:
         return _payload_error(f"a record is not valid JSON: {exc.msg}.")
+    except fastjson.Refused as exc:
+        return _payload_error(f"a record is refused: {exc}.")

@@ -7,7 +7,6 @@ import base64
 import binascii
 import enum
 import json
-import math
 from collections import OrderedDict
 from typing import Any
 
@@ -15,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controlplane.kafkarest import fastjson
 from controlplane.kafkarest._parse import parse_plain
-from controlplane.kafkarest._split import ObjectSplitter
+from controlplane.kafkarest._split import MAX_DEPTH, ObjectSplitter, nesting_exceeds
 from controlplane.kafkarest.errors import INVALID_PAYLOAD, RestError
 from controlplane.kafkarest.records import (
     ConcatenatedJson,
@@ -67,8 +67,9 @@ def test_any_stream_splits_into_its_objects_whatever_the_chunks(records: list[An
 def test_integers_beyond_64_bits_are_exact_and_digits_in_strings_do_not_matter() -> None:
     assert _outcomes([b'{"n": 123456789012345678901234567890}{"s": "12345678901234567890123"}']) == [
         {"n": 123456789012345678901234567890}, {"s": "12345678901234567890123"}]
-    [value] = _outcomes([b'{"a": NaN}'])  # orjson refuses it; the standard library has always taken it
-    assert math.isnan(value["a"])
+    # orjson refuses NaN; the standard library took it, and it was written as null: now refused there too.
+    assert _outcomes([b'{"a": NaN}']) == [(INVALID_PAYLOAD, "Payload error. a record is refused: NaN is not a JSON "
+                                                            "number.")]
 
 
 def test_a_malformed_record_fails_alone_with_the_standard_librarys_message() -> None:
@@ -119,6 +120,86 @@ def test_the_splitter_resumes_an_object_where_it_stopped() -> None:
         other = ObjectSplitter()
         other.split(b'{"a": ')
         other.split(b"")
+
+
+# ---------------------------------------------------------------- bounds: what orjson refuses, refused everywhere
+
+
+def _nested(depth: int, inner: bytes = b"1") -> bytes:
+    return b'{"value": {"type": "JSON", "data": ' + b"[" * (depth - 2) + inner + b"]" * (depth - 2) + b"}}"
+
+
+def _reference_depth(data: bytes) -> int:
+    """The deepest nesting outside strings, in plain Python: what ``nesting_exceeds`` must agree with."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            in_string, escaped = (escaped or byte != 0x22), (not escaped and byte == 0x5C)
+            continue
+        if byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.binary(max_size=40) | st.text(alphabet='[]{}"\\a', max_size=40).map(str.encode), st.integers(0, 6))
+def test_nesting_is_measured_outside_strings_as_a_plain_scan_measures_it(data: bytes, limit: int) -> None:
+    assert nesting_exceeds(data, limit) == (_reference_depth(data) > limit)
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 7])  # whole, and cut everywhere
+def test_an_object_nested_too_deep_fails_alone_and_the_stream_goes_on(chunk: int) -> None:
+    deep = _nested(MAX_DEPTH + 1)
+    stream = _nested(MAX_DEPTH) + deep + _nested(100_000) + b'{"a": 2}'
+    out = _outcomes([stream[i:i + chunk] for i in range(0, len(stream), chunk)], limit=1 << 22)
+    refused = (INVALID_PAYLOAD, f"Payload error. a record is refused: it nests deeper than {MAX_DEPTH} levels.")
+    assert out[1:] == [refused, refused, {"a": 2}]
+    assert parse_produce_request(out[0]).value == b"[" * (MAX_DEPTH - 2) + b"1" + b"]" * (MAX_DEPTH - 2)
+    # The deepest record accepted also takes the standard library's path (a long integer) and its writer's.
+    record = fastjson.loads(_nested(MAX_DEPTH, b"1" * 30))
+    assert parse_produce_request(record).value.count(b"[") == MAX_DEPTH - 2
+    for whole in (deep, b"[" * 5000 + b"]" * 5000, b" " + deep):
+        with pytest.raises(fastjson.Refused, match="nests deeper"):
+            fastjson.loads(whole)
+
+
+_REFUSED = [
+    (b"NaN", "NaN is not a JSON number"), (b"Infinity", "Infinity is not a JSON number"),
+    (b"-Infinity", "-Infinity is not a JSON number"), (b"1e400", "the number 1e400 is out of range"),
+    (b"-1.5E+999", "the number -1.5E+999 is out of range"), (b'"\\ud800"', "lone surrogate"),
+    (b'{"\\udfff": 1}', "lone surrogate"), (b'["a\\ud83d"]', "lone surrogate"),
+    (b"9" * 5000, "a number is longer than 1000 characters"),
+    (b"-" + b"1" * 1001, "a number is longer than 1000 characters"),
+    (b"0." + b"1" * 1000, "a number is longer than 1000 characters"),
+]
+
+
+@pytest.mark.parametrize(("data", "reason"), _REFUSED)
+@pytest.mark.parametrize("long_integer", [False, True])  # orjson's refusal, or the long integer's path
+def test_what_orjson_refuses_the_standard_librarys_path_refuses(data: bytes, reason: str, long_integer: bool) -> None:
+    other = b', "n": 12345678901234567890123' if long_integer else b""
+    body = b'{"value": {"type": "JSON", "data": ' + data + b"}" + other + b"}"
+    [outcome] = _outcomes([body])
+    assert outcome[0] == INVALID_PAYLOAD and "a record is refused: " in outcome[1] and reason in outcome[1], outcome
+    batch = b'{"entries": [{"id": "a", "value": {"type": "JSON", "data": ' + data + b"}}]" + other + b"}"
+    for document in (body, batch, b"[" + body + b"]"):
+        with pytest.raises(fastjson.Refused, match=reason.replace("+", "\\+")):
+            fastjson.loads(document)
+
+
+def test_the_edges_that_are_still_taken() -> None:
+    body = (b'{"value": {"type": "JSON", "data": [1e308, -1e-400, ' + b"9" * 1000 + b', "\\ud83d\\ude00", '
+            b'"\\u00e9"]}}')
+    [value] = _outcomes([body])
+    data = [1e308, -0.0, int("9" * 1000), "\U0001f600", "\u00e9"]
+    assert value == fastjson.loads(body) == {"value": {"type": "JSON", "data": data}}
+    assert json.loads(parse_produce_request(value).value) == data
 
 
 # ---------------------------------------------------------------- the record parser

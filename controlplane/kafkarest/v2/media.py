@@ -11,20 +11,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
+
+from controlplane.kafkarest.views import BoundedJSONParser
 
 V2_JSON = "application/vnd.kafka.v2+json"
 EMBEDDED = ("binary", "json", "avro", "jsonschema", "protobuf")
 
 
-def _parser(media: str) -> type[JSONParser]:
-    return type(f"V2Parser[{media}]", (JSONParser,), {"media_type": media})
+def _parser(media: str) -> type[BoundedJSONParser]:
+    return type(f"V2Parser[{media}]", (BoundedJSONParser,), {"media_type": media})
 
 
 PARSERS: list[type[BaseParser]] = [_parser(V2_JSON), *(_parser(f"application/vnd.kafka.{f}.v2+json") for f in EMBEDDED),
-                                   JSONParser]
+                                   BoundedJSONParser]
 
 
 class V2Renderer(JSONRenderer):

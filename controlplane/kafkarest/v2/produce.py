@@ -77,6 +77,8 @@ def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
     """A ``ProduceRequest`` body: ``{"records": [{"key", "value", "partition"}]}``; 42206 when malformed."""
     try:
         body = fastjson.loads(raw)
+    except fastjson.Refused as exc:
+        raise _payload_error(f"the body is refused: {exc}.") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise _payload_error("the body is not valid JSON.") from exc
     if not isinstance(body, dict) or not isinstance(body.get("records"), list):

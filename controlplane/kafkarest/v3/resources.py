@@ -164,6 +164,11 @@ def create_topic(access: ClusterAccess, links: Links, actor: Actor, body: Any) -
     if body.get("replicas_assignments"):
         raise RestError(BAD_REQUEST, "replicas_assignments is not supported: the control plane places replicas.")
     cluster_row = Cluster.objects.get(pk=access.cluster_pk)
+    if partitions is not None:
+        _check_partition_count(cluster_row, partitions)
+    if factor is not None and not 1 <= factor <= cluster_row.broker_count:
+        raise RestError(KAFKA_BAD_REQUEST, f"replication_factor must be between 1 and {cluster_row.broker_count}, "
+                                           "the cluster's broker count.")
     with cluster_admin(access) as admin:
         if name in admin.topics(include_internal=True):
             raise RestError(KAFKA_BAD_REQUEST, f"Topic '{name}' already exists.")
@@ -187,6 +192,14 @@ def create_topic(access: ClusterAccess, links: Links, actor: Actor, body: Any) -
         return _topic_body(links, _described(admin, name))
 
 
+def _check_partition_count(cluster: Cluster, count: int) -> None:
+    """A partition count within the cluster's partition limit, checked before the cluster is asked: the admin
+    client raised (a 500) on a count below 1 or above 100,000, and no plan allows that many."""
+    if not 1 <= count <= cluster.max_partitions:
+        raise RestError(KAFKA_BAD_REQUEST, f"partitions_count must be between 1 and {cluster.max_partitions}, the "
+                                           f"cluster's partition limit (all of its topics together), not {count}.")
+
+
 def _row(access: ClusterAccess, name: str) -> Topic | None:
     return Topic.objects.filter(cluster_id=access.cluster_pk, name=name, deletion_requested_at__isnull=True).first()
 
@@ -207,6 +220,7 @@ def update_partition_count(access: ClusterAccess, links: Links, actor: Actor, na
     count = body.get("partitions_count") if isinstance(body, dict) else None
     if not isinstance(count, int) or isinstance(count, bool):
         raise RestError(BAD_REQUEST, "partitions_count (an integer) is required.")
+    _check_partition_count(Cluster.objects.get(pk=access.cluster_pk), count)
     with cluster_admin(access) as admin:
         current = _described(admin, name)
         if count < len(current.partitions):
