@@ -16,7 +16,9 @@ What each part owns:
 * ``Access`` (server): the authorizer and SASL credentials, re-read when the
   store's security version moves;
 * ``QuotaManager`` (server): client quotas, their rates and connection counts,
-  re-read when the store's quota version moves.
+  re-read when the store's quota version moves;
+* ``Admission`` (server): open connections per client address and those not yet
+  authenticated, against their caps.
 
 Handlers (``dataplane.server.handlers``) translate requests into calls on these
 and results into responses, described once as version-agnostic values that
@@ -58,6 +60,7 @@ from dataplane.security.quotas import Window
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.security.tls import client_context
 from dataplane.server.access import Access
+from dataplane.server.admission import Admission, AdmissionLimits
 from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
@@ -102,6 +105,8 @@ class Broker:
         self._security_lock = asyncio.Lock()
         self.quotas = QuotaManager(Window(config.quota_window_num, config.quota_window_size_seconds),
                                    config.max_connections_per_principal, config.max_connections_per_credential)
+        self.admission = Admission(AdmissionLimits(config.max_unauthenticated_connections,
+                                                   config.max_connections_per_ip))
         # Connections authenticated on this broker (their SASL sessions): closed when their credential goes.
         self.sessions: set[SaslSession] = set()
         self.topic_configs = TopicConfigResolver(self.metadata)

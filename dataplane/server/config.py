@@ -19,6 +19,11 @@ from dataplane.coordinator.group import GroupSettings
 from dataplane.coordinator.manager import CoordinatorSettings
 from dataplane.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from dataplane.security.tls import CLIENT_AUTH
+from dataplane.server.admission import (
+    MAX_UNAUTHENTICATED_CONNECTIONS,
+    SASL_SERVER_AUTHN_TIMEOUT_MS,
+    SASL_SERVER_MAX_RECEIVE_SIZE,
+)
 
 FETCH_TRANSFERS = ("sendfile", "copy")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
@@ -82,6 +87,12 @@ class BrokerConfig:
     # OAUTHBEARER tokens the control plane mints per principal (HS256 with this key; audience = cluster.id).
     oauthbearer_token_key: bytes | None = field(default=None, repr=False)
     connections_max_reauth_ms: int = 0  # KIP-368: a session's longest life (0 = only a token's expiry bounds it)
+    # Before authentication (``server.admission``): the largest frame a SASL listener reads from a client that has
+    # not logged in (Kafka's), how many such clients there may be and for how long; open connections per address.
+    sasl_server_max_receive_size: int = SASL_SERVER_MAX_RECEIVE_SIZE
+    max_unauthenticated_connections: int = MAX_UNAUTHENTICATED_CONNECTIONS
+    sasl_server_authn_timeout_ms: int = SASL_SERVER_AUTHN_TIMEOUT_MS
+    max_connections_per_ip: int = 0  # 0 = none, as Kafka's default
     # Client quotas: the window rates are measured over (Kafka's quota.window.num x quota.window.size.seconds;
     # fractions of a second allowed, for tests), and a broker-wide cap on connections per principal (0 = none;
     # the max_connections quota key overrides it per user), and one per SASL credential (an API key: several keys
@@ -157,6 +168,13 @@ class BrokerConfig:
         if self.oauthbearer_token_key is not None and len(self.oauthbearer_token_key) < 32:
             raise ConfigError("sasl.oauthbearer.token.key must be at least 32 bytes (64 hex digits)")
         _at_least("connections.max.reauth.ms", self.connections_max_reauth_ms, 0)
+        _at_least("sasl.server.max.receive.size", self.sasl_server_max_receive_size, 1)
+        if self.sasl_server_max_receive_size > 2**31 - 1:
+            raise ConfigError(f"sasl.server.max.receive.size must be at most {2**31 - 1}, "
+                              f"not {self.sasl_server_max_receive_size}")
+        _at_least("max.unauthenticated.connections", self.max_unauthenticated_connections, 1)
+        _at_least("sasl.server.authn.timeout.ms", self.sasl_server_authn_timeout_ms, 1)
+        _at_least("max.connections.per.ip", self.max_connections_per_ip, 0)
         _at_least("quota.window.num", self.quota_window_num, 2)
         if not 0.01 <= self.quota_window_size_seconds <= 3600:
             raise ConfigError(f"quota.window.size.seconds must be between 0.01 and 3600, "
@@ -372,6 +390,10 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "sasl.mechanism.inter.broker.protocol": _field("inter_broker_mechanism", _str),
     "sasl.oauthbearer.token.key": lambda value: {"oauthbearer_token_key": _hex_key(value)},
     "connections.max.reauth.ms": _field("connections_max_reauth_ms", _int),
+    "sasl.server.max.receive.size": _field("sasl_server_max_receive_size", _int),
+    "max.unauthenticated.connections": _field("max_unauthenticated_connections", _int),
+    "sasl.server.authn.timeout.ms": _field("sasl_server_authn_timeout_ms", _int),
+    "max.connections.per.ip": _field("max_connections_per_ip", _int),
     "quota.window.num": _field("quota_window_num", _int),
     "quota.window.size.seconds": _field("quota_window_size_seconds", _number),
     "max.connections.per.principal": _field("max_connections_per_principal", _int),

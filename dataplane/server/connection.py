@@ -18,6 +18,12 @@ what it reads is decrypted before framing, what it sends is encrypted first, and
 with ``pread`` into the reused buffer and encrypted (``sendfile`` would send the file's plaintext). A failed
 handshake, a plaintext client or a torn stream closes that connection with a log line, like any bad frame.
 
+Until a client on a SASL listener has authenticated, what it can make the broker hold is bounded
+(``server.admission``): its frames are at most ``sasl.server.max.receive.size`` (a larger one closes the connection
+before anything is buffered, as Kafka's InvalidReceiveException does), it must log in within
+``sasl.server.authn.timeout.ms``, and a connection beyond ``max.unauthenticated.connections`` (or from an address at
+``max.connections.per.ip``) is closed at accept.
+
 Client quotas (``server.quotas``) are applied here, where a request's size, its response's size and its
 handling time are known: a throttled response carries ``throttle_time_ms`` and goes out at once, and then the
 connection reads nothing from that client until the throttle has passed (KIP-219's muted channel).
@@ -43,7 +49,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.protocol.build import build
-from dataplane.protocol.framing import SIZE, FrameDecoder, RemoteProtocolError
+from dataplane.protocol.framing import SIZE, FrameDecoder, FrameTooLarge, RemoteProtocolError
 from dataplane.protocol.messages import (
     API_VERSIONS_KEY,
     Chunk,
@@ -52,6 +58,7 @@ from dataplane.protocol.messages import (
     encode_response,
     parse_request,
 )
+from dataplane.server.admission import Ticket, frame_limit
 from dataplane.server.apis import ANONYMOUS, REGISTRY, Later, RequestContext, SaslSession, api_name, api_version_entries
 from dataplane.server.metrics import response_error
 from dataplane.server.quotas import FETCH_KEY, ConnectionSlot, is_replica_fetch
@@ -163,7 +170,13 @@ class Connection:
         self._task: asyncio.Task[Any] | None = None
         # The client id follows each request; the principal follows SASL authentication.
         self.context = RequestContext(ANONYMOUS, "", self.peer, listener, self.session)
-        self.decoder = FrameDecoder(broker.config.max_request_bytes)
+        config = broker.config
+        self.decoder = FrameDecoder(frame_limit(authenticated=not self.session.required,
+                                                max_request_bytes=config.max_request_bytes,
+                                                max_receive_size=config.sasl_server_max_receive_size))
+        self._ticket: Ticket | None = None  # this connection, counted by the broker's Admission
+        self._authn_deadline: asyncio.TimerHandle | None = None
+        self.authn_timed_out = False
         self.tls = TlsSession(tls) if tls is not None else None
         # TLS encrypts in user space, so record data cannot go from the file to the socket without us.
         self.use_sendfile = broker.config.fetch_transfer == "sendfile" and self.tls is None
@@ -187,13 +200,16 @@ class Connection:
         try:
             if not self._admit():
                 return
+            if self.session.required:
+                self._authn_deadline = self.loop.call_later(self.broker.config.sasl_server_authn_timeout_ms / 1000,
+                                                            self._authn_expired)
             while not self.broker.stopping:
                 await self._unmuted()
                 data = await self._receive()
                 if not data:
                     return
                 self.busy = True
-                for payload in self.decoder.feed(data):
+                for payload in self.decoder.frames(data):
                     await self._unmuted()
                     await self._handle(payload)
                 self.busy = bool(self._waiting)
@@ -201,12 +217,21 @@ class Connection:
                 await self._sender  # stopping: answer what was accepted
         except (ConnectionError, TimeoutError):
             pass  # the client went away
+        except FrameTooLarge as exc:
+            if self._ticket is not None and self._ticket.unauthenticated:
+                log.warning("closing connection from %s: frame of %d bytes before SASL authentication exceeds "
+                            "sasl.server.max.receive.size (%d bytes)", self.peer, exc.size, exc.limit)
+            else:
+                log.warning("closing connection from %s: %s", self.peer, exc)
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             if isinstance(exc, TlsError):
                 self._send_alert()
         except asyncio.CancelledError:
-            if self.revoked:
+            if self.authn_timed_out:
+                log.warning("closing connection from %s: not authenticated within %d ms (sasl.server.authn.timeout.ms)",
+                            self.peer, self.broker.config.sasl_server_authn_timeout_ms)
+            elif self.revoked:
                 log.info("closed connection from %s: its credential was revoked", self.peer)
             else:
                 log.info("closing connection from %s: broker shutting down", self.peer)
@@ -215,6 +240,10 @@ class Connection:
         finally:
             if self._sender is not None and not self._sender.done():
                 self._sender.cancel()
+            if self._authn_deadline is not None:
+                self._authn_deadline.cancel()
+            if self._ticket is not None:
+                self.broker.admission.close(self._ticket)
             if self._slot is not None:
                 self.broker.quotas.connection_closed(self._slot)
             metrics.connection_closed()
@@ -252,6 +281,24 @@ class Connection:
             with contextlib.suppress(OSError):
                 self.sock.send(self.tls.ciphertext())
 
+    def _authn_expired(self) -> None:
+        """``sasl.server.authn.timeout.ms`` has passed: end the connection unless it has logged in by now."""
+        if self.session.principal is None and self._task is not None and not self._task.done():
+            self.authn_timed_out = True
+            self._task.cancel()
+
+    def _authenticated(self) -> None:
+        """The first login completed: the connection may send full-size requests and no longer counts (or is
+        timed) as unauthenticated."""
+        config = self.broker.config
+        self.decoder.max_frame_bytes = frame_limit(authenticated=True, max_request_bytes=config.max_request_bytes,
+                                                   max_receive_size=config.sasl_server_max_receive_size)
+        if self._authn_deadline is not None:
+            self._authn_deadline.cancel()
+            self._authn_deadline = None
+        if self._ticket is not None:
+            self.broker.admission.authenticated(self._ticket)
+
     def _revoke(self) -> None:
         """End this connection now: the credential it authenticated with is gone (called on the event loop)."""
         self.revoked = True
@@ -286,6 +333,7 @@ class Connection:
                 refusal = self._count(session.principal, self._key_credential(session))
                 if refusal is None:
                     self.context = dataclasses.replace(self.context, principal=session.principal)
+                    self._authenticated()
                 else:
                     response = self._refuse_login(parsed.api_version, refusal)
             response = self._throttled(parsed, response, SIZE.size + len(payload), started)
@@ -307,9 +355,15 @@ class Connection:
     # ------------------------------------------------------------------ quotas
 
     def _admit(self) -> bool:
-        """A new connection within its IP's creation rate and, unauthenticated, within ANONYMOUS's cap."""
+        """A new connection within its address's cap, the cap on unauthenticated connections (SASL listeners), its
+        IP's creation rate and, unauthenticated, within ANONYMOUS's cap."""
         quotas = self.broker.quotas
         host = self.context.client_host
+        ticket = self.broker.admission.open(host, authenticates=self.session.required)
+        if isinstance(ticket, str):
+            log.warning("closing connection from %s: %s", self.peer, ticket)
+            return False
+        self._ticket = ticket
         if not quotas.accept_ip(host):
             log.warning("closing connection from %s: connection_creation_rate quota of %s exceeded", self.peer, host)
             return False

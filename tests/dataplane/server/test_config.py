@@ -56,6 +56,8 @@ def test_dotted_keys_tables_and_quoted_keys_all_mean_kafka_names() -> None:
     ({"broker.session.timeout.ms": 2.5}, "broker.session.timeout.ms: expected an integer, got 2.5"),
     ({"quota.window.size.seconds": "long"}, "quota.window.size.seconds: expected a number, got 'long'"),
     ({"max.connections.per.principal": "many"}, "max.connections.per.principal: expected an integer"),
+    ({"sasl.server.max.receive.size": "512k"}, "sasl.server.max.receive.size: expected an integer"),
+    ({"sasl.server.authn.timeout.ms": 1.5}, "sasl.server.authn.timeout.ms: expected an integer, got 1.5"),
 ])
 def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -76,6 +78,11 @@ def test_file_mistakes_name_the_setting(table: dict[str, object], message: str) 
     ({"quota_window_num": 1}, "quota.window.num must be at least 2, not 1"),
     ({"quota_window_size_seconds": 0}, "quota.window.size.seconds must be between 0.01 and 3600, not 0"),
     ({"max_connections_per_principal": -1}, "max.connections.per.principal must be at least 0, not -1"),
+    ({"sasl_server_max_receive_size": 0}, "sasl.server.max.receive.size must be at least 1, not 0"),
+    ({"sasl_server_max_receive_size": 2**31}, "sasl.server.max.receive.size must be at most"),
+    ({"max_unauthenticated_connections": 0}, "max.unauthenticated.connections must be at least 1, not 0"),
+    ({"sasl_server_authn_timeout_ms": 0}, "sasl.server.authn.timeout.ms must be at least 1, not 0"),
+    ({"max_connections_per_ip": -1}, "max.connections.per.ip must be at least 0, not -1"),
     ({"security_protocol": "SSL"}, "the SSL listener needs ssl.certificate"),
     ({"security_protocol": "SSL", "ssl_certificate": Path("/nonexistent.pem"), "ssl_key": Path("/nope")},
      "ssl.certificate: cannot read '/nonexistent.pem': no such file"),

@@ -104,6 +104,7 @@ def test_a_request_that_never_finishes_is_cancelled_after_the_grace_period(tmp_p
 
     from dataplane.security.quotas import Window
     from dataplane.server import handlers  # noqa: F401  (registers the APIs the connection looks up)
+    from dataplane.server.admission import Admission, AdmissionLimits
     from dataplane.server.connection import Listener
     from dataplane.server.quotas import QuotaManager
 
@@ -112,9 +113,11 @@ def test_a_request_that_never_finishes_is_cancelled_after_the_grace_period(tmp_p
 
         stopping = False
         quotas = QuotaManager(Window())
+        admission = Admission(AdmissionLimits())
 
         class config:
             max_request_bytes = 1 << 20
+            sasl_server_max_receive_size = 512 * 1024
             fetch_transfer = "copy"
 
         class metrics:
@@ -125,6 +128,8 @@ def test_a_request_that_never_finishes_is_cancelled_after_the_grace_period(tmp_p
 
         async def handle(self, request: object, context: object) -> None:
             await asyncio.Event().wait()
+
+        def forget(self, session: object) -> None: ...
 
     async def run() -> tuple[float, int]:
         listener = Listener(StuckBroker(), "127.0.0.1", 0)  # type: ignore[arg-type]
