@@ -272,7 +272,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.core.errors.exception_handler",
     "PAGE_SIZE": 50,
-    # Login guesses: per client address, and per username (many addresses guessing one account).
+    # Failed logins: per client address, and per (username, client address) -- never per username alone, which
+    # would let anyone lock the real user out (controlplane/tenancy/login_throttle.py).
     "DEFAULT_THROTTLE_CLASSES": ["controlplane.core.ratelimit.RequestRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("LOGIN_THROTTLE_RATE", "20/min"),
                                "login_user": os.environ.get("LOGIN_USER_THROTTLE_RATE", "20/min")},
@@ -293,6 +294,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RoleEnum": "controlplane.tenancy.models.Role.choices",
         "ServiceAccountRoleEnum": "controlplane.tenancy.serializers.NON_OWNER_ROLES",
+        # Two fields named "state": without names for both, the schema would rename Rebalance's enum.
+        "InvitationStateEnum": "controlplane.tenancy.serializers.INVITATION_STATES",
+        "StateEnum": "controlplane.clusters.models.RebalanceState.choices",
         "StatusEnum": ["up", "down"],  # a broker's; named so that other status enums do not rename it
         "ReportRunStatusEnum": "controlplane.reports.models.RunStatus.choices",
         "ReportKindEnum": "controlplane.reports.models.Kind.choices",
@@ -320,6 +324,15 @@ for _name in ("SLUICE_API_RATE_LIMIT", "SLUICE_KAFKAREST_RATE_LIMIT"):
             _parse_rate_limits(globals()[_name])
     except ValueError as _exc:
         raise ImproperlyConfigured(f"{_name}: {_exc}") from None
+
+# Per-tenant ceilings on what a tenant may hold (controlplane/clusters/plans.py): clusters, and brokers summed over
+# its clusters, so one tenant cannot fill the agents' shared broker port pools. A staff user overrides them per
+# tenant (Tenant.max_clusters / max_brokers in the admin); these are the defaults.
+SLUICE_TENANT_MAX_CLUSTERS = int(os.environ.get("SLUICE_TENANT_MAX_CLUSTERS", "5"))
+SLUICE_TENANT_MAX_BROKERS = int(os.environ.get("SLUICE_TENANT_MAX_BROKERS", "15"))
+# Invitations to join a tenant expire after this many days; at most this many may be pending per tenant.
+SLUICE_INVITATION_TTL_DAYS = float(os.environ.get("SLUICE_INVITATION_TTL_DAYS", "7"))
+SLUICE_TENANT_MAX_PENDING_INVITATIONS = int(os.environ.get("SLUICE_TENANT_MAX_PENDING_INVITATIONS", "100"))
 
 # Throttle last-used writes on API keys: at most one UPDATE per key per interval.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = int(os.environ.get("API_KEY_LAST_USED_RESOLUTION_SECONDS", "60"))

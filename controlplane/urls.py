@@ -17,8 +17,10 @@ from controlplane.streams.views import AclViewSet, ClientQuotaViewSet, TopicView
 from controlplane.tenancy.auth_views import LoginView, LogoutView
 from controlplane.tenancy.views import (
     ApiKeyViewSet,
+    InvitationViewSet,
     MembershipViewSet,
     MeView,
+    MyInvitationViewSet,
     ServiceAccountViewSet,
     TenantViewSet,
 )
@@ -36,7 +38,9 @@ class OptionalSlashRouter(SimpleRouter):
 
 router = OptionalSlashRouter()
 router.register(r"tenants", TenantViewSet, basename="tenant")
+router.register(r"invitations", MyInvitationViewSet, basename="invitation")
 router.register(TENANT + r"/members", MembershipViewSet, basename="member")
+router.register(TENANT + r"/invitations", InvitationViewSet, basename="tenant-invitation")
 router.register(TENANT + r"/service-accounts", ServiceAccountViewSet, basename="service-account")
 router.register(TENANT + r"/api-keys", ApiKeyViewSet, basename="api-key")
 router.register(TENANT + r"/audit-events", AuditEventViewSet, basename="audit-event")

@@ -1,18 +1,24 @@
-"""Every way a cluster's desired state changes."""
+"""Every way a cluster's desired state changes.
+
+Creating a cluster or growing one is checked against the tenant's limits (``plans.TenantLimits``) under a lock on
+the tenant row, so concurrent requests cannot together exceed them.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
-from controlplane.clusters.plans import PLAN_LIMITS
+from controlplane.clusters.plans import PLAN_LIMITS, TenantLimits, TenantUsage, tenant_limit_refusal
 from controlplane.core.actors import Actor
-from controlplane.core.errors import Conflict, ValidationFailed
+from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
 from controlplane.tenancy.models import Tenant
 
@@ -44,13 +50,56 @@ def _validate_name(name: str) -> None:
             "Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit."]})
 
 
+def tenant_limits(tenant: Tenant) -> TenantLimits:
+    """The tenant's limits: a staff override on the row, else the settings' default."""
+    return TenantLimits(
+        max_clusters=(settings.SLUICE_TENANT_MAX_CLUSTERS if tenant.max_clusters is None else tenant.max_clusters),
+        max_brokers=settings.SLUICE_TENANT_MAX_BROKERS if tenant.max_brokers is None else tenant.max_brokers)
+
+
+def _held_brokers(spec: dict[str, Any], placed: int) -> int:
+    # Retiring and not-yet-stopped brokers (scale-in, deletion) still hold their ports.
+    return max(int(spec.get("broker_count", 0)), placed)
+
+
+def _tenant_usage(tenant_id: int) -> TenantUsage:
+    """What the tenant holds: every cluster (those being deleted too, until their brokers are gone)."""
+    rows = list(Cluster.objects.filter(tenant_id=tenant_id).annotate(placed=Count("nodes")).values_list(
+        "spec", "placed"))
+    return TenantUsage(clusters=len(rows), brokers=sum(_held_brokers(spec, placed) for spec, placed in rows))
+
+
+def _lock_tenant(tenant_id: int) -> Tenant:
+    """Serialise the tenant's cluster changes so two requests cannot both pass a limit check.
+
+    NO KEY UPDATE: inserts of rows referencing the tenant (audit events, topics…) take KEY SHARE and go on;
+    taken before any cluster row, always, so no two paths lock in opposite orders.
+    """
+    return Tenant.objects.select_for_update(no_key=True).get(pk=tenant_id)
+
+
+def _check_tenant_limits(tenant: Tenant, *, add_clusters: int, add_brokers: int) -> None:
+    """Refuse growth past the tenant's limits; call with the tenant row locked (:func:`_lock_tenant`)."""
+    refusal = tenant_limit_refusal(limits=tenant_limits(tenant), usage=_tenant_usage(tenant.pk),
+                                   add_clusters=add_clusters, add_brokers=add_brokers)
+    if refusal is not None:
+        # As a cluster's partition budget is refused: quota_exceeded, naming the limit and what is in use.
+        extra: dict[str, Any] = {"quota": refusal.limit, "limit": refusal.allowed, "used": refusal.used,
+                                 "requested": refusal.requested}
+        if refusal.limit == "max_brokers":
+            extra["field"] = "broker_count"
+        raise QuotaExceeded(refusal.message, extra=extra)
+
+
 @transaction.atomic
 def cluster_create(*, tenant: Tenant, name: str, plan: str, actor: Actor, broker_count: int | None = None,
                    max_partitions: int | None = None) -> Cluster:
     _validate_name(name)
     spec = cluster_spec(plan=plan, broker_count=broker_count, max_partitions=max_partitions)
+    tenant = _lock_tenant(tenant.pk)
     if Cluster.objects.filter(tenant=tenant, name=name).exists():
         raise Conflict(f"A cluster named '{name}' already exists.", extra={"field": "name"})
+    _check_tenant_limits(tenant, add_clusters=1, add_brokers=spec["broker_count"])
     cluster = Cluster.objects.create(tenant=tenant, name=name, plan=plan, spec=spec, generation=1,
                                      status=pending_status("cluster"))
     audit_record(tenant=tenant, actor=actor, action="cluster.create", target_type="cluster",
@@ -84,6 +133,7 @@ def _deleting(cluster: Cluster) -> None:
 @transaction.atomic
 def cluster_update(*, cluster: Cluster, actor: Actor, name: str | None = None, plan: str | None = None,
                    broker_count: int | None = None, max_partitions: int | None = None) -> Cluster:
+    tenant = _lock_tenant(cluster.tenant_id)
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
     _deleting(cluster)
     changes: dict[str, Any] = {}
@@ -112,6 +162,9 @@ def cluster_update(*, cluster: Cluster, actor: Actor, name: str | None = None, p
             if spec["broker_count"] < cluster_max_replication_factor(cluster):
                 raise ValidationFailed({"broker_count": [
                     "Topics with a higher replication factor exist; the cluster cannot shrink below it."]})
+            placed = cluster.nodes.count()
+            grows = _held_brokers(spec, placed) - _held_brokers(cluster.spec, placed)
+            _check_tenant_limits(tenant, add_clusters=0, add_brokers=grows)
             changes["spec"] = [cluster.spec, spec]
             cluster.spec = spec
             cluster.generation += 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from django.contrib.auth import authenticate, login, logout
@@ -13,23 +12,10 @@ from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
 from controlplane.core.errors import ApplicationError
-
-
-class LoginUsernameThrottle(SimpleRateThrottle):
-    """Login attempts per username, whatever address they come from (a guessing flood spread over many)."""
-
-    scope = "login_user"
-
-    def get_cache_key(self, request: Request, view: Any) -> str | None:
-        username = request.data.get("username") if hasattr(request.data, "get") else None
-        if not isinstance(username, str) or not username:
-            return None
-        digest = hashlib.sha256(username.strip().lower().encode()).hexdigest()
-        return self.cache_format % {"scope": self.scope, "ident": digest}
+from controlplane.tenancy import login_throttle
 
 
 class LoginSerializer(serializers.Serializer[Any]):
@@ -41,20 +27,33 @@ class LoginSerializer(serializers.Serializer[Any]):
 class LoginView(APIView):
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
-    throttle_classes = [ScopedRateThrottle, LoginUsernameThrottle]
-    throttle_scope = "login"
+    # Failed attempts per client address and per (username, client address); see login_throttle.
+    throttle_classes = [login_throttle.LoginAddressThrottle, login_throttle.LoginUserAddressThrottle]
+
+    def check_throttles(self, request: Request) -> None:
+        try:
+            super().check_throttles(request)
+        except Exception:
+            login_throttle.forgive(request)  # refused by one throttle: not an attempt for the other either
+            raise
 
     @extend_schema(request=LoginSerializer, responses={200: inline_serializer(
         "LoginResult", {"username": serializers.CharField()})})
     def post(self, request: Request) -> Response:
-        data = LoginSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        user = authenticate(request._request, **data.validated_data)
-        if user is None:
-            # A 401 from a view without authenticators needs the explicit status.
-            raise ApplicationError("Wrong username or password.", code="authentication_failed", http_status=401)
-        login(request._request, user)
-        return Response({"username": user.get_username()})
+        wrong = False
+        try:
+            data = LoginSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            user = authenticate(request._request, **data.validated_data)
+            if user is None:
+                wrong = True
+                # A 401 from a view without authenticators needs the explicit status.
+                raise ApplicationError("Wrong username or password.", code="authentication_failed", http_status=401)
+            login(request._request, user)
+            return Response({"username": user.get_username()})
+        finally:
+            if not wrong:
+                login_throttle.forgive(request)  # only wrong passwords count
 
 
 class LogoutView(APIView):

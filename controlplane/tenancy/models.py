@@ -1,4 +1,4 @@
-"""Tenants, who belongs to them, and the credentials that act for them.
+"""Tenants, who belongs to them (and who is invited to), and the credentials that act for them.
 
 Models hold data and constraints only; every change goes through
 ``controlplane.tenancy.services``.
@@ -36,6 +36,12 @@ class Tenant(models.Model):
     slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Staff overrides of the tenant's limits (controlplane.clusters.plans.TenantLimits); empty: the settings' default.
+    max_clusters = models.PositiveIntegerField(null=True, blank=True,
+                                               help_text="Clusters the tenant may hold; empty: the default.")
+    max_brokers = models.PositiveIntegerField(null=True, blank=True,
+                                              help_text="Brokers the tenant may hold over all its clusters; "
+                                                        "empty: the default.")
 
     def __str__(self) -> str:
         return self.slug
@@ -54,6 +60,41 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}@{self.tenant_id}:{self.role}"
+
+
+class InvitationState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    DECLINED = "declined", "Declined"
+    REVOKED = "revoked", "Revoked"
+
+
+class Invitation(models.Model):
+    """An offer to join a tenant with a role, for whoever signs in with ``email``; only acceptance makes a member.
+
+    No token: the invitee is whoever is signed in with an account of that e-mail address. Account addresses are
+    set by operators (there is no self-service sign-up or address change); a path that let someone claim an
+    address would have to verify it first. A pending invitation past ``expires_at`` is expired.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()  # lower-cased
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    state = models.CharField(max_length=16, choices=InvitationState.choices, default=InvitationState.PENDING)
+    invited_by = models.CharField(max_length=200)  # the inviter's display name, shown to the invitee
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    responded_at = models.DateTimeField(null=True, blank=True)  # accepted, declined or revoked
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "email"], condition=models.Q(state="pending"),
+                                               name="uniq_pending_invitation")]
+        indexes = [models.Index(fields=["email", "state"], name="invitation_email_state")]
+
+    def __str__(self) -> str:
+        return f"{self.email}@{self.tenant_id}:{self.role}:{self.state}"
 
 
 class ServiceAccount(models.Model):

@@ -1,14 +1,15 @@
-"""Reads: who the caller is within a tenant."""
+"""Reads: who the caller is within a tenant, and what they are invited to."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from controlplane.core.actors import Actor
 from controlplane.tenancy.authentication import ServiceAccountIdentity
-from controlplane.tenancy.models import ApiKey, Membership, Tenant
+from controlplane.tenancy.models import ApiKey, Invitation, InvitationState, Membership, Tenant
 
 
 def actor_for(user: Any) -> Actor:
@@ -37,3 +38,12 @@ def tenants_for(*, user: Any, api_key: ApiKey | None) -> QuerySet[Tenant]:
     if api_key is not None:
         return Tenant.objects.filter(pk=api_key.tenant_id)
     return Tenant.objects.filter(memberships__user=user).distinct()
+
+
+def invitations_for(*, user: Any) -> QuerySet[Invitation]:
+    """The open (pending, unexpired) invitations addressed to ``user``'s e-mail, in any tenant."""
+    email = (getattr(user, "email", "") or "").strip().lower()
+    if not email:
+        return Invitation.objects.none()
+    return Invitation.objects.filter(email=email, state=InvitationState.PENDING,
+                                     expires_at__gt=timezone.now()).select_related("tenant")

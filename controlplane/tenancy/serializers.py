@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.core.actors import kafka_principal
-from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant
+from controlplane.tenancy.models import ApiKey, Invitation, InvitationState, Membership, Role, ServiceAccount, Tenant
 
 NON_OWNER_ROLES = [c for c in Role.choices if c[0] != Role.OWNER]
 
@@ -48,9 +50,41 @@ class MembershipSerializer(serializers.ModelSerializer[Membership]):
         return kafka_principal("user", membership.user_id)
 
 
-class MembershipCreateSerializer(serializers.Serializer[Any]):
+INVITATION_STATES = [*InvitationState.choices, ("expired", "Expired")]
+
+
+class InvitationSerializer(serializers.ModelSerializer[Invitation]):
+    """An invitation as the tenant's owners see it."""
+
+    state = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "email", "role", "state", "invited_by", "created_at", "expires_at", "responded_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ChoiceField(choices=INVITATION_STATES))
+    def get_state(self, invitation: Invitation) -> str:
+        if invitation.state == InvitationState.PENDING and invitation.expires_at <= timezone.now():
+            return "expired"
+        return str(invitation.state)
+
+
+class InvitationCreateSerializer(serializers.Serializer[Any]):
     email = serializers.EmailField()
     role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
+
+
+class MyInvitationSerializer(serializers.ModelSerializer[Invitation]):
+    """An open invitation as its invitee sees it: which tenant, which role, from whom."""
+
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    tenant_name = serializers.CharField(source="tenant.name", read_only=True)
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "tenant", "tenant_name", "role", "invited_by", "created_at", "expires_at"]
+        read_only_fields = fields
 
 
 class MembershipUpdateSerializer(serializers.Serializer[Any]):

@@ -1,26 +1,30 @@
-"""Every way tenants, memberships, service accounts and API keys change.
+"""Every way tenants, memberships, invitations, service accounts and API keys change.
 
-Each function is one transaction with one audit row.
+Each function is one transaction with one audit row. A membership is made for someone only by their accepting
+an invitation (``invitation_accept``); tenants' creators become owners (``tenant_create``).
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from django.contrib.auth import get_user_model
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane.audit.services import audit_record
 from controlplane.core.actors import Actor
-from controlplane.core.errors import ApplicationError, Conflict, ValidationFailed
+from controlplane.core.errors import ApplicationError, Conflict, QuotaExceeded, ValidationFailed
 from controlplane.tenancy import keys
 from controlplane.tenancy.kafka_credentials import derive_scram
 from controlplane.tenancy.models import (
     ROLE_RANK,
     ApiKey,
+    Invitation,
+    InvitationState,
     Membership,
     Role,
     ServiceAccount,
@@ -28,6 +32,7 @@ from controlplane.tenancy.models import (
     slug_validator,
 )
 from controlplane.tenancy.revocation import Revocation, publish_on_commit
+from controlplane.tenancy.selectors import actor_for
 
 
 def _validate_slug(slug: str) -> None:
@@ -93,24 +98,101 @@ def _owner_count(tenant: Tenant) -> int:
     return Membership.objects.filter(tenant=tenant, role=Role.OWNER).count()
 
 
+def _invitation_open(invitation: Invitation, now: datetime) -> None:
+    if invitation.state != InvitationState.PENDING:
+        raise Conflict(f"The invitation is {invitation.state} already.", code="invitation_closed")
+    if invitation.expires_at <= now:
+        raise Conflict("The invitation has expired; ask for a new one.", code="invitation_expired")
+
+
 @transaction.atomic
-def membership_add(*, tenant: Tenant, email: str, role: str, actor: Actor) -> Membership:
-    """Add a user by e-mail, creating a login-less account if none exists (an invitation)."""
-    user_model = get_user_model()
+def invitation_create(*, tenant: Tenant, email: str, role: str, actor: Actor) -> Invitation:
+    """Invite ``email`` to join with ``role``; nobody is enrolled until the invitee accepts.
+
+    The answer is the same whether or not an account has that address (or is a member already), so inviting
+    reveals nothing. Inviting an address with a pending invitation renews that one (role, inviter, expiry).
+    """
     email = email.strip().lower()
-    user = user_model.objects.filter(email__iexact=email).order_by("pk").first()
-    if user is None:
-        user = user_model.objects.create_user(username=email, email=email)
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
+    # Serialise per tenant, so the pending cap and one-pending-per-address hold under concurrent invites. NO KEY:
+    # rows referencing the tenant (audit events…) may still be inserted meanwhile.
+    Tenant.objects.select_for_update(no_key=True).filter(pk=tenant.pk).get()
+    now = timezone.now()
+    invitation = Invitation.objects.filter(tenant=tenant, email=email, state=InvitationState.PENDING).first()
+    renewed = invitation is not None
+    cap = settings.SLUICE_TENANT_MAX_PENDING_INVITATIONS
+    others = Invitation.objects.filter(tenant=tenant, state=InvitationState.PENDING, expires_at__gt=now).exclude(
+        email=email).count()
+    if others >= cap:
+        raise QuotaExceeded(f"The tenant may have {cap} pending invitations; revoke some or wait for them to expire.",
+                            extra={"field": "email", "quota": "pending_invitations", "limit": cap, "used": others})
+    if invitation is None:
+        invitation = Invitation(tenant=tenant, email=email)
+    invitation.role = role
+    invitation.invited_by = actor.display
+    invitation.expires_at = now + timedelta(days=settings.SLUICE_INVITATION_TTL_DAYS)
+    invitation.save()
+    audit_record(tenant=tenant, actor=actor, action="invitation.create", target_type="invitation",
+                 target_id=str(invitation.id), data={"email": email, "role": role, "renewed": renewed})
+    return invitation
+
+
+@transaction.atomic
+def invitation_revoke(*, invitation: Invitation, actor: Actor) -> Invitation:
+    """Withdraw a pending invitation (an accepted one is undone by removing the membership)."""
+    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if invitation.state == InvitationState.REVOKED:
+        return invitation
+    if invitation.state != InvitationState.PENDING:
+        raise Conflict(f"The invitation is {invitation.state} already.", code="invitation_closed")
+    invitation.state = InvitationState.REVOKED
+    invitation.responded_at = timezone.now()
+    invitation.save(update_fields=["state", "responded_at"])
+    audit_record(tenant=invitation.tenant, actor=actor, action="invitation.revoke", target_type="invitation",
+                 target_id=str(invitation.id), data={"email": invitation.email})
+    return invitation
+
+
+def _invitee(invitation: Invitation, user: User) -> None:
+    # The view only reaches the caller's own invitations; this keeps the service safe on its own.
+    if (user.email or "").strip().lower() != invitation.email:
+        raise ApplicationError("Not found.", code="not_found", http_status=404)
+
+
+@transaction.atomic
+def invitation_accept(*, invitation: Invitation, user: User) -> Membership:
+    """The invitee joins the tenant with the invitation's role: the only way a membership is made for someone else."""
+    invitation = Invitation.objects.select_for_update().select_related("tenant").get(pk=invitation.pk)
+    _invitee(invitation, user)
+    now = timezone.now()
+    _invitation_open(invitation, now)
+    tenant = invitation.tenant
     if Membership.objects.filter(tenant=tenant, user=user).exists():
-        raise Conflict(f"{email} is already a member of this tenant.", extra={"field": "email"})
-    membership = Membership.objects.create(tenant=tenant, user=user, role=role)
-    if role in (Role.OWNER, Role.ADMIN):
+        # Only the invitee hears this, and they know it; an invitation never changes an existing role.
+        raise Conflict("You are a member of this tenant already.", code="already_member")
+    membership = Membership.objects.create(tenant=tenant, user=user, role=invitation.role)
+    invitation.state = InvitationState.ACCEPTED
+    invitation.responded_at = now
+    invitation.save(update_fields=["state", "responded_at"])
+    if invitation.role in (Role.OWNER, Role.ADMIN):
         _sync_kafka(tenant, acls=True)
-    audit_record(tenant=tenant, actor=actor, action="membership.create", target_type="membership",
-                 target_id=str(membership.id), data={"email": email, "role": role})
+    audit_record(tenant=tenant, actor=actor_for(user), action="invitation.accept", target_type="invitation",
+                 target_id=str(invitation.id), data={"email": invitation.email, "role": invitation.role,
+                                                     "membership": str(membership.id), "user_id": user.pk})
     return membership
+
+
+@transaction.atomic
+def invitation_decline(*, invitation: Invitation, user: User) -> Invitation:
+    invitation = Invitation.objects.select_for_update().select_related("tenant").get(pk=invitation.pk)
+    _invitee(invitation, user)
+    if invitation.state != InvitationState.PENDING:
+        raise Conflict(f"The invitation is {invitation.state} already.", code="invitation_closed")
+    invitation.state = InvitationState.DECLINED
+    invitation.responded_at = timezone.now()
+    invitation.save(update_fields=["state", "responded_at"])
+    audit_record(tenant=invitation.tenant, actor=actor_for(user), action="invitation.decline",
+                 target_type="invitation", target_id=str(invitation.id), data={"email": invitation.email})
+    return invitation
 
 
 @transaction.atomic

@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import exceptions, mixins, serializers, status
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,16 +19,18 @@ from controlplane.core.actors import kafka_principal
 from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy import services
 from controlplane.tenancy.authentication import ServiceAccountIdentity
-from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant
-from controlplane.tenancy.selectors import actor_for, tenants_for
+from controlplane.tenancy.models import ApiKey, Invitation, InvitationState, Membership, Role, ServiceAccount, Tenant
+from controlplane.tenancy.selectors import actor_for, invitations_for, tenants_for
 from controlplane.tenancy.serializers import (
     ApiKeyCreateSerializer,
     ApiKeySerializer,
     ApiKeyUpdateSerializer,
+    InvitationCreateSerializer,
+    InvitationSerializer,
     IssuedApiKeySerializer,
-    MembershipCreateSerializer,
     MembershipSerializer,
     MembershipUpdateSerializer,
+    MyInvitationSerializer,
     ServiceAccountSerializer,
     ServiceAccountWriteSerializer,
     TenantCreateSerializer,
@@ -122,7 +125,7 @@ class MembershipFilter(django_filters.FilterSet):
 
 
 class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
-    """Members of a tenant and their roles; only owners change them."""
+    """Members of a tenant and their roles; only owners change them. People join by accepting an invitation."""
 
     model = Membership
     queryset = Membership.objects.none()
@@ -133,13 +136,6 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[Membership]:
         return Membership.objects.filter(tenant=tenant).select_related("user")
-
-    @extend_schema(request=MembershipCreateSerializer, responses={201: MembershipSerializer})
-    def create(self, request: Request, tenant_slug: str) -> Response:
-        data = MembershipCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        membership = services.membership_add(tenant=self.tenant, actor=self.actor, **data.validated_data)
-        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=MembershipUpdateSerializer, responses={200: MembershipSerializer})
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
@@ -155,6 +151,78 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
         services.membership_remove(membership=self.get_object(), actor=self.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class InvitationFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(choices=InvitationState.choices)
+
+    class Meta:
+        model = Invitation
+        fields = ["state"]
+
+
+class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
+    and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``."""
+
+    model = Invitation
+    queryset = Invitation.objects.none()
+    serializer_class = InvitationSerializer
+    read_role = Role.ADMIN
+    write_role = Role.OWNER
+    filterset_class = InvitationFilter
+    ordering_fields = ["created_at", "expires_at"]
+
+    def tenant_queryset(self, tenant: Tenant) -> QuerySet[Invitation]:
+        return Invitation.objects.filter(tenant=tenant)
+
+    @extend_schema(request=InvitationCreateSerializer, responses={201: InvitationSerializer})
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        data = InvitationCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        invitation = services.invitation_create(tenant=self.tenant, actor=self.actor, **data.validated_data)
+        return Response(InvitationSerializer(invitation).data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        services.invitation_revoke(invitation=self.get_object(), actor=self.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MyInvitationViewSet(mixins.ListModelMixin, GenericViewSet):  # type: ignore[type-arg]
+    """The signed-in user's open invitations, matched on their account's e-mail; accept or decline each.
+
+    Session users only: an API key is bound to one tenant and acts in no other. Anyone else's invitation is a 404.
+    """
+
+    model = Invitation
+    queryset = Invitation.objects.none()
+    serializer_class = MyInvitationSerializer
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    filter_backends: list[type] = []  # paginated still: any tenant may invite any address
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.auth is not None or isinstance(request.user, ServiceAccountIdentity):
+            raise exceptions.PermissionDenied("Invitations are answered signed in to the console, not with API keys.")
+
+    def get_queryset(self) -> QuerySet[Invitation]:
+        if getattr(self, "swagger_fake_view", False):
+            return Invitation.objects.none()
+        return invitations_for(user=self.request.user).order_by("-created_at")
+
+    @extend_schema(request=None, responses={200: TenantSerializer})
+    @action(detail=True, methods=["post"])
+    def accept(self, request: Request, pk: str) -> Response:
+        """Join the tenant with the invitation's role."""
+        membership = services.invitation_accept(invitation=self.get_object(), user=_user(request))
+        tenant = membership.tenant
+        return Response(TenantSerializer(tenant, context={"roles": {tenant.pk: membership.role}}).data)
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["post"])
+    def decline(self, request: Request, pk: str) -> Response:
+        services.invitation_decline(invitation=self.get_object(), user=_user(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -78,7 +78,8 @@ def check_page(page: Page, name: str) -> None:
 
 
 def create_user(env: dict[str, str], username: str, password: str, email: str) -> None:
-    """A user account on the running stack's database (the API adds members by the email of an existing user)."""
+    """A user account on the running stack's database (join a tenant with ``RestStack.add_member``: invited, then
+    accepted)."""
     code = ("from django.contrib.auth import get_user_model; "
             f"get_user_model().objects.create_user({username!r}, {email!r}, {password!r})")
     subprocess.run([sys.executable, "-m", "sluice", "manage", "shell", "-c", code], cwd=ROOT, env=env, check=True,

@@ -255,7 +255,7 @@ def test_viewer_sees_no_produce_or_delete_controls(page: Page, rest_stack: RestS
     stack = rest_stack
     name = f"viewer-{suffix()}"
     create_user(stack.env, name, "viewer-pass-1", f"{name}@example.test")
-    member = stack.api("POST", "/members", {"email": f"{name}@example.test", "role": "viewer"})
+    member = stack.add_member(name, "viewer-pass-1", f"{name}@example.test", "viewer")
     topic = f"viewed-{suffix()}"
     stack.create_topic(topic, 1)
     kafka_produce(stack, topic, [("k", "seen by a viewer")])

@@ -34,7 +34,7 @@ def add_user(stack: RestStack, role: str) -> tuple[str, str, dict[str, str]]:
     name = f"{role}-{suffix()}"
     password = f"{role}-pass-1"
     create_user(stack.env, name, password, f"{name}@example.test")
-    member = stack.api("POST", "/members", {"email": f"{name}@example.test", "role": role})
+    member = stack.add_member(name, password, f"{name}@example.test", role)
     return name, password, member
 
 

@@ -9,17 +9,19 @@ and one whose model has no fixture here fails the test until it gets one.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db.models import Model
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
 from controlplane.clusters.models import Cluster, Rebalance
 from controlplane.reports.models import Report, ReportRun
 from controlplane.streams.models import AclBinding, ClientQuota, Topic
-from controlplane.tenancy.models import ApiKey, Membership, Role, ServiceAccount, Tenant
+from controlplane.tenancy.models import ApiKey, Invitation, Membership, Role, ServiceAccount, Tenant
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import AclFactory, ClusterFactory, TopicFactory
 
@@ -62,6 +64,8 @@ def _objects(world: TenantWorld) -> dict[type[Model], Model]:
                                                 producer_byte_rate=1024),
         Rebalance: Rebalance.objects.create(cluster=cluster),
         Membership: Membership.objects.filter(tenant=world.tenant, role=Role.MEMBER).get(),
+        Invitation: Invitation.objects.create(tenant=world.tenant, email="invited@example.com", role=Role.MEMBER,
+                                              invited_by="x", expires_at=timezone.now() + timedelta(days=1)),
         ServiceAccount: world.service_account,
         ApiKey: world.keys[Role.MEMBER][0],
         AuditEvent: AuditEvent.objects.create(tenant=world.tenant, tenant_slug=world.tenant.slug, actor_type="system",
@@ -78,6 +82,7 @@ def _snapshot(tenant: Tenant) -> dict[str, list[tuple[Any, ...]]]:
     return {
         "tenant": list(Tenant.objects.filter(pk=tenant.pk).values_list()),
         "members": list(Membership.objects.filter(tenant=tenant).order_by("pk").values_list()),
+        "invitations": list(Invitation.objects.filter(tenant=tenant).order_by("pk").values_list()),
         "accounts": list(ServiceAccount.objects.filter(tenant=tenant).order_by("pk").values_list()),
         "keys": list(ApiKey.objects.filter(tenant=tenant).order_by("pk").values_list(
             "pk", "key_id", "description", "revoked_at")),

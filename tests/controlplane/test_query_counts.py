@@ -42,6 +42,8 @@ def test_list_endpoints_have_no_n_plus_one(world_a: TenantWorld) -> None:
         "/clusters": lambda: ClusterFactory(tenant=t),
         "/service-accounts": lambda: ServiceAccountFactory(tenant=t),
         "/members": lambda: MembershipFactory(tenant=t),
+        "/invitations": lambda: services.invitation_create(tenant=t, email=f"i-{next(counter)}@example.com",
+                                                           role=Role.VIEWER, actor=SYSTEM_ACTOR),
         "/api-keys": lambda: services.api_key_create(tenant=t, actor=SYSTEM_ACTOR,
                                                      owner_service_account=ServiceAccountFactory(tenant=t)),
         "/audit-events": lambda: services.service_account_create(tenant=t, name=f"audit-{next(counter)}",

@@ -1,12 +1,13 @@
-"""Who may do what: viewer reads, member writes topics, admin manages keys/ACLs/clusters, owner members."""
+"""Who may do what: viewer reads, member writes topics, admin manages keys/ACLs/clusters, owner members (invites)."""
 
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from controlplane.tenancy.models import Membership, Role
 from tests.controlplane.conftest import TenantWorld
-from tests.controlplane.factories import ClusterFactory
+from tests.controlplane.factories import ClusterFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +35,7 @@ def test_write_matrix(world_a: TenantWorld) -> None:
         (Role.ADMIN, "post", f"/clusters/{cluster.pk}/acls",
          lambda r: {"principal": "User:*", "resource_type": "TOPIC", "resource_name": f"t-{r}", "operation": "READ"}),
         (Role.ADMIN, "post", "/service-accounts", lambda r: {"name": f"sa-{r}"}),
-        (Role.OWNER, "post", "/members", lambda r: {"email": f"new-{r}@example.com", "role": "viewer"}),
+        (Role.OWNER, "post", "/invitations", lambda r: {"email": f"new-{r}@example.com", "role": "viewer"}),
         (Role.OWNER, "patch", "", lambda r: {"name": f"Renamed by {r}"}),
         (Role.ADMIN, "get", "/audit-events", lambda r: {}),
     ]
@@ -69,8 +70,12 @@ def test_the_last_owner_cannot_leave_or_be_demoted(world_a: TenantWorld) -> None
     response = owner.patch(f"{world_a.base}/members/{me.pk}", {"role": "admin"}, format="json")
     assert response.status_code == 400 and response.json()["code"] == "last_owner"
     assert owner.delete(f"{world_a.base}/members/{me.pk}").status_code == 400
-    added = owner.post(f"{world_a.base}/members", {"email": "second@example.com", "role": "owner"}, format="json")
-    assert added.status_code == 201
+    invited = owner.post(f"{world_a.base}/invitations", {"email": "second@example.com", "role": "owner"},
+                         format="json")
+    assert invited.status_code == 201
+    second = APIClient()
+    second.force_login(UserFactory(username="second", email="second@example.com"))
+    assert second.post(f"/api/v1/invitations/{invited.json()['id']}/accept").status_code == 200
     assert owner.patch(f"{world_a.base}/members/{me.pk}", {"role": "admin"}, format="json").status_code == 200
 
 

@@ -1,4 +1,5 @@
-"""Login guessing floods are throttled (per address, per username, X-Forwarded-For cannot be rotated around it);
+"""Login guessing floods are throttled (failures per address and per (username, address), so a stranger cannot lock
+the owner out; X-Forwarded-For cannot be rotated around it);
 cookies are Secure behind TLS; CORS is closed unless origins are configured."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.test import Client, override_settings
 
 from tests.controlplane.factories import UserFactory
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGIN = "/api/v1/auth/login"
-RATE = 20  # the default LOGIN_THROTTLE_RATE and LOGIN_USER_THROTTLE_RATE per minute
+RATE = 20  # the default LOGIN_THROTTLE_RATE and LOGIN_USER_THROTTLE_RATE: failures per minute
 
 
 def login(client: Client, username: str, password: str, address: str, **headers: str) -> int:
@@ -61,13 +63,44 @@ def test_rotating_x_forwarded_for_does_not_escape_the_throttle(user: tuple[str, 
     assert answers.count(429) == 5
 
 
-def test_one_account_guessed_from_many_addresses_is_stopped(user: tuple[str, str]) -> None:
+def test_a_strangers_failures_do_not_lock_the_owner_out(user: tuple[str, str]) -> None:
+    name, password = user
+    client, attacker, owner = Client(), fresh_address(), fresh_address()
+    answers = [login(client, name, f"guess-{i}", attacker) for i in range(RATE + 5)]
+    assert answers[:RATE] == [401] * RATE and set(answers[RATE:]) == {429}
+    assert login(client, name, password, owner) == 200  # the owner, elsewhere, gets in
+    assert login(client, name, "guess-again", attacker) == 429  # the attacker is still held
+    assert login(client, name, password, attacker) == 429  # even with the right password, until the window passes
+
+
+def test_guessing_one_account_from_many_addresses_does_not_lock_it(user: tuple[str, str]) -> None:
+    """Each address has its own budget (so a botnet is slowed per address, not stopped: see docs)."""
     name, password = user
     client = Client()
     answers = [login(client, name, f"guess-{i}", fresh_address()) for i in range(RATE + 5)]
-    assert answers[:RATE] == [401] * RATE and set(answers[RATE:]) == {429}
-    assert login(client, name, password, fresh_address()) == 429  # the account is held until the window passes
-    assert login(client, f"someone-{uuid.uuid4().hex[:6]}", "x", fresh_address()) == 401  # others unaffected
+    assert set(answers) == {401}
+    assert login(client, name, password, fresh_address()) == 200
+
+
+def test_only_failures_count(user: tuple[str, str]) -> None:
+    name, password = user
+    client, address = Client(), fresh_address()
+    assert [login(client, name, password, address) for _ in range(RATE + 5)] == [200] * (RATE + 5)
+    assert login(client, name, "", address) == 400  # a malformed body is no attempt either
+    answers = [login(client, name, f"guess-{i}", address) for i in range(RATE + 1)]
+    assert answers[:RATE] == [401] * RATE and answers[RATE] == 429
+
+
+def test_failures_are_counted_per_username_and_address(user: tuple[str, str]) -> None:
+    name, password = user
+    rates = {"login": "100/min", "login_user": "5/min"}
+    with override_settings(REST_FRAMEWORK={**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}):
+        client, address = Client(), fresh_address()
+        answers = [login(client, name, f"guess-{i}", address) for i in range(7)]
+        assert answers == [401] * 5 + [429] * 2
+        assert login(client, f"other-{uuid.uuid4().hex[:6]}", "x", address) == 401  # another account, same address
+        assert login(client, name.upper(), "x", address) == 429  # the same account however it is spelled
+        assert login(client, name, password, fresh_address()) == 200  # the same account, another address
 
 
 def _settings_under(env: dict[str, str]) -> dict[str, object]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import http.cookiejar
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -105,6 +107,22 @@ class RestStack:
         answer = self.request(method, f"/api/v1/tenants/{self.tenant}{path}", body, key=key)
         assert answer.status < 300, (answer.status, answer.body[:500])
         return answer.json() if answer.body else None
+
+    def add_member(self, username: str, password: str, email: str, role: str) -> Any:
+        """Make an existing account a member of the demo tenant as people join: the owner invites its address,
+        and the account, signed in, accepts. Returns the membership's JSON."""
+        invitation = self.api("POST", "/invitations", {"email": email, "role": role})
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        json_headers = {"Content-Type": "application/json"}
+        opener.open(urllib.request.Request(f"{self.base}/api/v1/auth/login", method="POST", headers=json_headers,
+                                           data=json.dumps({"username": username, "password": password}).encode()),
+                    timeout=60).close()
+        csrf = next(c.value for c in jar if c.name == "csrftoken")
+        opener.open(urllib.request.Request(f"{self.base}/api/v1/invitations/{invitation['id']}/accept", method="POST",
+                                           headers={"X-CSRFToken": csrf}), timeout=60).close()
+        members = self.api("GET", "/members?" + urllib.parse.urlencode({"email": email}))["results"]
+        return next(m for m in members if m["email"] == email)
 
     def new_key(self, role: str = "member") -> str:
         """A service account with ``role`` in the demo tenant, and a key for it."""

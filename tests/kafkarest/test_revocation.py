@@ -153,8 +153,8 @@ def test_revoking_a_key_ends_its_tails_and_instances_on_every_web_process(rest_s
 
 
 def _member(stack: RestStack) -> tuple[str, str, str, str]:
-    """A new user with a password, added to the demo tenant as an admin (the role's derived ACLs let it read)
-    with an API key; returns (username, password, key, membership id). Made as an operator would, with manage.py."""
+    """A new user with a password, invited to the demo tenant as an admin and accepting (the role's derived ACLs let
+    it read), with an API key; returns (username, password, key, membership id). Made with manage.py's shell."""
     name = f"member-{uuid.uuid4().hex[:8]}"
     password = f"pw-{uuid.uuid4().hex}"
     script = (
@@ -164,8 +164,9 @@ def _member(stack: RestStack) -> tuple[str, str, str, str]:
         "from controlplane.tenancy.models import Tenant\n"
         f"user = get_user_model().objects.create_user('{name}', email='{name}@example.com', password='{password}')\n"
         f"tenant = Tenant.objects.get(slug='{stack.tenant}')\n"
-        f"membership = services.membership_add(tenant=tenant, email='{name}@example.com', role='admin', "
+        f"invitation = services.invitation_create(tenant=tenant, email='{name}@example.com', role='admin', "
         "actor=SYSTEM_ACTOR)\n"
+        "membership = services.invitation_accept(invitation=invitation, user=user)\n"
         "issued = services.api_key_create(tenant=tenant, actor=SYSTEM_ACTOR, owner_user=user)\n"
         "print('MADE', issued.api_key.key_id + ':' + issued.secret, membership.id)\n")
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=stack.env,
@@ -224,8 +225,8 @@ def test_removing_a_member_ends_their_key_and_session_tails_and_instances(rest_s
             # The instance was deleted: back in the tenant, the same principal (their session) is told it does
             # not exist. (Its group membership may outlive it by the group's session timeout: the member's ACLs
             # can be gone before its consumer's LeaveGroup reaches the broker, which then refuses it.)
-            again = await asyncio.to_thread(stack.api, "POST", "/members", {"email": f"{username}@example.com",
-                                                                            "role": "viewer"})
+            again = await asyncio.to_thread(stack.add_member, username, password, f"{username}@example.com",
+                                            "viewer")
             deadline = time.monotonic() + WITHIN
             while (answer := await asyncio.to_thread(v2, stack, "GET", f"{member_instance}/subscription", key=None,
                                                      base=other, headers={"Cookie": cookie})).status != 404:

@@ -36,6 +36,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/invitations/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The signed-in user's open invitations, matched on their account's e-mail; accept or decline each.
+         *
+         *     Session users only: an API key is bound to one tenant and acts in no other. Anyone else's invitation is a 404.
+         */
+        get: operations["invitations_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/invitations/{id}/accept/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Join the tenant with the invitation's role. */
+        post: operations["invitations_accept_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/invitations/{id}/decline/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description The signed-in user's open invitations, matched on their account's e-mail; accept or decline each.
+         *
+         *     Session users only: an API key is bound to one tenant and acts in no other. Anyone else's invitation is a 404.
+         */
+        post: operations["invitations_decline_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/me/": {
         parameters: {
             query?: never;
@@ -692,6 +751,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/invitations/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
+         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         */
+        get: operations["tenants_invitations_list"];
+        put?: never;
+        /**
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
+         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         */
+        post: operations["tenants_invitations_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/invitations/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
+         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         */
+        get: operations["tenants_invitations_retrieve"];
+        put?: never;
+        post?: never;
+        /**
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
+         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         */
+        delete: operations["tenants_invitations_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/members/": {
         parameters: {
             query?: never;
@@ -699,11 +806,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Members of a tenant and their roles; only owners change them. */
+        /** @description Members of a tenant and their roles; only owners change them. People join by accepting an invitation. */
         get: operations["tenants_members_list"];
         put?: never;
-        /** @description Members of a tenant and their roles; only owners change them. */
-        post: operations["tenants_members_create"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -717,16 +823,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Members of a tenant and their roles; only owners change them. */
+        /** @description Members of a tenant and their roles; only owners change them. People join by accepting an invitation. */
         get: operations["tenants_members_retrieve"];
-        /** @description Members of a tenant and their roles; only owners change them. */
+        /** @description Members of a tenant and their roles; only owners change them. People join by accepting an invitation. */
         put: operations["tenants_members_update"];
         post?: never;
-        /** @description Members of a tenant and their roles; only owners change them. */
+        /** @description Members of a tenant and their roles; only owners change them. People join by accepting an invitation. */
         delete: operations["tenants_members_destroy"];
         options?: never;
         head?: never;
-        /** @description Members of a tenant and their roles; only owners change them. */
+        /** @description Members of a tenant and their roles; only owners change them. People join by accepting an invitation. */
         patch: operations["tenants_members_partial_update"];
         trace?: never;
     };
@@ -2008,6 +2114,37 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** @description An invitation as the tenant's owners see it. */
+        Invitation: {
+            /** Format: uuid */
+            readonly id: string;
+            /** Format: email */
+            readonly email: string;
+            readonly role: components["schemas"]["RoleEnum"];
+            readonly state: components["schemas"]["InvitationStateEnum"];
+            readonly invited_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly expires_at: string;
+            /** Format: date-time */
+            readonly responded_at: string | null;
+        };
+        InvitationCreateRequest: {
+            /** Format: email */
+            email: string;
+            /** @default member */
+            role: components["schemas"]["RoleEnum"];
+        };
+        /**
+         * @description * `pending` - Pending
+         *     * `accepted` - Accepted
+         *     * `declined` - Declined
+         *     * `revoked` - Revoked
+         *     * `expired` - Expired
+         * @enum {string}
+         */
+        InvitationStateEnum: "pending" | "accepted" | "declined" | "revoked" | "expired";
         /** @description A key as listed: never the secret, nor its hash. */
         IssuedApiKey: {
             readonly key_id: string;
@@ -2274,18 +2411,25 @@ export interface components {
             /** Format: date-time */
             readonly created_at: string;
         };
-        MembershipCreateRequest: {
-            /** Format: email */
-            email: string;
-            /** @default member */
-            role: components["schemas"]["RoleEnum"];
-        };
         MembershipUpdateRequest: {
             role: components["schemas"]["RoleEnum"];
         };
         Metadata: {
             self: string;
             resource_name?: string | null;
+        };
+        /** @description An open invitation as its invitee sees it: which tenant, which role, from whom. */
+        MyInvitation: {
+            /** Format: uuid */
+            readonly id: string;
+            readonly tenant: string;
+            readonly tenant_name: string;
+            readonly role: components["schemas"]["RoleEnum"];
+            readonly invited_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly expires_at: string;
         };
         /**
          * @description * `ALL` - ALL
@@ -2377,6 +2521,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Cluster"][];
         };
+        PaginatedInvitationList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["Invitation"][];
+        };
         PaginatedMembershipList: {
             /** @example 123 */
             count: number;
@@ -2391,6 +2550,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Membership"][];
+        };
+        PaginatedMyInvitationList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=400&limit=100
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?offset=200&limit=100
+             */
+            previous?: string | null;
+            results: components["schemas"]["MyInvitation"][];
         };
         PaginatedRebalanceList: {
             /** @example 123 */
@@ -3178,6 +3352,71 @@ export interface operations {
             query?: never;
             header?: never;
             path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    invitations_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedMyInvitationList"];
+                };
+            };
+        };
+    };
+    invitations_accept_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+        };
+    };
+    invitations_decline_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
             cookie?: never;
         };
         requestBody?: never;
@@ -4891,6 +5130,109 @@ export interface operations {
             };
         };
     };
+    tenants_invitations_list: {
+        parameters: {
+            query?: {
+                /** @description Number of results to return per page. */
+                limit?: number;
+                /** @description The initial index from which to return the results. */
+                offset?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /**
+                 * @description * `pending` - Pending
+                 *     * `accepted` - Accepted
+                 *     * `declined` - Declined
+                 *     * `revoked` - Revoked
+                 */
+                state?: "accepted" | "declined" | "pending" | "revoked";
+            };
+            header?: never;
+            path: {
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedInvitationList"];
+                };
+            };
+        };
+    };
+    tenants_invitations_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InvitationCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"];
+                };
+            };
+        };
+    };
+    tenants_invitations_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invitation"];
+                };
+            };
+        };
+    };
+    tenants_invitations_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     tenants_members_list: {
         parameters: {
             query?: {
@@ -4923,31 +5265,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PaginatedMembershipList"];
-                };
-            };
-        };
-    };
-    tenants_members_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                tenant_slug: string;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["MembershipCreateRequest"];
-            };
-        };
-        responses: {
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Membership"];
                 };
             };
         };

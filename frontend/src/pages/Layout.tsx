@@ -5,6 +5,7 @@ import { Navigate, NavLink, Outlet, useLocation, useNavigate, useParams } from "
 import { api, ApiError, unwrap } from "../api/client";
 import { ErrorText, Loading } from "../components/ui";
 import { useMe, useTenant } from "../session";
+import { MyInvitations } from "./Invitations";
 
 export function Layout() {
   const me = useMe();
@@ -19,7 +20,7 @@ export function Layout() {
   const tenants = me.data.tenants;
   if (!slug) {
     if (tenants.length) return <Navigate to={`/t/${tenants[0].slug}/clusters`} replace />;
-    return <main><p>You are not a member of any tenant yet.</p></main>;
+    return <main><p>You are not a member of any tenant yet.</p><MyInvitations /></main>;
   }
   if (!tenants.some((t) => t.slug === slug)) return <main><ErrorText error={`No tenant "${slug}" among yours.`} /></main>;
   const signOut = async () => {
@@ -60,6 +61,7 @@ export function Layout() {
         {can("admin") && <NavLink to={`${base}/audit`}>Audit log</NavLink>}
       </nav>
       <main key={location.pathname.split("/").slice(0, 5).join("/")}>
+        <MyInvitations />
         <Outlet />
       </main>
     </div>

@@ -29,8 +29,9 @@ export function MembersPage() {
   return (
     <>
       <h1>Members and roles</h1>
-      <p className="muted">Viewers read; members also produce and manage topics; admins manage clusters, ACLs, service accounts and every key; owners manage members.</p>
-      {owner && <Invite slug={slug} onDone={refresh} />}
+      <p className="muted">Viewers read; members also produce and manage topics; admins manage clusters, ACLs, service accounts and every key; owners invite members and manage roles. An invited person joins when they accept, signed in with the invited address.</p>
+      {owner && <Invite slug={slug} onDone={() => queryClient.invalidateQueries({ queryKey: ["invitations", slug] })} />}
+      {can("admin") && <PendingInvitations slug={slug} owner={owner} />}
       {members.isPending ? <Loading what="members" /> : <ErrorText error={members.error ?? change.error ?? remove.error} />}
       {members.data && (
         <DataTable caption="Members" data={members.data.results} rowId={(m) => m.id} columns={[
@@ -58,17 +59,51 @@ export function MembersPage() {
 function Invite({ slug, onDone }: { slug: string; onDone: () => void }) {
   const [email, setEmail] = useState("");
   const [role, setRole] = useState<Role>("member");
-  const add = useMutation({
-    mutationFn: () => unwrap(api.POST("/api/v1/tenants/{tenant_slug}/members/", { params: { path: { tenant_slug: slug } }, body: { email, role } })),
-    onSuccess: () => { setEmail(""); onDone(); },
+  const [sent, setSent] = useState("");
+  const invite = useMutation({
+    mutationFn: () => unwrap(api.POST("/api/v1/tenants/{tenant_slug}/invitations/", { params: { path: { tenant_slug: slug } }, body: { email, role } })),
+    onSuccess: (invitation) => { setSent(invitation.email); setEmail(""); onDone(); },
   });
   return (
-    <form className="inline-form" aria-label="Add a member" onSubmit={(e) => { e.preventDefault(); add.mutate(); }}>
-      <h2>Add a member</h2>
-      <label>Email of an existing user <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} /></label>
+    <form className="inline-form" aria-label="Invite a member" onSubmit={(e) => { e.preventDefault(); setSent(""); invite.mutate(); }}>
+      <h2>Invite a member</h2>
+      <label>Email <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} /></label>
       <label>Role <select aria-label="Role" value={role} onChange={(e) => setRole(e.target.value as Role)}>{ROLES.map((r) => <option key={r}>{r}</option>)}</select></label>
-      <button type="submit" disabled={add.isPending}>Add</button>
-      <ErrorText error={add.error} />
+      <button type="submit" disabled={invite.isPending}>Invite</button>
+      {sent && <p role="status">Invited {sent}: they join when they accept, signed in with that address.</p>}
+      <ErrorText error={invite.error} />
     </form>
+  );
+}
+
+const invitationCol = createColumnHelper<Schemas["Invitation"]>();
+
+/** The tenant's invitations that are still open (pending or expired), for owners to see and revoke. */
+function PendingInvitations({ slug, owner }: { slug: string; owner: boolean }) {
+  const queryClient = useQueryClient();
+  const path = { tenant_slug: slug };
+  const invitations = useQuery({
+    queryKey: ["invitations", slug],
+    queryFn: () => unwrap(api.GET("/api/v1/tenants/{tenant_slug}/invitations/", { params: { path, query: { state: "pending", limit: 500 } } })),
+  });
+  const revoke = useMutation({
+    mutationFn: (id: string) => unwrap(api.DELETE("/api/v1/tenants/{tenant_slug}/invitations/{id}/", { params: { path: { ...path, id } } })),
+    onSettled: () => queryClient.invalidateQueries({ queryKey: ["invitations", slug] }),
+  });
+  if (invitations.isPending) return <Loading what="invitations" />;
+  if (invitations.error || revoke.error) return <ErrorText error={invitations.error ?? revoke.error} />;
+  if (!invitations.data.results.length) return null;
+  return (
+    <DataTable caption="Pending invitations" data={invitations.data.results} rowId={(i) => i.id} columns={[
+      invitationCol.accessor("email", { header: "Email" }),
+      invitationCol.accessor("role", { header: "Role" }),
+      invitationCol.accessor("state", { header: "State" }),
+      invitationCol.accessor("invited_by", { header: "Invited by" }),
+      invitationCol.accessor("expires_at", { header: "Expires", cell: (x) => when(x.getValue()) }),
+      invitationCol.display({
+        id: "actions", header: "Actions",
+        cell: (x) => owner && <ConfirmButton label="Revoke" question={`Revoke the invitation of ${x.row.original.email}?`} onConfirm={() => revoke.mutate(x.row.original.id)} />,
+      }),
+    ]} />
   );
 }
