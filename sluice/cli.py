@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sluice import runtime
+from sluice.embedded import private_dir
 
 if TYPE_CHECKING:
     from dataplane.server.config import BrokerConfig
@@ -35,8 +36,9 @@ def _wait_for_port(host: str, port: int, timeout: float) -> bool:
 
 
 def _hold_lock(var: Path) -> int:
-    """One `sluice up` per var/ directory. flock dies with the process: never stale."""
-    var.mkdir(parents=True, exist_ok=True)
+    """One `sluice up` per var/ directory (made 0700: it holds every secret of the service). flock dies with the
+    process: never stale."""
+    private_dir(var)
     fd = os.open(var / "sluice-up.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

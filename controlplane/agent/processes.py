@@ -6,6 +6,10 @@ agent that restarts (or is SIGKILLed) finds its brokers again and adopts the
 running ones instead of starting second copies. Brokers are detached: their own
 session, their own log file, no parent-death signal, so they outlive the agent.
 
+Files: everything under ``root`` is the broker user's alone. Directories are 0700 and ``broker.toml`` (it holds
+the cluster's internal password and token key) is 0600, written through a 0600 temporary file and a rename, so
+no reader ever sees it with wider modes, on a first write or a rewrite.
+
 Thread-safety: one lock guards the table of nodes; the supervise loop and the
 Celery task threads all go through it. Slow waits (a broker's clean shutdown)
 happen outside it.
@@ -35,6 +39,29 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 STOP_TIMEOUT = 15.0
 INTERNAL_USERNAME = "__sluice"  # the cluster-internal principal (controlplane.clusters.credentials says why)
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def internal_username(version: int) -> str:
+    """The internal principal's login for a version of the cluster's secrets (``clusters.internal_secrets``)."""
+    return INTERNAL_USERNAME if version == 1 else f"{INTERNAL_USERNAME}-{version}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSecrets:
+    """One version of a cluster's internal password and token key (hex), as a broker config holds them."""
+
+    version: int
+    password: str
+    token_key: str
+
+    @property
+    def username(self) -> str:
+        return internal_username(self.version)
+
+    def __repr__(self) -> str:
+        return f"BrokerSecrets(version={self.version})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,22 +87,23 @@ class NodeSpec:
     rack: str | None = None
     generation: int = 1  # bumps when the control plane changes this node's config
     # An authenticated listener (SASL_PLAINTEXT, the authorizer on, the cluster-internal principal a super user).
-    # The internal password and the OAUTHBEARER token key are never part of the spec: the agent derives them
+    # The internal password and the OAUTHBEARER token key are never part of the spec (nor of the task that
+    # carries it): only their version is, and the agent reads that version from the control plane's database
     # when it writes the config.
     secure: bool = False
+    secrets_version: int = 1
     # TLS on that listener (SASL_SSL): the agent writes its host's certificate and key paths (``TlsFiles``).
     tls: bool = False
     # The plan's cap on one API key's connections to this broker (0: none).
     max_connections_per_key: int = 0
 
-    def config_toml(self, data_dir: Path, internal_password: str | None = None, token_key: str | None = None,
-                    tls: TlsFiles | None = None) -> str:
+    def config_toml(self, data_dir: Path, secrets: BrokerSecrets | None = None, tls: TlsFiles | None = None) -> str:
         listener = f"{self.listen_host}:{self.port}"
         if self.tls and tls is None:
             raise ValueError(f"node {self.cluster}/{self.node_id} needs TLS but this host has no certificate "
                              f"(SLUICE_TLS_CERT and SLUICE_TLS_KEY)")
         if self.secure:
-            if not internal_password:
+            if secrets is None or not secrets.password:
                 raise ValueError(f"node {self.cluster}/{self.node_id} is secure but has no internal password")
             listener = f"{'SASL_SSL' if self.tls else 'SASL_PLAINTEXT'}://{listener}"
         elif self.tls:
@@ -92,18 +120,19 @@ class NodeSpec:
         if self.rack:
             lines.append(f"broker.rack = {json.dumps(self.rack)}")
         if self.secure:
+            assert secrets is not None  # checked above
             lines += [
                 'sasl.enabled.mechanisms = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"',
                 "authorizer.enabled = true",
                 f"super.users = {json.dumps(f'User:{INTERNAL_USERNAME}')}",
-                f"inter.broker.sasl.username = {json.dumps(INTERNAL_USERNAME)}",
-                f"inter.broker.sasl.password = {json.dumps(internal_password)}",
+                f"inter.broker.sasl.username = {json.dumps(secrets.username)}",
+                f"inter.broker.sasl.password = {json.dumps(secrets.password)}",
                 'sasl.mechanism.inter.broker.protocol = "SCRAM-SHA-512"',
             ]
             if self.max_connections_per_key:
                 lines.append(f"max.connections.per.credential = {self.max_connections_per_key}")
-            if token_key:  # the control plane's per-principal tokens (REST, WebSocket and Spark as their callers)
-                lines.append(f"sasl.oauthbearer.token.key = {json.dumps(token_key)}")
+            if secrets.token_key:  # the control plane's per-principal tokens (REST, WebSocket, Spark as their callers)
+                lines.append(f"sasl.oauthbearer.token.key = {json.dumps(secrets.token_key)}")
         if self.tls and tls is not None:
             lines += [f"ssl.certificate = {json.dumps(tls.certificate)}", f"ssl.key = {json.dumps(tls.key)}"]
             if tls.ca:  # what brokers check each other against (without it: the shared certificate itself)
@@ -122,6 +151,7 @@ class NodeState:
     since: float = field(default_factory=time.time)
     message: str = ""
     started: float | None = None  # wall-clock start of the current process (a registration must be newer)
+    secrets_version: int | None = None  # the secrets version the current process was started with
 
 
 @dataclass(slots=True)
@@ -139,10 +169,11 @@ class _Node:
     since: float = field(default_factory=time.time)
     message: str = ""
     started_wall: float | None = None
+    running_version: int | None = None
 
     def report(self) -> NodeState:
         return NodeState(self.state, self.pid, self.restarts, self.last_exit_code, self.since, self.message,
-                         self.started_wall)
+                         self.started_wall, self.running_version)
 
 
 def _alive(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
@@ -175,16 +206,14 @@ class BrokerProcesses:
 
     def __init__(self, root: Path, host: str, *, python: str = sys.executable,
                  on_change: Callable[[NodeSpec, NodeState], None] | None = None,
-                 internal_password: Callable[[str], str] | None = None,
-                 token_key: Callable[[str], str] | None = None, tls: TlsFiles | None = None) -> None:
+                 secrets: Callable[[str, int], BrokerSecrets] | None = None, tls: TlsFiles | None = None) -> None:
         self.root = root
         self.host = host
         self.python = python
         self.on_change = on_change
-        # cluster id -> the internal principal's password, for secure nodes' configs (derived, never on disk
-        # except in the 0600 broker config).
-        self.internal_password = internal_password
-        self.token_key = token_key  # cluster id -> its OAUTHBEARER token key (hex), derived like the password
+        # (cluster id, version) -> that version of the cluster's secrets, for secure nodes' configs (read from the
+        # control plane when a config is written; never on disk except in the 0600 broker config).
+        self.secrets = secrets
         self.tls = tls  # for nodes whose spec asks for TLS
         self._nodes: dict[tuple[str, int], _Node] = {}
         self._lock = threading.Lock()
@@ -206,6 +235,7 @@ class BrokerProcesses:
         found: list[NodeSpec] = []
         if not self.root.is_dir():
             return found
+        self._private_dirs(self.root)
         for spec_file in sorted(self.root.glob("*/*/node.json")):
             try:
                 spec = NodeSpec(**json.loads(spec_file.read_text()))
@@ -219,6 +249,7 @@ class BrokerProcesses:
             if pid is not None and _alive(pid, None) and _runs_config(pid, self._config_path(node.directory)):
                 node.pid, node.state, node.started_at = pid, "Running", time.monotonic()
                 node.message = "adopted a running broker"
+                node.running_version = self._config_version(self._config_path(node.directory))
                 log.info("adopted broker %s/%d (pid %d)", spec.cluster, spec.node_id, pid)
             with self._lock:
                 self._nodes[(spec.cluster, spec.node_id)] = node
@@ -228,7 +259,7 @@ class BrokerProcesses:
     def ensure(self, spec: NodeSpec) -> NodeState:
         """Make ``spec`` a desired node; start it if it is not running. Idempotent."""
         directory = self.node_dir(spec.cluster, spec.node_id)
-        (directory / "data").mkdir(parents=True, exist_ok=True)
+        self._private_dirs(directory / "data")
         with self._lock:
             node = self._nodes.get((spec.cluster, spec.node_id))
             changed = node is None or node.spec != spec
@@ -237,7 +268,10 @@ class BrokerProcesses:
             if node is None:
                 node = _Node(spec, directory)
                 self._nodes[(spec.cluster, spec.node_id)] = node
-            restart = changed and node.pid is not None and node.spec != spec
+            # A broker runs its config until restarted: a new spec, or secrets of another version than the spec's
+            # (an agent stopped between writing node.json and restarting the broker adopts the old one).
+            stale = spec.secure and node.running_version not in (None, spec.secrets_version)
+            restart = node.pid is not None and ((changed and node.spec != spec) or stale)
             if changed:  # a new config deserves a prompt start, whatever the old one's back-off
                 node.failures, node.next_start = 0, 0.0
             node.spec = spec
@@ -325,13 +359,11 @@ class BrokerProcesses:
             return
         config = self._config_path(node.directory)
         try:
-            password = (self.internal_password(node.spec.cluster)
-                        if node.spec.secure and self.internal_password is not None else None)
-            token_key = (self.token_key(node.spec.cluster)
-                         if node.spec.secure and self.token_key is not None else None)
-            self._write_private(config, node.spec.config_toml(node.directory / "data", password, token_key,
-                                                                        self.tls))
-        except (OSError, ValueError) as exc:
+            secrets = (self.secrets(node.spec.cluster, node.spec.secrets_version)
+                       if node.spec.secure and self.secrets is not None else None)
+            self._private_dirs(node.directory / "data")
+            self._write_private(config, node.spec.config_toml(node.directory / "data", secrets, self.tls))
+        except (OSError, ValueError, KeyError) as exc:
             node.failures += 1
             node.next_start = now + min(BACKOFF_MAX, BACKOFF_START * 2 ** node.failures)
             node.state, node.message = "BackingOff", f"could not write its config: {exc}"
@@ -355,6 +387,7 @@ class BrokerProcesses:
         node.pid, node.started_at = node.proc.pid, now
         node.state, node.since = "Starting", time.time()
         node.started_wall = node.since
+        node.running_version = node.spec.secrets_version
         (node.directory / "broker.pid").write_text(f"{node.pid}\n")
         log.info("started broker %s/%d (pid %d, port %d)", node.spec.cluster, node.spec.node_id, node.pid,
                  node.spec.port)
@@ -395,22 +428,43 @@ class BrokerProcesses:
             return False
         return bool(lines) and "cannot listen" in lines[-1] and "in use" in lines[-1].lower()
 
+    def _private_dirs(self, directory: Path) -> None:
+        """Create ``directory`` and every level of it under ``root`` (root included) 0700, tightening existing ones
+        (a tree made by an older agent, or with a loose umask)."""
+        levels = [directory, *directory.parents]
+        for level in reversed(levels[:levels.index(self.root) + 1] if self.root in levels else [directory]):
+            level.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+            if level.stat().st_mode & 0o777 != PRIVATE_DIR:
+                level.chmod(PRIVATE_DIR)
+
     @staticmethod
     def _write_private(path: Path, text: str) -> None:
-        """Write a file only its owner can read (the broker config holds the internal password)."""
+        """Write a file only its owner can read (the broker config holds the cluster's secrets): a fresh 0600
+        temporary file renamed over it, so a rewrite never passes through wider modes, whatever the umask."""
         tmp = path.with_suffix(".tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
         with os.fdopen(fd, "w") as fh:
+            os.fchmod(fh.fileno(), PRIVATE_FILE)  # O_CREAT's mode is masked by the umask; this is not
             fh.write(text)
         os.replace(tmp, path)
 
+    @classmethod
+    def _write_spec(cls, directory: Path, spec: NodeSpec) -> None:
+        cls._write_private(directory / "node.json", json.dumps(asdict(spec), indent=2))
+
     @staticmethod
-    def _write_spec(directory: Path, spec: NodeSpec) -> None:
-        tmp = directory / "node.json.tmp"
-        tmp.write_text(json.dumps(asdict(spec), indent=2))
-        os.replace(tmp, directory / "node.json")
+    def _config_version(config: Path) -> int | None:
+        """The secrets version a written broker config holds (from its internal username), or None."""
+        try:
+            for line in config.read_text().splitlines():
+                if line.startswith("inter.broker.sasl.username"):
+                    name = json.loads(line.partition("=")[2].strip())
+                    return 1 if name == INTERNAL_USERNAME else int(name.rpartition("-")[2])
+        except (OSError, ValueError):
+            pass
+        return None
 
     @staticmethod
     def _read_pid(directory: Path) -> int | None:

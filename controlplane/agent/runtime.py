@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane.agent.processes import BrokerProcesses, NodeSpec, NodeState, TlsFiles
+from controlplane.agent.processes import BrokerProcesses, BrokerSecrets, NodeSpec, NodeState, TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,24 @@ def metadata_url() -> str:
     return str(settings.DATABASE_URL)
 
 
-def _internal_password(kafka_cluster_id: str) -> str:
-    from controlplane.clusters.credentials import internal_password
+def _secrets(kafka_cluster_id: str, version: int) -> BrokerSecrets:
+    """A version of the cluster's secrets, read from the control plane's database as the config is written.
 
-    return internal_password(kafka_cluster_id)
+    KeyError (the version is gone: a stale spec) and database errors become ValueError, which backs the broker
+    off; the next reconcile sends a spec with the version to use.
+    """
+    from django.core.exceptions import ObjectDoesNotExist
+    from django.db import DatabaseError, close_old_connections
+
+    from controlplane.clusters import internal_secrets
+
+    try:
+        return internal_secrets.of_version(kafka_cluster_id, version).broker_secrets
+    except (KeyError, ObjectDoesNotExist) as exc:
+        raise ValueError(f"no secrets of version {version} for cluster {kafka_cluster_id}") from exc
+    except DatabaseError as exc:
+        close_old_connections()
+        raise ValueError(f"cannot read the cluster's secrets: {exc}") from exc
 
 
 def _tls_files() -> TlsFiles | None:
@@ -54,12 +68,6 @@ def _tls_files() -> TlsFiles | None:
     if not settings.SLUICE_TLS_CERT or not settings.SLUICE_TLS_KEY:
         return None
     return TlsFiles(settings.SLUICE_TLS_CERT, settings.SLUICE_TLS_KEY, settings.SLUICE_TLS_CA)
-
-
-def _token_key(kafka_cluster_id: str) -> str:
-    from controlplane.clusters.principals import cluster_token_key
-
-    return cluster_token_key(kafka_cluster_id).hex()
 
 
 def processes_for(host: str) -> BrokerProcesses:
@@ -131,7 +139,7 @@ def run(options: AgentOptions) -> int:
 
     _listen_host = options.listen_host
     processes = BrokerProcesses(options.root, options.host, on_change=_on_change,
-                                internal_password=_internal_password, token_key=_token_key, tls=_tls_files())
+                                secrets=_secrets, tls=_tls_files())
     _processes = processes
     adopted = processes.adopt()
     log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))

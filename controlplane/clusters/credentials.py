@@ -5,12 +5,14 @@ on, or with ``SASL_SSL`` when the deployment has a certificate and key
 (``SLUICE_TLS_CERT``/``SLUICE_TLS_KEY``): then every client config names the CA
 to trust (``ssl.ca.location``) and the cluster's status carries its PEM.
 Brokers talk to each other, and the control plane talks to them, as the
-cluster-internal principal ``User:__sluice``, a super user. Its password is
-derived, never stored: HMAC-SHA256 of Django's ``SECRET_KEY`` over the cluster's
-id, so the control plane and each host's agent (which writes it into the broker
-config, mode 0600) compute the same one, and nothing secret crosses the task
-queue. Rotating ``SECRET_KEY`` rotates every internal password (brokers pick the
-new one up on their next start; their stored credential is rewritten then).
+cluster-internal principal ``User:__sluice``, a super user. Its password is a
+random secret of the cluster's own (``ClusterSecret``, read through
+``clusters.internal_secrets``), made with the cluster: nothing derives it, so
+reading ``SECRET_KEY`` or one cluster's broker config gives no other cluster.
+Each host's agent reads it from the database when it writes a broker's config
+(mode 0600); only its version crosses the task queue. A rotation
+(``cluster_secrets_rotate``) rolls the brokers onto a new one
+(``secret_plan`` says how) and the control plane follows once they all run it.
 
 ``client_config`` is the one place any control-plane Kafka client gets its
 librdkafka settings for a cluster.
@@ -18,29 +20,28 @@ librdkafka settings for a cluster.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from pathlib import Path
 
 from django.conf import settings
 
-from controlplane.agent.processes import INTERNAL_USERNAME
+from controlplane.clusters import internal_secrets
+from controlplane.clusters.internal_secrets import INTERNAL_PRINCIPAL, INTERNAL_USERNAME
 from controlplane.clusters.models import BrokerNode, Cluster
 from dataplane.client.admin import ClusterAdmin
 
 # librdkafka settings frozen into a hashable value (sorted items), to key pools of clients by.
 ClientSettings = tuple[tuple[str, str], ...]
 
-INTERNAL_PRINCIPAL = f"User:{INTERNAL_USERNAME}"
+__all__ = ["INTERNAL_PRINCIPAL", "INTERNAL_USERNAME"]
 INTERNAL_MECHANISM = "SCRAM-SHA-512"  # what brokers use between themselves, so its credential is always there
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")  # the listeners of managed clusters, without and with TLS
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def internal_password(kafka_cluster_id: str) -> str:
-    """The cluster-internal principal's password: HMAC-SHA256(SECRET_KEY, "cluster-internal:" + cluster id)."""
-    return hmac.new(settings.SECRET_KEY.encode(), f"cluster-internal:{kafka_cluster_id}".encode(),
-                    hashlib.sha256).hexdigest()
+def internal_login(cluster: Cluster | str) -> tuple[str, str]:
+    """(username, password) the control plane logs in to ``cluster`` (the row or its Kafka id) with now."""
+    current = internal_secrets.current(cluster)
+    return current.username, current.password
 
 
 def tls_enabled() -> bool:
@@ -74,13 +75,14 @@ def client_config(cluster: Cluster, *, bootstrap: str | None = None) -> dict[str
 
     ``bootstrap`` when the caller already has the broker list (reconcile); otherwise it is read.
     """
+    username, password = internal_login(cluster)
     return {
         "bootstrap.servers": bootstrap_servers(cluster) if bootstrap is None else bootstrap,
         "security.protocol": security_protocol(),
         **tls_client_settings(),
         "sasl.mechanism": INTERNAL_MECHANISM,
-        "sasl.username": INTERNAL_USERNAME,
-        "sasl.password": internal_password(cluster.kafka_cluster_id),
+        "sasl.username": username,
+        "sasl.password": password,
     }
 
 

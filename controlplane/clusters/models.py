@@ -7,6 +7,7 @@ bump ``generation``) with ``save(update_fields=...)``; reconcile writes only
 
 from __future__ import annotations
 
+import secrets
 import uuid
 
 from django.db import models
@@ -57,6 +58,43 @@ class Cluster(models.Model):
         return self.name
 
 
+def new_internal_password() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def new_token_key() -> str:
+    """32 random bytes, hex (what a broker's ``sasl.oauthbearer.token.key`` takes)."""
+    return secrets.token_bytes(32).hex()
+
+
+class ClusterSecret(models.Model):
+    """A cluster's internal secrets: the ``__sluice`` password and the OAUTHBEARER token key, random per cluster.
+
+    A table of its own, not fields on ``Cluster``: no serializer, admin, audit diff or ``values()`` of clusters
+    can reach them, and only the code that needs them (``clusters.secrets``) loads them. ``version`` numbers the
+    current pair; ``next_*`` hold the pair a rotation moves to, until every broker runs it (``secret_plan``).
+    Written by ``cluster_create``/``cluster_secrets_rotate`` (request) and by reconcile (promotion) only.
+    """
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="secret")
+    version = models.PositiveIntegerField(default=1)
+    internal_password = models.CharField(max_length=128, default=new_internal_password)
+    token_key = models.CharField(max_length=128, default=new_token_key)
+    next_internal_password = models.CharField(max_length=128, blank=True, default="")
+    next_token_key = models.CharField(max_length=128, blank=True, default="")
+    rotation_requested_at = models.DateTimeField(null=True, blank=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def next_version(self) -> int | None:
+        return self.version + 1 if self.next_internal_password else None
+
+    def __repr__(self) -> str:  # never the values, wherever a row ends up printed
+        return f"<ClusterSecret {self.cluster_id} v{self.version}{' rotating' if self.next_version else ''}>"
+
+    __str__ = __repr__
+
+
 class Agent(models.Model):
     """A dataplane host: one agent (a Celery worker on queue ``agent.<host>``) runs its brokers.
 
@@ -95,6 +133,8 @@ class BrokerNode(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="nodes")
     port = models.PositiveIntegerField()
     rack = models.CharField(max_length=64, blank=True, default="")
+    # The version of the cluster's secrets this node's broker is to run with (ClusterSecret); moved by a roll.
+    secrets_version = models.PositiveIntegerField(default=1)
     removal_requested_at = models.DateTimeField(null=True, blank=True)
     process = models.JSONField(default=dict)  # {"state", "pid", "restarts", "last_exit_code", "since", "message"}
     created_at = models.DateTimeField(auto_now_add=True)

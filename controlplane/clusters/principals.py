@@ -2,9 +2,11 @@
 
 The control plane keeps only hashes of API key secrets, so it cannot log in with a caller's key. Instead it
 mints a short-lived SASL/OAUTHBEARER token for the caller's principal (``dataplane.security.oauthbearer``),
-signed HS256 with the cluster's token key: HMAC-SHA256(SECRET_KEY, "token-key:" + cluster id), which the
-agent writes into the broker's 0600 config. The broker checks signature, audience (the cluster id) and expiry,
-and its ACLs then decide for the caller exactly as for any Kafka client of that principal.
+signed HS256 with the cluster's token key: 32 random bytes of its own (``ClusterSecret``, made with the
+cluster, nothing derived from SECRET_KEY), which the agent writes into the broker's 0600 config; after a
+rotation, tokens signed with the old key are refused once the brokers run the new one. The broker checks
+signature, audience (the cluster id) and expiry, and its ACLs then decide for the caller exactly as for any
+Kafka client of that principal.
 
 Built on ``controlplane.clusters.credentials.client_config`` (the control plane's own settings for a cluster,
 as the internal super user): :func:`as_principal` swaps its credentials for the principal's tokens. On a
@@ -16,11 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django.conf import settings
-
+from controlplane.clusters import internal_secrets
 from controlplane.clusters.credentials import SASL_PROTOCOLS, client_config
 from controlplane.clusters.models import Cluster
-from dataplane.security.oauthbearer import mint, token_key
+from dataplane.security.oauthbearer import mint
 
 TOKEN_LIFETIME_SECONDS = 15 * 60  # librdkafka refreshes at 80 %, and re-authenticates its connections (KIP-368)
 _CREDENTIAL_KEYS = ("sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password", "oauth_cb")
@@ -34,8 +35,11 @@ def spark_options_for(cluster: Cluster, principal: str, *, lifetime_seconds: flo
 
 
 def cluster_token_key(kafka_cluster_id: str) -> bytes:
-    """The key a cluster's brokers check OAUTHBEARER tokens with (the agent writes it into their config)."""
-    return token_key(settings.SECRET_KEY, kafka_cluster_id)
+    """The key a cluster's brokers check OAUTHBEARER tokens with (the agent writes it into their config).
+
+    The one this process loaded last (every ``client_config`` loads it), so it costs no query on an event loop.
+    """
+    return internal_secrets.token_key(kafka_cluster_id)
 
 
 def principal_name(principal: str) -> str:
@@ -56,7 +60,9 @@ def token_source(kafka_cluster_id: str, principal: str,
     key = cluster_token_key(kafka_cluster_id)
 
     def refresh(_oauthbearer_config: str) -> tuple[str, float, str, dict[str, str]]:
-        token, expires = mint(key, principal_name=name, audience=kafka_cluster_id, lifetime_seconds=lifetime_seconds)
+        # A long-lived client follows a rotation: the key this process loaded last, not the one it started with.
+        token, expires = mint(internal_secrets.remembered_token_key(kafka_cluster_id) or key, principal_name=name,
+                              audience=kafka_cluster_id, lifetime_seconds=lifetime_seconds)
         return token, expires, name, {}
     return refresh
 

@@ -21,7 +21,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from controlplane.agent.processes import NodeSpec
-from controlplane.clusters import metadata, provisioning
+from controlplane.clusters import internal_secrets, metadata, provisioning
 from controlplane.clusters.credentials import security_status, tls_enabled
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.plans import PLAN_LIMITS
@@ -92,7 +92,7 @@ def node_spec(cluster: Cluster, node: BrokerNode) -> NodeSpec:
     # listen_host and the metadata URL are the agent's own (they differ per host); it fills them in.
     return NodeSpec(cluster=cluster.kafka_cluster_id, node_id=node.node_id, host=node.agent_id, listen_host="",
                     advertised_host=node.agent.advertised_host, port=node.port, metadata_url="",
-                    rack=node.rack or None, secure=True, tls=tls_enabled(),
+                    rack=node.rack or None, secure=True, tls=tls_enabled(), secrets_version=node.secrets_version,
                     max_connections_per_key=PLAN_LIMITS[cluster.plan].max_connections_per_key)
 
 
@@ -118,7 +118,8 @@ def _act(cluster: Cluster, actions: list[provisioning.Action], nodes: list[Broke
             try:
                 with transaction.atomic():
                     node = BrokerNode.objects.create(cluster=cluster, node_id=action.node_id, agent_id=action.host,
-                                                     port=action.port, rack=action.rack)
+                                                     port=action.port, rack=action.rack,
+                                                     secrets_version=internal_secrets.current_version(cluster))
             except IntegrityError:  # another cluster took the port meanwhile: the next pass places again
                 continue
             node = BrokerNode.objects.select_related("agent").get(pk=node.pk)
@@ -248,6 +249,7 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
         brokers_ready = provisioning.converged(view)
         topics: dict[str, Any] = {}
         credentials: dict[str, Any] = {}
+        secrets: dict[str, Any] = {}
         if brokers_ready:
             from controlplane.clusters.credential_reconcile import reconcile_credentials
 
@@ -263,6 +265,10 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
 
             topics = _merged(topics, reconcile_quotas(cluster, bootstrap=_bootstrap(nodes)))
             topics = _merged(topics, {k: v for k, v in credentials.items() if k != "keys"})
+            from controlplane.clusters.secret_reconcile import reconcile_secrets
+
+            secrets = reconcile_secrets(cluster, view, nodes, in_sync=not topics.get("under_replicated_partitions"),
+                                        ensure=lambda node: _send_ensure(cluster, node))
         rebalancing = False
         if brokers_ready and not topics.get("pending"):
             from controlplane.clusters.rebalancing import rebalance_pass
@@ -270,11 +276,15 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
             rebalancing = rebalance_pass(cluster, _bootstrap(nodes))
         # Under-replicated partitions keep the passes coming until they are back in sync (Degraded clears).
         done = (brokers_ready and not topics.get("pending") and not topics.get("under_replicated_partitions")
-                and not rebalancing and not view.deleting)
+                and not rebalancing and not view.deleting and not secrets.get("pending"))
         observed = generation if done else cluster.status.get("observed_generation", 0)
         status = _status(cluster, view, nodes, brokers_ready=brokers_ready, topics=topics, problem=problem,
                          observed=observed)
         if credentials:
             status["credentials"] = {"api_keys": credentials["keys"]}
+        if secrets:  # the version and whether a rotation runs, never a value
+            status["secrets"] = {"version": secrets["version"], "rotating": secrets["rotating"]}
+        elif "secrets" in cluster.status:  # a broker down (mid-roll, say): the last word stands
+            status["secrets"] = cluster.status["secrets"]
         Cluster.objects.filter(pk=cluster.pk).update(status=status)
         return Outcome(done=done)

@@ -15,7 +15,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from controlplane.audit.services import audit_record
-from controlplane.clusters.models import Cluster
+from controlplane.clusters.models import Cluster, ClusterSecret, new_internal_password, new_token_key
 from controlplane.clusters.plans import PLAN_LIMITS, TenantLimits, TenantUsage, tenant_limit_refusal
 from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
@@ -102,6 +102,7 @@ def cluster_create(*, tenant: Tenant, name: str, plan: str, actor: Actor, broker
     _check_tenant_limits(tenant, add_clusters=1, add_brokers=spec["broker_count"])
     cluster = Cluster.objects.create(tenant=tenant, name=name, plan=plan, spec=spec, generation=1,
                                      status=pending_status("cluster"))
+    ClusterSecret.objects.create(cluster=cluster)  # random password and token key (the model's defaults)
     audit_record(tenant=tenant, actor=actor, action="cluster.create", target_type="cluster",
                  target_id=str(cluster.id), data={"name": name, "plan": plan, "spec": spec})
     request_reconcile(cluster)
@@ -201,3 +202,27 @@ def cluster_delete(*, cluster: Cluster, actor: Actor) -> bool:
     cluster.save(update_fields=["deletion_requested_at", "generation", "updated_at"])
     request_reconcile(cluster)
     return False
+
+
+@transaction.atomic
+def cluster_secrets_rotate(*, cluster: Cluster, actor: Actor) -> int:
+    """Ask for new internal secrets (password and token key); reconcile rolls the brokers onto them.
+
+    Returns the version rotated to. Asking again while a rotation runs changes nothing (the same version).
+    The audit row names the version only, never a value.
+    """
+    cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    _deleting(cluster)
+    secret = ClusterSecret.objects.select_for_update().get(cluster=cluster)
+    if secret.next_version is not None:
+        return secret.next_version
+    secret.next_internal_password, secret.next_token_key = new_internal_password(), new_token_key()
+    secret.rotation_requested_at = timezone.now()
+    secret.save(update_fields=["next_internal_password", "next_token_key", "rotation_requested_at"])
+    cluster.generation += 1  # a change of desired state: observed_generation catches up when the roll is done
+    cluster.save(update_fields=["generation", "updated_at"])
+    version = secret.version + 1
+    audit_record(tenant=cluster.tenant, actor=actor, action="cluster.secrets_rotate", target_type="cluster",
+                 target_id=str(cluster.id), data={"from_version": secret.version, "to_version": version})
+    request_reconcile(cluster)
+    return version

@@ -105,6 +105,17 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             None if given["broker"] is None else str(given["broker"]))
         return Response(throughput.history(cluster, scope=given["scope"], name=name, minutes=given["minutes"]))
 
+    @extend_schema(request=None, responses={202: ClusterSerializer})
+    @action(detail=True, methods=["post"], url_path="rotate-secrets")
+    def rotate_secrets(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """Replace the cluster's internal password and token key (admins): brokers restart one at a time onto
+        the new ones, then the old ones stop working. ``status.secrets`` shows the version and the roll;
+        asking again during a roll changes nothing."""
+        cluster = self.get_object()
+        services.cluster_secrets_rotate(cluster=cluster, actor=self.actor)
+        cluster.refresh_from_db()
+        return Response(ClusterSerializer(cluster).data, status=status.HTTP_202_ACCEPTED)
+
     @extend_schema(request=ClusterWriteSerializer, responses={200: ClusterSerializer})
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
         return self.update(request, tenant_slug, pk)

@@ -6,8 +6,8 @@ key secret (it keeps only a hash), and PLAIN's authorization id is not settable 
 signs with a key the broker shares names any principal, expires in minutes, and every client library
 supports the mechanism (confluent-kafka ``oauth_cb``, kafka-python and aiokafka token providers).
 
-A token is a JWT signed HS256 with the cluster's token key (the control plane derives it from its
-``SECRET_KEY`` and the cluster id; the broker reads it from its 0600 config file); claims: ``sub`` the
+A token is a JWT signed HS256 with the cluster's token key (random per cluster, kept by the control plane;
+the broker reads it from its 0600 config file); claims: ``sub`` the
 principal's name (``u-42``, ``sa-<uuid>``), ``aud`` the cluster id, ``exp`` (and optionally ``iat``/``nbf``).
 The broker checks the signature, the audience and the expiry, and gives the session a lifetime that ends
 with the token (KIP-368), so a connection whose token expired re-authenticates or is closed.
@@ -40,7 +40,8 @@ _BEARER = re.compile(r"^Bearer ([A-Za-z0-9._~+/=-]+)$")  # RFC 6750 b64token, wi
 
 
 def token_key(secret: str, cluster_id: str) -> bytes:
-    """The cluster's token key: HMAC-SHA256(secret, "token-key:" + cluster id). One function for both sides."""
+    """A token key derived from a secret: HMAC-SHA256(secret, "token-key:" + cluster id). For brokers run by hand
+    and tests; managed clusters' keys are random (``controlplane.clusters.internal_secrets``)."""
     return hmac.new(secret.encode(), f"token-key:{cluster_id}".encode(), hashlib.sha256).digest()
 
 

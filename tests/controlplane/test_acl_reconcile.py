@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin, internal_password
+from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import kafka_principal
 from controlplane.streams.acl_reconcile import reconcile_acls
@@ -18,8 +18,14 @@ from controlplane.tenancy.models import Role
 from dataplane.client.admin import AclSpec
 from tests.controlplane.factories import ClusterFactory, MembershipFactory, UserFactory
 from tests.dataplane.server.processes import LoggedBroker
+from tests.secured_broker import broker_secrets, store_secrets
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("security")]
+
+
+def _stored(cluster: Cluster) -> Cluster:
+    store_secrets(cluster)  # the secrets its broker runs with
+    return cluster
 
 
 def _broker(root: Path, authorizer: bool) -> LoggedBroker:
@@ -29,13 +35,13 @@ def _broker(root: Path, authorizer: bool) -> LoggedBroker:
     config = root / "broker.toml"
     config.write_text('listeners = "SASL_PLAINTEXT://127.0.0.1:0"\n'
                       f"authorizer.enabled = {'true' if authorizer else 'false'}\n"
-                      f'inter.broker.sasl.username = "{INTERNAL_USERNAME}"\n'
-                      f'inter.broker.sasl.password = "{internal_password(cluster_id)}"\n')
+                      f'inter.broker.sasl.username = "{broker_secrets(cluster_id).username}"\n'
+                      f'inter.broker.sasl.password = "{broker_secrets(cluster_id).password}"\n')
     return LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
 
 
 def _cluster(broker: LoggedBroker) -> Cluster:
-    return ClusterFactory(kafka_cluster_id=broker.cluster_id)
+    return _stored(ClusterFactory(kafka_cluster_id=broker.cluster_id))
 
 
 @pytest.fixture(scope="module")

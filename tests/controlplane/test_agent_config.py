@@ -1,19 +1,28 @@
-"""The broker config an agent writes for a managed node: authenticated, the internal password in a 0600 file only."""
+"""The broker config an agent writes for a managed node: authenticated, the internal password in a 0600 file only,
+in directories only the broker's user can enter, whatever the umask and however often it is rewritten."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trustme
 
-from controlplane.agent.processes import BrokerProcesses, NodeSpec, TlsFiles
-from controlplane.clusters.credentials import INTERNAL_PRINCIPAL, internal_password
+from controlplane.agent.processes import BrokerProcesses, BrokerSecrets, NodeSpec, TlsFiles
+from controlplane.clusters.credentials import INTERNAL_PRINCIPAL
 from dataplane.server.config import BrokerConfig, settings_from_file
+
+SECRETS = BrokerSecrets(1, "p" * 43, "ab" * 32)
+
+
+def _secrets(cluster: str, version: int) -> BrokerSecrets:
+    return dataclasses.replace(SECRETS, version=version, password=f"{cluster}-v{version}-" + "p" * 32)
 
 
 def _spec(secure: bool) -> NodeSpec:
@@ -22,9 +31,9 @@ def _spec(secure: bool) -> NodeSpec:
 
 
 def test_a_secure_node_gets_sasl_the_authorizer_and_the_internal_super_user(tmp_path: Path) -> None:
-    password = internal_password("skc-test")
+    password = SECRETS.password
     path = tmp_path / "broker.toml"
-    path.write_text(_spec(True).config_toml(tmp_path / "data", password))
+    path.write_text(_spec(True).config_toml(tmp_path / "data", SECRETS))
     fields = {name: value for name, (_, value) in settings_from_file(path).items()}
     config = BrokerConfig(**fields)
     assert config.security_protocol == "SASL_PLAINTEXT" and config.sasl
@@ -36,15 +45,13 @@ def test_a_secure_node_gets_sasl_the_authorizer_and_the_internal_super_user(tmp_
 def test_a_node_caps_each_api_keys_connections_as_its_plan_says(tmp_path: Path) -> None:
     spec = dataclasses.replace(_spec(True), max_connections_per_key=200)
     path = tmp_path / "broker.toml"
-    path.write_text(spec.config_toml(tmp_path / "data", internal_password("skc-test")))
+    path.write_text(spec.config_toml(tmp_path / "data", SECRETS))
     fields = {name: value for name, (_, value) in settings_from_file(path).items()}
     assert BrokerConfig(**fields).max_connections_per_credential == 200
-    assert "max.connections.per.credential" not in _spec(True).config_toml(tmp_path, "x" * 32)
+    assert "max.connections.per.credential" not in _spec(True).config_toml(tmp_path, SECRETS)
 
 
-def test_the_internal_password_is_derived_per_cluster_and_never_in_the_spec(tmp_path: Path) -> None:
-    assert internal_password("skc-a") != internal_password("skc-b")
-    assert internal_password("skc-a") == internal_password("skc-a")
+def test_the_internal_password_is_never_in_the_spec(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no internal password"):
         _spec(True).config_toml(tmp_path)
     assert "sasl" not in _spec(False).config_toml(tmp_path)
@@ -52,15 +59,47 @@ def test_the_internal_password_is_derived_per_cluster_and_never_in_the_spec(tmp_
     # `true` stands in for the interpreter: the config is written before the process starts, which exits at once.
     true = shutil.which("true")
     assert true is not None
-    processes = BrokerProcesses(tmp_path, "h1", python=true, internal_password=internal_password)
+    processes = BrokerProcesses(tmp_path, "h1", python=true, secrets=_secrets)
     processes.ensure(_spec(True))
     processes.stop_all()
     directory = processes.node_dir("skc-test", 1)
     config = directory / "broker.toml"
     assert oct(config.stat().st_mode & 0o777) == "0o600"
-    assert internal_password("skc-test") in config.read_text()
-    assert internal_password("skc-test") not in (directory / "node.json").read_text()
+    assert _secrets("skc-test", 1).password in config.read_text()
+    assert _secrets("skc-test", 1).password not in (directory / "node.json").read_text()
     assert json.loads((directory / "node.json").read_text())["secure"] is True
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_files_and_directories_under_the_root_are_the_brokers_users_only(tmp_path: Path) -> None:
+    """0700 directories from the root down, 0600 config and spec, on the first write and on a rewrite (a new
+    secrets version), with a permissive umask and a tree an older agent left with loose modes."""
+    true = shutil.which("true")
+    assert true is not None
+    root = tmp_path / "clusters"
+    (root / "skc-test" / "1" / "data").mkdir(parents=True, mode=0o755)
+    for loose in (root, root / "skc-test", root / "skc-test" / "1", root / "skc-test" / "1" / "data"):
+        loose.chmod(0o755)
+    previous = os.umask(0o000)
+    try:
+        processes = BrokerProcesses(root, "h1", python=true, secrets=_secrets)
+        processes.ensure(_spec(True))
+        directory = processes.node_dir("skc-test", 1)
+        (directory / "broker.toml").chmod(0o644)  # loosened by hand: a rewrite puts it back
+        processes.ensure(dataclasses.replace(_spec(True), secrets_version=2))
+        processes.stop_all()
+    finally:
+        os.umask(previous)
+    config = directory / "broker.toml"
+    assert 'inter.broker.sasl.username = "__sluice-2"' in config.read_text()
+    assert _secrets("skc-test", 2).password in config.read_text()
+    assert _mode(config) == 0o600 and _mode(directory / "node.json") == 0o600
+    for level in (root, root / "skc-test", directory, directory / "data"):
+        assert _mode(level) == 0o700, level
+    assert not list(directory.glob("*.tmp"))
 
 
 def _tls_files(tmp_path: Path) -> TlsFiles:
@@ -76,22 +115,23 @@ def test_a_tls_node_listens_with_sasl_ssl_and_the_hosts_certificate(tmp_path: Pa
     files = _tls_files(tmp_path)
     spec = dataclasses.replace(_spec(True), tls=True)
     path = tmp_path / "broker.toml"
-    path.write_text(spec.config_toml(tmp_path / "data", internal_password("skc-test"), tls=files))
+    path.write_text(spec.config_toml(tmp_path / "data", SECRETS, tls=files))
     config = BrokerConfig(**{name: value for name, (_, value) in settings_from_file(path).items()})
     assert config.security_protocol == "SASL_SSL" and config.sasl and config.tls
     assert (config.ssl_certificate, config.ssl_key, config.ssl_ca) == (
         Path(files.certificate), Path(files.key), Path(str(files.ca)))
     with pytest.raises(ValueError, match="no certificate"):  # the spec wants TLS, this host has no certificate
-        spec.config_toml(tmp_path / "data", internal_password("skc-test"))
-    assert "ssl." not in _spec(True).config_toml(tmp_path / "data", internal_password("skc-test"), tls=files)
+        spec.config_toml(tmp_path / "data", SECRETS)
+    assert "ssl." not in _spec(True).config_toml(tmp_path / "data", SECRETS, tls=files)
 
 
+@pytest.mark.django_db
 def test_client_settings_and_status_name_tls_and_its_ca(settings: Any, tmp_path: Path) -> None:
     from controlplane.clusters.credentials import client_config, security_status, tls_enabled
-    from controlplane.clusters.models import Cluster
     from controlplane.clusters.principals import spark_options
+    from tests.controlplane.factories import ClusterFactory
 
-    cluster = Cluster(kafka_cluster_id="skc-tls")
+    cluster = ClusterFactory(kafka_cluster_id="skc-tls")
     assert not tls_enabled() and "ssl.ca.location" not in client_config(cluster, bootstrap="b:1")
     assert security_status()["security_protocol"] == "SASL_PLAINTEXT" and "ssl_ca_pem" not in security_status()
     files = _tls_files(tmp_path)

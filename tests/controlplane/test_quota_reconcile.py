@@ -9,13 +9,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin, internal_password
+from controlplane.clusters.credentials import cluster_admin
+from controlplane.clusters.models import Cluster
 from controlplane.streams.models import ClientQuota
 from controlplane.streams.quota_reconcile import reconcile_quotas
 from tests.controlplane.factories import ClusterFactory
 from tests.dataplane.server.processes import LoggedBroker
+from tests.secured_broker import broker_secrets, store_secrets
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("quotas")]
+
+
+def _stored(cluster: Cluster) -> Cluster:
+    store_secrets(cluster)  # the secrets its broker runs with
+    return cluster
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +31,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
     cluster_id = f"test-{uuid.uuid4().hex[:12]}"
     config = root / "broker.toml"
     config.write_text('listeners = "SASL_PLAINTEXT://127.0.0.1:0"\nauthorizer.enabled = true\n'
-                      f'inter.broker.sasl.username = "{INTERNAL_USERNAME}"\n'
-                      f'inter.broker.sasl.password = "{internal_password(cluster_id)}"\n')
+                      f'inter.broker.sasl.username = "{broker_secrets(cluster_id).username}"\n'
+                      f'inter.broker.sasl.password = "{broker_secrets(cluster_id).password}"\n')
     process = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
     process.start()
     try:
@@ -35,7 +42,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
 
 
 def test_quotas_are_applied_followed_and_drift_corrected(broker: LoggedBroker) -> None:
-    cluster = ClusterFactory(kafka_cluster_id=broker.cluster_id)
+    cluster = _stored(ClusterFactory(kafka_cluster_id=broker.cluster_id))
     account = "User:sa-0b7c6a5e-0000-4000-8000-000000000001"
     row = ClientQuota.objects.create(cluster=cluster, principal=account, producer_byte_rate=1_000_000,
                                      max_connections=20)

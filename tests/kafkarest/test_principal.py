@@ -1,7 +1,7 @@
 """REST produce, v2 consumers and the WebSocket tail act on the broker as the caller's principal.
 
 A real broker secured as a managed cluster's (tests/secured_broker.py: SASL_PLAINTEXT, the authorizer on, the
-control plane's internal super user and the cluster's token key derived from this process's SECRET_KEY); the
+control plane's internal super user and the cluster's token key, stored as the cluster row's secrets); the
 service's ASGI application served by a real uvicorn server in this process on a free port (so it reads the test
 database), and real HTTP, WebSocket and Kafka clients.
 The tenant's member has an API key; its owner's principal (``User:u-<id>``) gets ACLs from the test as the
@@ -51,7 +51,7 @@ from sluice.embedded import free_port
 from tests.controlplane.conftest import TenantWorld, make_world
 from tests.controlplane.factories import ClusterFactory
 from tests.dataplane.server.processes import LoggedBroker
-from tests.secured_broker import secured_broker, super_user_config
+from tests.secured_broker import secured_broker, store_secrets, super_user_config
 
 pytestmark = [pytest.mark.xdist_group("principal"), pytest.mark.django_db(transaction=True)]
 
@@ -149,6 +149,7 @@ def setting(broker: LoggedBroker, server: str) -> Iterator[Setting]:
                                  port_min=broker.port, port_max=broker.port, last_seen=timezone.now(),
                                  started_at=timezone.now())
     cluster: Cluster = ClusterFactory(tenant=world.tenant, kafka_cluster_id=broker.cluster_id)
+    store_secrets(cluster)
     BrokerNode.objects.create(cluster=cluster, node_id=1, agent=agent, port=broker.port)
     made = Setting(broker, world)
     try:

@@ -237,6 +237,13 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(sta
         assert config["bootstrap.servers"] == f"127.0.0.1:{broker_port}"
         assert f"{config['sasl.username']}:{config['sasl.password']}" == key  # the demo key is the Kafka login
         _produce_and_read_back(config, b"first")
+        # Its secrets are this user's only: var/ 0700 (0710 as root, for pgserver's server: docs), Redis with a
+        # 0600 password, every broker config 0600 in 0700 directories.
+        assert var.stat().st_mode & 0o067 == 0 and (var / "redis" / "password").stat().st_mode & 0o777 == 0o600
+        configs = list(var.glob("clusters/*/*/broker.toml"))
+        assert configs and all(p.stat().st_mode & 0o777 == 0o600 for p in configs)
+        dirs = {var / "clusters", *(p.parent for p in configs), *(p.parent.parent for p in configs)}
+        assert all(p.stat().st_mode & 0o777 == 0o700 for p in dirs), {str(p): oct(p.stat().st_mode) for p in dirs}
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
         assert status == 200 and [c["name"] for c in clusters["results"]] == ["demo"]
         # ...and a REST Proxy endpoint for the same cluster, printed beside it.

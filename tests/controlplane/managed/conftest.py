@@ -129,7 +129,7 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
     queue = f"test-{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
            "SLUICE_VAR_DIR": str(root / "var"), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
-           # The cluster-internal password derives from it: this process's admin clients must agree with the agents.
+           # One deployment, one SECRET_KEY (sessions, signed values); no cluster's secrets follow from it.
            "SECRET_KEY": settings.SECRET_KEY}
     worker = Process("worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
                                 "--pool", "threads", "--concurrency", "4", "--queues", queue,

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from tests.controlplane.managed.conftest import Process, _database_url, wait_for
 from tests.dataplane.server.processes import LoggedBroker
-from tests.secured_broker import secured_broker, super_user_config
+from tests.secured_broker import secured_broker, store_secrets, super_user_config
 
 
 @dataclass
@@ -80,8 +80,7 @@ def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Rep
     queue = f"reports-test-{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
            "SLUICE_REPORTS_QUEUE": queue, "SLUICE_VAR_DIR": str(root / "var"), "SPARK_MASTER": "local[2]",
-           "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
-           "SECRET_KEY": settings.SECRET_KEY}  # tokens the worker mints must match the broker's key
+           "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
     worker = Process("reports worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
                                         "--pool", "threads", "--concurrency", "2", "--queues", queue,
                                         "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",
@@ -115,6 +114,7 @@ def cluster_for(reports_stack: ReportsStack) -> Callable[[Any], Any]:
         Cluster.objects.filter(pk=cluster.pk).update(kafka_cluster_id=reports_stack.kafka_cluster_id,
                                                      status={"security_protocol": "SASL_PLAINTEXT"})
         cluster.refresh_from_db()
+        store_secrets(cluster)  # tokens the worker mints must match the broker's key
         now = timezone.now()
         host, port = reports_stack.bootstrap.rsplit(":", 1)
         agent = Agent.objects.create(host=f"reports-{uuid.uuid4().hex[:8]}", advertised_host=host,
