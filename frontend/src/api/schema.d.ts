@@ -731,6 +731,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/clusters/{id}/rotate-secrets/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Replace the cluster's internal password and token key (admins): brokers restart one at a time onto
+         *     the new ones, then the old ones stop working. ``status.secrets`` shows the version and the roll;
+         *     asking again during a roll changes nothing.
+         */
+        post: operations["tenants_clusters_rotate_secrets_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/clusters/{id}/throughput/": {
         parameters: {
             query?: never;
@@ -5093,6 +5114,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ResetPlan"];
+                };
+            };
+        };
+    };
+    tenants_clusters_rotate_secrets_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Cluster"];
                 };
             };
         };
