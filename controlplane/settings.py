@@ -176,6 +176,9 @@ SLUICE_REPORTS_QUEUE = os.environ.get("SLUICE_REPORTS_QUEUE", "reports")
 CELERY_TASK_ROUTES = {"reports.*": {"queue": SLUICE_REPORTS_QUEUE}}
 # Each tenant's share of the reports runner (docs/architecture.md, "The sandboxed runner"): runs at once (more
 # wait queued), runs waiting (more are refused with 429), one run's time, and its result's rows and bytes.
+# The runner (a JVM) starts when the reports worker is ready, so the first report does not wait for it; off, it
+# starts with the first run (test stacks that run no report).
+SLUICE_REPORTS_PRESTART = _env_bool("SLUICE_REPORTS_PRESTART", True)
 SLUICE_REPORTS_TENANT_RUNNING = int(os.environ.get("SLUICE_REPORTS_TENANT_RUNNING", "2"))
 SLUICE_REPORTS_TENANT_QUEUED = int(os.environ.get("SLUICE_REPORTS_TENANT_QUEUED", "20"))
 SLUICE_REPORTS_RUN_SECONDS = float(os.environ.get("SLUICE_REPORTS_RUN_SECONDS", "900"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import selectors
+import queue
 import subprocess
 import threading
 import time
@@ -10,21 +10,34 @@ from pathlib import Path
 
 
 def read_until(proc: subprocess.Popen[str], marker: str, timeout: float, what: str = "the process") -> str:
-    """Lines up to and including the first holding ``marker``; fails with the last lines after ``timeout``."""
+    """Lines up to and including the first holding ``marker``; fails with the last lines after ``timeout``.
+
+    A thread reads the lines, not ``select`` on the pipe: the stream is buffered, so two lines that arrive in one
+    read (a busy machine) leave the second in the buffer, where ``select`` never sees it. The thread stops at the
+    marker, so what follows stays in the stream for the next reader."""
     assert proc.stdout is not None
+    source = proc.stdout
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in iter(source.readline, ""):
+            lines.put(line)
+            if marker in line:
+                return
+        lines.put(None)  # the end of the output
+    threading.Thread(target=pump, name=f"read-until-{proc.pid}", daemon=True).start()
     seen: list[str] = []
     deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=deadline - time.monotonic()):
-                break
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if marker in line:
-                return "".join(seen)
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
     raise AssertionError(f"{what} never got ready:\n" + "".join(seen[-80:]))
 
 

@@ -46,7 +46,9 @@ def _on_ready(sender: Any = None, **_: Any) -> None:
         count = runs_fail_orphaned(worker=hostname)
         if count:
             log.warning("%d report run(s) left running by this worker's previous life were failed", count)
-    if _is_reports_worker(sender):
+    from django.conf import settings
+
+    if settings.SLUICE_REPORTS_PRESTART and _is_reports_worker(sender):
         threading.Thread(target=_prestart, name="sandbox-prestart", daemon=True).start()
 
 

@@ -195,7 +195,9 @@ def rest_stack() -> Iterator[RestStack]:
     env = {**os.environ, "DATABASE_URL": _database_url(name), "SLUICE_VAR_DIR": str(var),
            "CELERY_DEFAULT_QUEUE": f"rest-{suffix}", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING",
            # Its own reports queue too: another stack's reports worker (another database) must not take its runs.
-           "SLUICE_REPORTS_QUEUE": f"reports-{suffix}"}
+           "SLUICE_REPORTS_QUEUE": f"reports-{suffix}",
+           # The report runner (a JVM) starts with the console's first report, not with the stack.
+           "SLUICE_REPORTS_PRESTART": "false"}
     proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet", "--workers", "2",
                              "--broker-ports", f"{first}-{last}", "--agent-host", f"rest-{suffix}"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -119,7 +119,8 @@ def sluice_up(started: Started, port: int, broker_port: int) -> Iterator[tuple[s
     process it started that is still running is stopped by pid, after `up` itself."""
     var = started.var
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env.update(SLUICE_VAR_DIR=str(var), PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING")
+    # The report runner starts with the test's one report, not with every `up` here (a JVM each: 2 cores).
+    env.update(SLUICE_VAR_DIR=str(var), PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING", SLUICE_REPORTS_PRESTART="false")
     proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet",
                              "--workers", "1", "--broker-ports", f"{broker_port}-{broker_port}"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import selectors
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sluice.embedded import free_port_range
+from tests.process_output import read_until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,19 +43,8 @@ class BrokerProcess:
         self._wait_for("listening on")
 
     def _wait_for(self, marker: str, timeout: float = 60) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline and sel.select(deadline - time.monotonic()):
-                line = self.proc.stdout.readline()
-                if not line:
-                    break
-                seen.append(line)
-                if marker in line:
-                    return
-        raise AssertionError("broker did not start:\n" + "".join(seen[-40:]))
+        assert self.proc is not None
+        read_until(self.proc, marker, timeout, "the broker")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         assert self.proc is not None
