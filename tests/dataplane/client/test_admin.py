@@ -73,9 +73,12 @@ def start_cluster(root: Path, nodes: tuple[int, ...], extra_args: list[str] | No
         with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
             for started in [pool.submit(b.start) for b in cluster.brokers.values()]:
                 started.result()
-        with ClusterAdmin(cluster.bootstrap) as admin:
-            wait_until(lambda: (info := answer(admin.describe_cluster)) is not None and len(info.brokers) == len(nodes),
-                       "every broker to register")
+        # Each broker must know every other one: a client may ask any of them (on a busy machine one broker's
+        # view of the others lags the one that answered first).
+        for broker in cluster.brokers.values():
+            with ClusterAdmin(broker.bootstrap) as admin:
+                wait_until(lambda a=admin: (info := answer(a.describe_cluster)) is not None  # type: ignore[misc]
+                           and len(info.brokers) == len(nodes), f"broker {broker.node_id} to see every broker")
     except BaseException:
         cluster.stop()
         raise
