@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from dataplane.protocol.records import BatchHeader
-from sluice.embedded import free_port
+from sluice.embedded import free_port_range
 from tests.chaos.proxy import Proxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ class Node:
     node_id: int
     data_dir: Path
     args: list[str]
-    port: int = field(default_factory=free_port)
+    port: int
     proxy: Proxy | None = None
     pg_proxy: Proxy | None = None
     proc: subprocess.Popen[str] | None = None
@@ -136,8 +136,11 @@ class Cluster:
         base = os.environ["DATABASE_URL"]
         pg_host, pg_port, pg_socket = postgres_target(base)
         self.nodes: dict[int, Node] = {}
+        # Brokers' ports are taken together and below the ephemeral range: a kernel-chosen port freed here could be
+        # handed to a proxy or a client's source port before the broker binds it (seen: "Address already in use").
+        first, _ = free_port_range(size)
         for node_id in range(1, size + 1):
-            node = Node(node_id, root / f"broker-{node_id}", [])
+            node = Node(node_id, root / f"broker-{node_id}", [], first + node_id - 1)
             node.proxy = Proxy("127.0.0.1", node.port).start()
             node.pg_proxy = Proxy(pg_host, pg_port, unix_path=pg_socket).start()
             node.args = [

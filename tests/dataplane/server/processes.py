@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sluice.embedded import free_port
+from sluice.embedded import free_port, free_port_range
 from tests.dataplane.server.conftest import ROOT, BrokerProcess
 
 
@@ -36,7 +36,7 @@ class LoggedBroker(BrokerProcess):
         return args + self.extra_args
 
     def start(self) -> None:
-        self.port = self.port or free_port()
+        self.port = self.port or free_port_range(1)[0]  # below the ephemeral range: restarts rebind it
         skip = len(self.lines)
         self.proc = subprocess.Popen(self.command(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
