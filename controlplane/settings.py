@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, pinned and served from here: /api/docs/ works offline
     "django_celery_beat",
     "channels",
     "corsheaders",
@@ -72,6 +73,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's, Swagger UI's) from the app itself, under uvicorn as under the test client.
+    "controlplane.core.staticfiles.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "corsheaders.middleware.CorsMiddleware",  # before CommonMiddleware, as django-cors-headers requires
     "django.middleware.common.CommonMiddleware",
@@ -215,7 +218,12 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+# Static files are served by WhiteNoise straight from the installed apps' static/ directories (its finders mode,
+# indexed once at start), so no `collectstatic` step exists to forget or to go stale after an upgrade
+# (docs/decisions: offline). STATIC_ROOT is only where `manage.py collectstatic` would copy them.
 STATIC_ROOT = VAR_DIR / "static"
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = False
 # The web console's build (`make console`; frontend/dist), served at "/" by controlplane.core.console.
 CONSOLE_DIR = Path(os.environ.get("SLUICE_CONSOLE_DIR", BASE_DIR / "frontend" / "dist"))
 
@@ -294,6 +302,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI from drf-spectacular-sidecar's pinned copy, not a CDN's @latest: the docs page works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "RoleEnum": "controlplane.tenancy.models.Role.choices",
         "ServiceAccountRoleEnum": "controlplane.tenancy.serializers.NON_OWNER_ROLES",
