@@ -6,17 +6,22 @@ task takes them from there (DELETE ... RETURNING, so two workers never ingest a 
 each as a rate-limited security event of the cluster's tenant, with its count. Why the metadata store and
 not the agents' reports: it is already every broker's shared, durable channel to the control plane, works
 for brokers on any host, and survives a control plane that is down for a while (counts wait there).
+
+Successful SCRAM/PLAIN logins come the same way (kind ``sasl_ok``, one per key id per broker and flush) and move
+the API key's ``last_used_at`` (coalesced, ``tenancy.key_usage``) instead of the audit trail.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from controlplane.audit.security import KAFKA_AUTH_FAILED, KAFKA_DENIED, security_event_record
 from controlplane.clusters.metadata import take_security_events
 from controlplane.clusters.models import Cluster
-from dataplane.security.events import SASL_FAILED, SecurityEvent
+from controlplane.tenancy.key_usage import api_keys_used
+from dataplane.security.events import SASL_FAILED, SASL_OK, SecurityEvent
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +31,14 @@ BATCH = 5000
 def security_events_ingest(*, cluster: Cluster) -> int:
     """Move what the cluster's brokers reported into the audit trail; the number of reports taken."""
     events = take_security_events(cluster.kafka_cluster_id, BATCH)
-    security_events_audit(cluster=cluster, events=events)
+    security_events_audit(cluster=cluster, events=[e for e in events if e.kind != SASL_OK])
+    logins: dict[str, datetime] = {}
+    for event in events:
+        if event.kind == SASL_OK:
+            at = datetime.fromtimestamp(event.last_at, UTC)
+            logins[event.detail] = max(at, logins.get(event.detail, at))
+    if logins:
+        api_keys_used(tenant_id=cluster.tenant_id, used=logins)
     return len(events)
 
 

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import authenticate, login, logout
+from django.contrib.auth import authenticate, login, logout, update_session_auth_hash
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.core.errors import ApplicationError
+from controlplane.core.errors import ApplicationError, ValidationFailed
 from controlplane.tenancy import login_throttle
+from controlplane.tenancy.services import user_password_change
 
 
 class LoginSerializer(serializers.Serializer[Any]):
@@ -61,3 +63,36 @@ class LogoutView(APIView):
     def post(self, request: Request) -> Response:
         logout(request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PasswordChangeSerializer(serializers.Serializer[Any]):
+    current_password = serializers.CharField(max_length=200, trim_whitespace=False,
+                                             style={"input_type": "password"})
+    new_password = serializers.CharField(max_length=200, trim_whitespace=False, style={"input_type": "password"})
+
+
+class PasswordChangeView(APIView):
+    """The signed-in user's own password. Session only: an API key (perhaps a service account's) has no
+    password to change, and a leaked key must not be a way to take over the account's console sign-in."""
+
+    authentication_classes = [SessionAuthentication]
+    # With a stolen session, the current password is something to guess: wrong ones count as failed logins.
+    throttle_classes = [login_throttle.LoginAddressThrottle]
+
+    @extend_schema(request=PasswordChangeSerializer, responses={204: None})
+    def post(self, request: Request) -> Response:
+        wrong = False
+        try:
+            data = PasswordChangeSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            try:
+                user_password_change(user=request.user, **data.validated_data)
+            except ValidationFailed as exc:
+                wrong = "current_password" in exc.extra["fields"]
+                raise
+            request.user.refresh_from_db(fields=["password"])
+            update_session_auth_hash(request._request, request.user)  # this session stays; the others end
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        finally:
+            if not wrong:
+                login_throttle.forgive(request)  # only wrong current passwords count

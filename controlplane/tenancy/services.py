@@ -6,12 +6,15 @@ an invitation (``invitation_accept``); tenants' creators become owners (``tenant
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import password_validation
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -33,6 +36,8 @@ from controlplane.tenancy.models import (
 )
 from controlplane.tenancy.revocation import Revocation, publish_on_commit
 from controlplane.tenancy.selectors import actor_for
+
+log = logging.getLogger(__name__)
 
 
 def _validate_slug(slug: str) -> None:
@@ -338,3 +343,20 @@ def api_key_revoke(*, api_key: ApiKey, actor: Actor) -> ApiKey:
 
 def role_at_least(role: str | None, required: str) -> bool:
     return role is not None and ROLE_RANK[role] >= ROLE_RANK[required]
+
+
+@transaction.atomic
+def user_password_change(*, user: User, current_password: str, new_password: str) -> None:
+    """Change a signed-in user's own password: the current one proves it is them (a session left open is not
+    enough), and the new one passes the configured validators. Changing it ends the user's other sessions
+    (their session hash no longer matches); the caller keeps its own with ``update_session_auth_hash``."""
+    user = User.objects.select_for_update().get(pk=user.pk)
+    if not user.check_password(current_password):
+        raise ValidationFailed({"current_password": ["The current password is wrong."]})
+    try:
+        password_validation.validate_password(new_password, user)
+    except DjangoValidationError as exc:
+        raise ValidationFailed({"new_password": list(exc.messages)}) from exc
+    user.set_password(new_password)
+    user.save(update_fields=["password"])
+    log.info("user %s changed their password", user.pk)

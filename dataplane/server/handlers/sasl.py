@@ -126,6 +126,7 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
         session.username, session.stored, session.principal = username, stored, principal
         if stored is not None:
             broker.authenticated(session)
+            broker.access.events.authenticated(username)  # an API key's last use, for the control plane
         lifetime_ms = _lifetime_ms(broker, session.server)
         session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
         if request.api_version >= 1:
