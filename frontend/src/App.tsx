@@ -3,6 +3,7 @@
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { createBrowserRouter, RouterProvider } from "react-router";
 import { ApiError } from "./api/client";
+import { AccountPage } from "./pages/Account";
 import { AclsPage } from "./pages/Acls";
 import { AuditPage } from "./pages/Audit";
 import { ClusterOverview } from "./pages/ClusterOverview";
@@ -41,6 +42,7 @@ export const routes = [
         { path: "members", element: <MembersPage /> },
         { path: "service-accounts", element: <ServiceAccountsPage /> },
         { path: "audit", element: <AuditPage /> },
+        { path: "account", element: <AccountPage /> },
         { path: "*", element: <NotFound /> },
       ] },
       { path: "*", element: <NotFound /> },

@@ -36,6 +36,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/password/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description The signed-in user's own password. Session only: an API key (perhaps a service account's) has no
+         *     password to change, and a leaked key must not be a way to take over the account's console sign-in.
+         */
+        post: operations["auth_password_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/invitations/": {
         parameters: {
             query?: never;
@@ -2696,6 +2716,10 @@ export interface components {
             start_offset: number;
             end_offset: number;
         };
+        PasswordChangeRequest: {
+            current_password: string;
+            new_password: string;
+        };
         PatchedAclWriteRequest: {
             principal?: string;
             resource_type?: components["schemas"]["ResourceTypeEnum"];
@@ -3376,6 +3400,28 @@ export interface operations {
             cookie?: never;
         };
         requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    auth_password_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordChangeRequest"];
+            };
+        };
         responses: {
             /** @description No response body */
             204: {

@@ -49,6 +49,7 @@ export function Layout() {
         <span className="who">
           {me.data.display} · <span data-testid="role">{role}</span>
         </span>
+        {me.data.type === "user" && <NavLink to={`${base}/account`}>Account</NavLink>}
         <button type="button" onClick={signOut}>
           Sign out
         </button>
