@@ -49,7 +49,7 @@ export function Layout() {
         <span className="who">
           {me.data.display} · <span data-testid="role">{role}</span>
         </span>
-        {me.data.type === "user" && <NavLink to={`${base}/account`}>Account</NavLink>}
+        {me.data.type === "user" && <NavLink className="account" to={`${base}/account`}>Your account</NavLink>}
         <button type="button" onClick={signOut}>
           Sign out
         </button>
