@@ -349,6 +349,19 @@ SLUICE_TENANT_MAX_BROKERS = int(os.environ.get("SLUICE_TENANT_MAX_BROKERS", "15"
 SLUICE_INVITATION_TTL_DAYS = float(os.environ.get("SLUICE_INVITATION_TTL_DAYS", "7"))
 SLUICE_TENANT_MAX_PENDING_INVITATIONS = int(os.environ.get("SLUICE_TENANT_MAX_PENDING_INVITATIONS", "100"))
 
+# E-mail (invitations' links): on when EMAIL_BACKEND or EMAIL_HOST is set; otherwise nothing is mailed and the
+# inviter passes on the link the console shows them. Django's own settings, read from the environment.
+SLUICE_EMAIL_ENABLED = bool(os.environ.get("EMAIL_BACKEND") or os.environ.get("EMAIL_HOST"))
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "sluice@localhost")
+
 # Throttle last-used writes on API keys: at most one UPDATE per key per interval.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = int(os.environ.get("API_KEY_LAST_USED_RESOLUTION_SECONDS", "60"))
 # REST Proxy v2 consumer instances: the longest a records read waits, and the idle time after which an

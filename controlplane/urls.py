@@ -14,7 +14,7 @@ from controlplane.core.views import HealthView
 from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
 from controlplane.reports.views import ReportRunViewSet, ReportViewSet
 from controlplane.streams.views import AclViewSet, ClientQuotaViewSet, TopicViewSet
-from controlplane.tenancy.auth_views import LoginView, LogoutView, PasswordChangeView
+from controlplane.tenancy.auth_views import JoinView, LoginView, LogoutView, PasswordChangeView
 from controlplane.tenancy.views import (
     ApiKeyViewSet,
     InvitationViewSet,
@@ -57,6 +57,7 @@ api_v1 = [
     re_path(r"^auth/login/?$", LoginView.as_view(), name="login"),
     re_path(r"^auth/logout/?$", LogoutView.as_view(), name="logout"),
     re_path(r"^auth/password/?$", PasswordChangeView.as_view(), name="password-change"),
+    re_path(r"^auth/join/?$", JoinView.as_view(), name="join"),
     *router.urls,
 ]
 

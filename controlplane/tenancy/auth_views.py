@@ -17,7 +17,8 @@ from rest_framework.views import APIView
 
 from controlplane.core.errors import ApplicationError, ValidationFailed
 from controlplane.tenancy import login_throttle
-from controlplane.tenancy.services import user_password_change
+from controlplane.tenancy.serializers import InvitationJoinSerializer, TenantSerializer
+from controlplane.tenancy.services import invitation_join, user_password_change
 
 
 class LoginSerializer(serializers.Serializer[Any]):
@@ -96,3 +97,32 @@ class PasswordChangeView(APIView):
         finally:
             if not wrong:
                 login_throttle.forgive(request)  # only wrong current passwords count
+
+
+@method_decorator(ensure_csrf_cookie, name="dispatch")
+class JoinView(APIView):
+    """An invitation's one-time link redeemed by someone without an account: a username and password make the
+    account (with the invited address), the invitation is accepted, and the new user is signed in."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes = [login_throttle.LoginAddressThrottle]  # unknown links count as failed logins
+
+    @extend_schema(request=InvitationJoinSerializer, responses={201: TenantSerializer})
+    def post(self, request: Request) -> Response:
+        unknown = False
+        try:
+            data = InvitationJoinSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            try:
+                membership = invitation_join(**data.validated_data)
+            except ApplicationError as exc:
+                unknown = exc.code == "not_found"
+                raise
+            login(request._request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
+            tenant = membership.tenant
+            return Response(TenantSerializer(tenant, context={"roles": {tenant.pk: membership.role}}).data,
+                            status=status.HTTP_201_CREATED)
+        finally:
+            if not unknown:
+                login_throttle.forgive(request)

@@ -72,9 +72,10 @@ class InvitationState(models.TextChoices):
 class Invitation(models.Model):
     """An offer to join a tenant with a role, for whoever signs in with ``email``; only acceptance makes a member.
 
-    No token: the invitee is whoever is signed in with an account of that e-mail address. Account addresses are
-    set by operators (there is no self-service sign-up or address change); a path that let someone claim an
-    address would have to verify it first. A pending invitation past ``expires_at`` is expired.
+    Someone with an account of that address accepts signed in. Someone without one joins through the
+    invitation's one-time link (``token_hash``: SHA-256 of its secret, shown once to the inviter and e-mailed to
+    the address when e-mail is configured): holding it stands for owning the address, and it makes an account
+    with that address, sets its password and accepts, once. A pending invitation past ``expires_at`` is expired.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -86,6 +87,7 @@ class Invitation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     responded_at = models.DateTimeField(null=True, blank=True)  # accepted, declined or revoked
+    token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)  # "" once used or closed
 
     class Meta:
         ordering = ["-created_at"]

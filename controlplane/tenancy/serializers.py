@@ -70,6 +70,23 @@ class InvitationSerializer(serializers.ModelSerializer[Invitation]):
         return str(invitation.state)
 
 
+class InvitationCreatedSerializer(InvitationSerializer):
+    """A new invitation with its one-time link (shown this once) and whether it was mailed to the address."""
+
+    join_url = serializers.CharField(read_only=True)
+    emailed = serializers.BooleanField(read_only=True)
+
+    class Meta(InvitationSerializer.Meta):
+        fields = [*InvitationSerializer.Meta.fields, "join_url", "emailed"]
+        read_only_fields = fields
+
+
+class InvitationJoinSerializer(serializers.Serializer[Any]):
+    token = serializers.CharField(max_length=200)
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=200, trim_whitespace=False, style={"input_type": "password"})
+
+
 class InvitationCreateSerializer(serializers.Serializer[Any]):
     email = serializers.EmailField()
     role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)

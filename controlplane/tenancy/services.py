@@ -6,7 +6,9 @@ an invitation (``invitation_accept``); tenants' creators become owners (``tenant
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth import password_validation
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -110,12 +113,28 @@ def _invitation_open(invitation: Invitation, now: datetime) -> None:
         raise Conflict("The invitation has expired; ask for a new one.", code="invitation_expired")
 
 
+@dataclass(frozen=True, slots=True)
+class IssuedInvitation:
+    """A fresh (or renewed) invitation and its one-time link: the only moment the link's secret exists in clear."""
+
+    invitation: Invitation
+    join_url: str
+    emailed: bool  # handed to the configured e-mail backend once the transaction commits
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 @transaction.atomic
-def invitation_create(*, tenant: Tenant, email: str, role: str, actor: Actor) -> Invitation:
+def invitation_create(*, tenant: Tenant, email: str, role: str, actor: Actor,
+                      site_url: str = "http://localhost:8000") -> IssuedInvitation:
     """Invite ``email`` to join with ``role``; nobody is enrolled until the invitee accepts.
 
     The answer is the same whether or not an account has that address (or is a member already), so inviting
-    reveals nothing. Inviting an address with a pending invitation renews that one (role, inviter, expiry).
+    reveals nothing: every invitation has a one-time link (``{site_url}/join#<secret>``) that makes an account
+    for an address without one. Inviting an address with a pending invitation renews that one (role, inviter,
+    expiry, and a new link: the old one stops working). With e-mail configured, the link is mailed to the address.
     """
     email = email.strip().lower()
     # Serialise per tenant, so the pending cap and one-pending-per-address hold under concurrent invites. NO KEY:
@@ -132,13 +151,72 @@ def invitation_create(*, tenant: Tenant, email: str, role: str, actor: Actor) ->
                             extra={"field": "email", "quota": "pending_invitations", "limit": cap, "used": others})
     if invitation is None:
         invitation = Invitation(tenant=tenant, email=email)
+    token = secrets.token_urlsafe(32)
     invitation.role = role
     invitation.invited_by = actor.display
     invitation.expires_at = now + timedelta(days=settings.SLUICE_INVITATION_TTL_DAYS)
+    invitation.token_hash = _token_hash(token)
     invitation.save()
     audit_record(tenant=tenant, actor=actor, action="invitation.create", target_type="invitation",
                  target_id=str(invitation.id), data={"email": email, "role": role, "renewed": renewed})
-    return invitation
+    join_url = f"{site_url.rstrip('/')}/join#{token}"
+    emailed = bool(settings.SLUICE_EMAIL_ENABLED)
+    if emailed:
+        message = invitation_email(tenant_name=tenant.name or tenant.slug, role=role, inviter=actor.display,
+                                   join_url=join_url, expires_at=invitation.expires_at)
+        transaction.on_commit(lambda: _send(email, *message))
+    return IssuedInvitation(invitation, join_url, emailed)
+
+
+def invitation_email(*, tenant_name: str, role: str, inviter: str, join_url: str,
+                     expires_at: datetime) -> tuple[str, str]:
+    """The subject and text of an invitation's e-mail."""
+    return (f"You are invited to {tenant_name} on Sluice", (
+        f"{inviter} invited you to join {tenant_name} on Sluice as {role}.\n\n"
+        f"To accept, open this link. Without an account yet, it lets you choose a username and password "
+        f"(once); with one, sign in with this address and accept there.\n\n{join_url}\n\n"
+        f"The link works until {expires_at:%Y-%m-%d %H:%M} UTC. If you did not expect it, ignore this e-mail.\n"))
+
+
+def _send(email: str, subject: str, body: str) -> None:
+    """Mail after commit; a mail server that is down costs the inviter nothing (they have the link on screen)."""
+    try:
+        send_mail(subject, body, None, [email])
+    except Exception:
+        log.exception("mailing an invitation to %s failed (the inviter was shown its link)", email)
+
+
+@transaction.atomic
+def invitation_join(*, token: str, username: str, password: str) -> Membership:
+    """Redeem an invitation's one-time link: make an account for the invited address, with ``username`` and
+    ``password``, and accept. An address that has an account already accepts signed in instead, so a link never
+    sets the password of an existing account."""
+    invitation = (Invitation.objects.select_for_update().select_related("tenant")
+                  .filter(token_hash=_token_hash(token), state=InvitationState.PENDING).first() if token else None)
+    if invitation is None:
+        raise ApplicationError("This invitation link is not valid: it was used, renewed or revoked.",
+                               code="not_found", http_status=404)
+    _invitation_open(invitation, timezone.now())
+    if User.objects.filter(email__iexact=invitation.email).exists():
+        raise Conflict("An account with the invited address exists: sign in with it and accept the invitation.",
+                       code="account_exists")
+    username = username.strip()
+    if User.objects.filter(username__iexact=username).exists():
+        raise ValidationFailed({"username": ["This username is taken."]})
+    user = User(username=username, email=invitation.email)
+    try:
+        user.full_clean(exclude=["password"])
+    except DjangoValidationError as exc:
+        raise ValidationFailed({name: list(msgs) for name, msgs in exc.message_dict.items()}) from exc
+    try:
+        password_validation.validate_password(password, user)
+    except DjangoValidationError as exc:
+        raise ValidationFailed({"password": list(exc.messages)}) from exc
+    user.set_password(password)
+    user.save()
+    invitation.token_hash = ""
+    invitation.save(update_fields=["token_hash"])
+    return invitation_accept(invitation=invitation, user=user)
 
 
 @transaction.atomic
@@ -151,7 +229,8 @@ def invitation_revoke(*, invitation: Invitation, actor: Actor) -> Invitation:
         raise Conflict(f"The invitation is {invitation.state} already.", code="invitation_closed")
     invitation.state = InvitationState.REVOKED
     invitation.responded_at = timezone.now()
-    invitation.save(update_fields=["state", "responded_at"])
+    invitation.token_hash = ""
+    invitation.save(update_fields=["state", "responded_at", "token_hash"])
     audit_record(tenant=invitation.tenant, actor=actor, action="invitation.revoke", target_type="invitation",
                  target_id=str(invitation.id), data={"email": invitation.email})
     return invitation
@@ -177,7 +256,8 @@ def invitation_accept(*, invitation: Invitation, user: User) -> Membership:
     membership = Membership.objects.create(tenant=tenant, user=user, role=invitation.role)
     invitation.state = InvitationState.ACCEPTED
     invitation.responded_at = now
-    invitation.save(update_fields=["state", "responded_at"])
+    invitation.token_hash = ""
+    invitation.save(update_fields=["state", "responded_at", "token_hash"])
     if invitation.role in (Role.OWNER, Role.ADMIN):
         _sync_kafka(tenant, acls=True)
     audit_record(tenant=tenant, actor=actor_for(user), action="invitation.accept", target_type="invitation",
@@ -194,7 +274,8 @@ def invitation_decline(*, invitation: Invitation, user: User) -> Invitation:
         raise Conflict(f"The invitation is {invitation.state} already.", code="invitation_closed")
     invitation.state = InvitationState.DECLINED
     invitation.responded_at = timezone.now()
-    invitation.save(update_fields=["state", "responded_at"])
+    invitation.token_hash = ""
+    invitation.save(update_fields=["state", "responded_at", "token_hash"])
     audit_record(tenant=invitation.tenant, actor=actor_for(user), action="invitation.decline",
                  target_type="invitation", target_id=str(invitation.id), data={"email": invitation.email})
     return invitation

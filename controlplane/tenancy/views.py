@@ -25,6 +25,7 @@ from controlplane.tenancy.serializers import (
     ApiKeyCreateSerializer,
     ApiKeySerializer,
     ApiKeyUpdateSerializer,
+    InvitationCreatedSerializer,
     InvitationCreateSerializer,
     InvitationSerializer,
     IssuedApiKeySerializer,
@@ -177,12 +178,14 @@ class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[Invitation]:
         return Invitation.objects.filter(tenant=tenant)
 
-    @extend_schema(request=InvitationCreateSerializer, responses={201: InvitationSerializer})
+    @extend_schema(request=InvitationCreateSerializer, responses={201: InvitationCreatedSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:
         data = InvitationCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        invitation = services.invitation_create(tenant=self.tenant, actor=self.actor, **data.validated_data)
-        return Response(InvitationSerializer(invitation).data, status=status.HTTP_201_CREATED)
+        issued = services.invitation_create(tenant=self.tenant, actor=self.actor,
+                                            site_url=request.build_absolute_uri("/"), **data.validated_data)
+        body = {**InvitationSerializer(issued.invitation).data, "join_url": issued.join_url, "emailed": issued.emailed}
+        return Response(body, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
         services.invitation_revoke(invitation=self.get_object(), actor=self.actor)

@@ -33,7 +33,7 @@ def _signed_in(user: Any) -> APIClient:
 
 def _shape(body: dict[str, Any]) -> dict[str, Any]:
     """An invitation's answer without what differs by construction (id, address, times)."""
-    return {k: v for k, v in body.items() if k not in ("id", "email", "created_at", "expires_at")}
+    return {k: v for k, v in body.items() if k not in ("id", "email", "created_at", "expires_at", "join_url")}
 
 
 def test_inviting_answers_alike_whoever_the_address_belongs_to(world_a: TenantWorld) -> None:
@@ -47,7 +47,8 @@ def test_inviting_answers_alike_whoever_the_address_belongs_to(world_a: TenantWo
     assert [a.status_code for a in answers] == [201, 201, 201]
     shapes = [_shape(a.json()) for a in answers]
     assert shapes[0] == shapes[1] == shapes[2] == {"role": "member", "state": "pending", "invited_by": "alpha-owner",
-                                                   "responded_at": None}
+                                                   "responded_at": None, "emailed": False}
+    assert all("/join#" in a.json()["join_url"] for a in answers)  # every address gets a link alike
     assert get_user_model().objects.count() == users_before  # no account is made for an address
     assert not Membership.objects.filter(tenant=world_a.tenant, user__email="has-account@example.com").exists()
 

@@ -166,7 +166,7 @@ def _member(stack: RestStack) -> tuple[str, str, str, str]:
         f"tenant = Tenant.objects.get(slug='{stack.tenant}')\n"
         f"invitation = services.invitation_create(tenant=tenant, email='{name}@example.com', role='admin', "
         "actor=SYSTEM_ACTOR)\n"
-        "membership = services.invitation_accept(invitation=invitation, user=user)\n"
+        "membership = services.invitation_accept(invitation=invitation.invitation, user=user)\n"
         "issued = services.api_key_create(tenant=tenant, actor=SYSTEM_ACTOR, owner_user=user)\n"
         "print('MADE', issued.api_key.key_id + ':' + issued.secret, membership.id)\n")
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=stack.env,
