@@ -9,6 +9,7 @@ import { AuditPage } from "./pages/Audit";
 import { ClusterOverview } from "./pages/ClusterOverview";
 import { ClusterFrame, ClustersPage } from "./pages/Clusters";
 import { ConsumerGroupPage, ConsumerGroupsPage } from "./pages/ConsumerGroups";
+import { Join } from "./pages/Join";
 import { Layout } from "./pages/Layout";
 import { MembersPage } from "./pages/Members";
 import { NotFound, RouteError } from "./pages/NotFound";
@@ -21,6 +22,7 @@ import { TopicsPage } from "./pages/Topics";
 
 export const routes = [
   { path: "/login", element: <SignIn /> },
+  { path: "/join", element: <Join /> },
   {
     path: "/",
     element: <Layout />,

@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/api/v1/auth/join/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description An invitation's one-time link redeemed by someone without an account: a username and password make the
+         *     account (with the invited address), the invitation is accepted, and the new user is signed in.
+         */
+        post: operations["auth_join_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/login/": {
         parameters: {
             query?: never;
@@ -2177,6 +2197,29 @@ export interface components {
             /** @default member */
             role: components["schemas"]["RoleEnum"];
         };
+        /** @description A new invitation with its one-time link (shown this once) and whether it was mailed to the address. */
+        InvitationCreated: {
+            /** Format: uuid */
+            readonly id: string;
+            /** Format: email */
+            readonly email: string;
+            readonly role: components["schemas"]["RoleEnum"];
+            readonly state: components["schemas"]["InvitationStateEnum"];
+            readonly invited_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly expires_at: string;
+            /** Format: date-time */
+            readonly responded_at: string | null;
+            readonly join_url: string;
+            readonly emailed: boolean;
+        };
+        InvitationJoinRequest: {
+            token: string;
+            username: string;
+            password: string;
+        };
         /**
          * @description * `pending` - Pending
          *     * `accepted` - Accepted
@@ -3369,6 +3412,29 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    auth_join_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InvitationJoinRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+        };
+    };
     auth_login_create: {
         parameters: {
             query?: never;
@@ -5274,7 +5340,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Invitation"];
+                    "application/json": components["schemas"]["InvitationCreated"];
                 };
             };
         };

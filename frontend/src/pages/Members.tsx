@@ -59,18 +59,26 @@ export function MembersPage() {
 function Invite({ slug, onDone }: { slug: string; onDone: () => void }) {
   const [email, setEmail] = useState("");
   const [role, setRole] = useState<Role>("member");
-  const [sent, setSent] = useState("");
+  const [sent, setSent] = useState<Schemas["InvitationCreated"] | null>(null);
   const invite = useMutation({
     mutationFn: () => unwrap(api.POST("/api/v1/tenants/{tenant_slug}/invitations/", { params: { path: { tenant_slug: slug } }, body: { email, role } })),
-    onSuccess: (invitation) => { setSent(invitation.email); setEmail(""); onDone(); },
+    onSuccess: (invitation) => { setSent(invitation); setEmail(""); onDone(); },
   });
   return (
-    <form className="inline-form" aria-label="Invite a member" onSubmit={(e) => { e.preventDefault(); setSent(""); invite.mutate(); }}>
+    <form className="inline-form" aria-label="Invite a member" onSubmit={(e) => { e.preventDefault(); setSent(null); invite.mutate(); }}>
       <h2>Invite a member</h2>
       <label>Email <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} /></label>
       <label>Role <select aria-label="Role" value={role} onChange={(e) => setRole(e.target.value as Role)}>{ROLES.map((r) => <option key={r}>{r}</option>)}</select></label>
       <button type="submit" disabled={invite.isPending}>Invite</button>
-      {sent && <p role="status">Invited {sent}: they join when they accept, signed in with that address.</p>}
+      {sent && (
+        <div role="status" className="stack">
+          <p>
+            Invited {sent.email}{sent.emailed ? " (the link was e-mailed to them)" : ""}. With an account of that address they accept signed
+            in; without one, this link (shown only now, for one use) lets them choose a username and password:
+          </p>
+          <input readOnly aria-label="Invitation link" value={sent.join_url} onFocus={(e) => e.target.select()} />
+        </div>
+      )}
       <ErrorText error={invite.error} />
     </form>
   );
