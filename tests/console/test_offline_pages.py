@@ -1,6 +1,6 @@
 """Self-hosted means offline: the API docs (Swagger UI) and the admin's sign-in page render whole in a browser
-that may reach nothing but the stack itself, every other request aborted and recorded. And a console user
-changes their password from the Account page."""
+that may reach nothing but the stack itself, every other request aborted and recorded. And an invitee without
+an account joins through the invitation's link, then changes their password from the Account page."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import BrowserContext, Page, Request, Response, Route, expect
 
-from tests.console.browser import check_page, create_user, sign_in
+from tests.console.browser import check_page, sign_in
 from tests.kafkarest.conftest import RestStack
 
 pytestmark = pytest.mark.xdist_group("console")
@@ -70,12 +70,18 @@ def test_admin_sign_in_page_is_styled_offline(page: Page, offline: Offline, rest
     check_page(page, "admin-login")
 
 
-def test_a_user_changes_their_password(page: Page, offline: Offline, rest_stack: RestStack) -> None:
+def test_an_invitee_joins_by_link_and_changes_their_password(page: Page, offline: Offline,
+                                                              rest_stack: RestStack) -> None:
     name = f"pw{uuid.uuid4().hex[:6]}"
     old, new = f"old-{uuid.uuid4().hex}", f"new-{uuid.uuid4().hex}"
-    create_user(rest_stack.env, name, old, f"{name}@example.com")
-    rest_stack.add_member(name, old, f"{name}@example.com", "viewer")
-    sign_in(page, rest_stack.base, name, old)
+    invitation = rest_stack.api("POST", "/invitations", {"email": f"{name}@example.com", "role": "viewer"})
+    page.goto(invitation["join_url"])  # the link the inviter was shown, for an address with no account
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password", exact=True).fill(old)
+    page.get_by_label("Repeat password").fill(old)
+    page.get_by_role("button", name="Create account and join").click()
+    expect(page).to_have_url(re.compile(rf"/t/{rest_stack.tenant}/clusters$"))
+    expect(page.get_by_test_id("role")).to_have_text("viewer")
     page.get_by_role("link", name="Your account").click()
     page.get_by_label("Current password").fill("not-my-password")
     page.get_by_label("New password", exact=True).fill(new)
