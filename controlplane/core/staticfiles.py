@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 
-class StaticFilesMiddleware(WhiteNoiseMiddleware):  # type: ignore[misc]  # whitenoise ships no type hints
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
     sync_capable = True
     async_capable = True
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth import authenticate, login, logout, update_session_auth_hash
+from django.contrib.auth.models import User
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -86,13 +87,14 @@ class PasswordChangeView(APIView):
         try:
             data = PasswordChangeSerializer(data=request.data)
             data.is_valid(raise_exception=True)
+            user = cast(User, request.user)  # session-authenticated: a real user
             try:
-                user_password_change(user=request.user, **data.validated_data)
+                user_password_change(user=user, **data.validated_data)
             except ValidationFailed as exc:
                 wrong = "current_password" in exc.extra["fields"]
                 raise
-            request.user.refresh_from_db(fields=["password"])
-            update_session_auth_hash(request._request, request.user)  # this session stays; the others end
+            user.refresh_from_db(fields=["password"])
+            update_session_auth_hash(request._request, user)  # this session stays; the others end
             return Response(status=status.HTTP_204_NO_CONTENT)
         finally:
             if not wrong:
