@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import base64
 import logging
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from controlplane.kafkarest.access import caller_for_authorization, clear_caches
+
+from controlplane.tenancy.key_usage import api_keys_used
 from controlplane.tenancy.keys import hash_secret
 from controlplane.tenancy.models import ApiKey, Role
 from tests.controlplane.conftest import TenantWorld, key_client
@@ -142,3 +147,30 @@ def test_service_account_key_acts_with_the_account_role(world_a: TenantWorld) ->
     assert client.get(f"{world_a.base}/clusters").status_code == 200
     denied = client.post(f"{world_a.base}/clusters", {"name": "c"}, format="json")
     assert denied.status_code == 403 and denied.json()["code"] == "permission_denied"
+
+
+def test_rest_proxy_and_websocket_resolution_records_last_use_coalesced(world_a: TenantWorld) -> None:
+    """The raw REST produce path and the WebSocket tail resolve keys outside DRF (``caller_for_authorization``):
+    their use is recorded too, and a second use within the window writes nothing."""
+    key, secret = world_a.keys[Role.MEMBER]
+    assert key.last_used_at is None
+    caller_for_authorization(f"Bearer {key.key_id}:{secret}")
+    key.refresh_from_db()
+    first = key.last_used_at
+    assert first is not None
+    clear_caches()  # past the per-process cache: the key is looked up again, within the window
+    caller_for_authorization(f"Bearer {key.key_id}:{secret}")
+    key.refresh_from_db()
+    assert key.last_used_at == first
+
+
+def test_kafka_logins_move_last_used_at_once_per_window(world_a: TenantWorld) -> None:
+    """Logins brokers report (``tenancy.key_usage``): only the tenant's keys, at most one write per window."""
+    key, _ = world_a.keys[Role.ADMIN]
+    now = timezone.now()
+    assert api_keys_used(tenant_id=world_a.tenant.pk, used={key.key_id: now}) == 1
+    assert api_keys_used(tenant_id=world_a.tenant.pk, used={key.key_id: now + timedelta(seconds=5)}) == 0
+    assert api_keys_used(tenant_id=world_a.tenant.pk, used={key.key_id: now + timedelta(seconds=61)}) == 1
+    assert api_keys_used(tenant_id=world_a.tenant.pk + 1000, used={key.key_id: now + timedelta(hours=1)}) == 0
+    key.refresh_from_db()
+    assert key.last_used_at == now + timedelta(seconds=61)
