@@ -11,7 +11,6 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from controlplane.kafkarest.access import caller_for_authorization, clear_caches
-
 from controlplane.tenancy.key_usage import api_keys_used
 from controlplane.tenancy.keys import hash_secret
 from controlplane.tenancy.models import ApiKey, Role
