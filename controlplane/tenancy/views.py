@@ -164,8 +164,9 @@ class InvitationFilter(django_filters.FilterSet):
 
 
 class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
-    """Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
-    and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``."""
+    """Invitations to join the tenant. Owners invite (the answer never says whether the address has an account;
+    it carries the invitation's one-time join link, shown this once) and revoke (DELETE); the invitee accepts or
+    declines under ``/api/v1/invitations``, or, without an account, joins through the link (``/api/v1/auth/join``)."""
 
     model = Invitation
     queryset = Invitation.objects.none()

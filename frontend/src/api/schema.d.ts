@@ -820,14 +820,16 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
-         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account;
+         *     it carries the invitation's one-time join link, shown this once) and revoke (DELETE); the invitee accepts or
+         *     declines under ``/api/v1/invitations``, or, without an account, joins through the link (``/api/v1/auth/join``).
          */
         get: operations["tenants_invitations_list"];
         put?: never;
         /**
-         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
-         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account;
+         *     it carries the invitation's one-time join link, shown this once) and revoke (DELETE); the invitee accepts or
+         *     declines under ``/api/v1/invitations``, or, without an account, joins through the link (``/api/v1/auth/join``).
          */
         post: operations["tenants_invitations_create"];
         delete?: never;
@@ -844,15 +846,17 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
-         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account;
+         *     it carries the invitation's one-time join link, shown this once) and revoke (DELETE); the invitee accepts or
+         *     declines under ``/api/v1/invitations``, or, without an account, joins through the link (``/api/v1/auth/join``).
          */
         get: operations["tenants_invitations_retrieve"];
         put?: never;
         post?: never;
         /**
-         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account)
-         *     and revoke (DELETE); the invitee accepts or declines under ``/api/v1/invitations``.
+         * @description Invitations to join the tenant. Owners invite (the answer never says whether the address has an account;
+         *     it carries the invitation's one-time join link, shown this once) and revoke (DELETE); the invitee accepts or
+         *     declines under ``/api/v1/invitations``, or, without an account, joins through the link (``/api/v1/auth/join``).
          */
         delete: operations["tenants_invitations_destroy"];
         options?: never;

@@ -29,7 +29,7 @@ export function MembersPage() {
   return (
     <>
       <h1>Members and roles</h1>
-      <p className="muted">Viewers read; members also produce and manage topics; admins manage clusters, ACLs, service accounts and every key; owners invite members and manage roles. An invited person joins when they accept, signed in with the invited address.</p>
+      <p className="muted">Viewers read; members also produce and manage topics; admins manage clusters, ACLs, service accounts and every key; owners invite members and manage roles. An invited person joins when they accept, signed in with the invited address, or, without an account, through the invitation’s one-time link.</p>
       {owner && <Invite slug={slug} onDone={() => queryClient.invalidateQueries({ queryKey: ["invitations", slug] })} />}
       {can("admin") && <PendingInvitations slug={slug} owner={owner} />}
       {members.isPending ? <Loading what="members" /> : <ErrorText error={members.error ?? change.error ?? remove.error} />}
