@@ -30,10 +30,12 @@ class SaslSession:
     ``expires_at`` is set when the mechanism gave the session a lifetime
     (OAUTHBEARER: the token's expiry); the client must re-authenticate
     (a new SaslHandshake + SaslAuthenticate, same principal) before it.
+    ``raw_tokens`` after a SaslHandshake v0, until the exchange completes: the client's frames are bare SASL
+    tokens, not requests, and the broker's tokens go back as bare frames too.
     """
 
-    __slots__ = ("close", "expires_at", "failed", "mechanism", "principal", "required", "server", "stored",
-                 "username")
+    __slots__ = ("close", "expires_at", "failed", "mechanism", "principal", "raw_tokens", "required", "server",
+                 "stored", "username")
 
     def __init__(self, required: bool) -> None:
         self.required = required
@@ -46,7 +48,7 @@ class SaslSession:
         self.close: Callable[[], None] | None = None  # set by the connection: ends it (its credential went)
         # KIP-368: when the session ends (time.monotonic()); past it only a re-authentication is served.
         self.expires_at: float | None = None
-
+        self.raw_tokens = False
 
 
 @dataclass(frozen=True, slots=True)
