@@ -10,6 +10,8 @@ SASL_AUTHENTICATION_FAILED; revoking a key closes its open connection within 5 s
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -264,3 +266,41 @@ def test_revocation_closes_connections_and_scoped_keys_stay_on_their_cluster(sta
     finally:
         for cluster_id in (first, second):
             _delete_and_wait(world, cluster_id, stack)
+
+
+def _kcat(bootstrap: str, key_id: str, secret: str, mechanism: str, *args: str, given: bytes = b"") -> list[bytes]:
+    """Run Debian's kcat (librdkafka 2.0) logged in with an API key; its output lines."""
+    done = subprocess.run(["kcat", "-b", bootstrap, "-X", "security.protocol=SASL_PLAINTEXT",
+                           "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={key_id}",
+                           "-X", f"sasl.password={secret}", *args], input=given, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return done.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (`make kcat` installs Debian's)")
+@pytest.mark.django_db(transaction=True)
+def test_kcat_produces_and_consumes_with_an_api_key(stack: Stack) -> None:
+    """librdkafka 2.0 (kcat) checks SaslHandshake 0..0 is advertised before it logs in at all."""
+    world = make_world(f"c{uuid.uuid4().hex[:6]}")
+    cluster_id = _create_cluster(world, "kcat")
+    try:
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
+                        lambda: _status(world, cluster_id)["status"])
+        bootstrap = body["status"]["bootstrap_servers"]
+        key, secret = world.keys[Role.OWNER]
+        _eventually(lambda: _logs_in(bootstrap, key.key_id, secret), "the key to log in", stack)
+        for mechanism in MECHANISMS:
+            topic = f"kcat-{mechanism.lower()}"
+            _api(world, "post", f"/clusters/{cluster_id}/topics", {"name": topic, "partitions": 2})
+            wait_for(lambda t=topic: _condition(_api(world, "get", f"/clusters/{cluster_id}/topics/{t}"),
+                                                "Ready").get("status") == "True", 60, "the topic", stack)
+            lines = [f"{mechanism}-{n}".encode() for n in range(10)]
+            _kcat(bootstrap, key.key_id, secret, mechanism, "-P", "-t", topic, "-z", "gzip",
+                  given=b"\n".join(lines) + b"\n")
+            read = _kcat(bootstrap, key.key_id, secret, mechanism, "-C", "-t", topic, "-o", "beginning", "-e")
+            assert sorted(read) == sorted(lines)
+            grouped = _kcat(bootstrap, key.key_id, secret, mechanism, "-G", f"g-kcat-{mechanism.lower()}", "-e",
+                            "-X", "auto.offset.reset=earliest", topic)
+            assert sorted(grouped) == sorted(lines)
+    finally:
+        _delete_and_wait(world, cluster_id, stack)
