@@ -18,8 +18,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from dataplane.cluster.assignment import AssignmentError, assign_replicas
 from dataplane.cluster import partition_limit
+from dataplane.cluster.assignment import AssignmentError, assign_replicas
 from dataplane.cluster.migrations import DEFAULT_SCHEMA, validate_schema_name
 from dataplane.config.topic import ConfigError, validate_topic_configs
 from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
