@@ -22,7 +22,8 @@ Until a client on a SASL listener has authenticated, what it can make the broker
 (``server.admission``): its frames are at most ``sasl.server.max.receive.size`` (a larger one closes the connection
 before anything is buffered, as Kafka's InvalidReceiveException does), it must log in within
 ``sasl.server.authn.timeout.ms``, and a connection beyond ``max.unauthenticated.connections`` (or from an address at
-``max.connections.per.ip``) is closed at accept.
+``max.connections.per.ip``) is closed at accept. After a SaslHandshake v0 the frames until the login completes are
+bare SASL tokens, not requests (``_raw_token``); they are read under the same limit and deadline.
 
 Client quotas (``server.quotas``) are applied here, where a request's size, its response's size and its
 handling time are known: a throttled response carries ``throttle_time_ms`` and goes out at once, and then the
