@@ -196,6 +196,21 @@ def test_handshake_v0_logs_in_with_bare_token_frames(secure: LoggedBroker, mecha
         wire.authenticate(mechanism, "alice", "nope", handshake_version=0)
 
 
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafka_python_as_a_0_10_client_logs_in_with_handshake_v0(secure: LoggedBroker, mechanism: str) -> None:
+    """kafka-python pinned to broker 0.10.0 has no SaslAuthenticate (Kafka 1.0): handshake v0 and bare tokens."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=secure.bootstrap, security_protocol="SASL_PLAINTEXT",
+                             api_version=(0, 10, 0), sasl_mechanism=mechanism, sasl_plain_username="alice",
+                             sasl_plain_password=USERS["alice"], request_timeout_ms=10_000)
+    try:
+        topics = consumer.topics()
+        assert "orders" in topics and "secret" not in topics
+    finally:
+        consumer.close()
+
+
 def test_handshake_v0_is_advertised_for_librdkafka(secure: LoggedBroker) -> None:
     """librdkafka tests SaslHandshake 0..0 before any SASL login ("SASL Handshake not supported by broker")."""
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
