@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run console console-test chromium test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console clean-var
+.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console clean-var
 
 $(STAMP): pyproject.toml setup.py dataplane/protocol/_columns.pyx dataplane/protocol/_encode.pyx \
           controlplane/kafkarest/_split.pyx controlplane/kafkarest/_parse.pyx
@@ -39,6 +39,10 @@ run: $(STAMP) $(CONSOLE_STAMP)
 chromium:
 	@test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
+# Debian's kcat (librdkafka's command-line client) for the tests that log in with it, installed when missing.
+kcat:
+	@test -x /usr/bin/kcat || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q kcat; }
+
 # The console's own checks: a clean install from the lockfile, generated API types up to date, Vitest component
 # tests, and the production build (which fails over the 300 KB gzipped first-page JavaScript budget).
 console-test:
@@ -49,7 +53,7 @@ console-test:
 # The Django mypy plugin imports settings, which need URLs (never used to connect).
 MYPY_ENV := DATABASE_URL=postgresql://typecheck@127.0.0.1/typecheck REDIS_URL=redis://127.0.0.1/0 SECRET_KEY=typecheck
 
-test: $(STAMP) chromium console-test
+test: $(STAMP) chromium kcat console-test
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(MYPY_ENV) $(BIN)/mypy dataplane controlplane sluice

@@ -11,10 +11,12 @@ from __future__ import annotations
 import collections
 import socket
 import ssl
+import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from dataplane.protocol.client import ClientCodec, Response, expects_response
@@ -66,13 +68,19 @@ class KafkaWire:
         return response.body
 
 
-    def authenticate(self, mechanism: str, username: str, password: str) -> None:
-        """SaslHandshake v1 + SaslAuthenticate (KIP-152); raises PermissionError with the broker's message."""
-        handshake = self.call(SaslHandshakeRequest(mechanism=mechanism))
+    def authenticate(self, mechanism: str, username: str, password: str, *, handshake_version: int = 1) -> None:
+        """SaslHandshake v1 + SaslAuthenticate (KIP-152); raises PermissionError with the broker's message.
+
+        ``handshake_version=0``: SaslHandshake v0, then the tokens as bare frames (KIP-43); a refusal is the
+        connection closing (ConnectionError), as that framing has no error answer."""
+        handshake_type = SaslHandshakeRequestV0 if handshake_version == 0 else SaslHandshakeRequest
+        handshake = self.call(handshake_type(mechanism=mechanism))
         if handshake.error_code != ErrorCode.none:
             raise PermissionError(f"handshake: {handshake.error_code.name}")
 
         def step(token: bytes) -> bytes:
+            if handshake_version == 0:
+                return self.raw_token(token)
             answer = self.call(SaslAuthenticateRequest(auth_bytes=token))
             if answer.error_code != ErrorCode.none:
                 raise PermissionError(f"{answer.error_code.name}: {answer.error_message}")
@@ -83,6 +91,21 @@ class KafkaWire:
         client = ScramClient(mechanism, username, password)
         client.verify(step(client.final(step(client.first()))))
 
+
+    def raw_token(self, token: bytes) -> bytes:
+        """Send a bare SASL token frame (after SaslHandshake v0) and read the broker's bare answer."""
+        self.sock.sendall(struct.pack(">i", len(token)) + token)
+        size = struct.unpack(">i", self._read_exactly(4))[0]
+        return self._read_exactly(size)
+
+    def _read_exactly(self, count: int) -> bytes:
+        data = b""
+        while len(data) < count:
+            chunk = self.sock.recv(count - len(data))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            data += chunk
+        return data
 
     def authenticate_token(self, token: str) -> int:
         """SASL/OAUTHBEARER with ``token``: the session lifetime (ms) the broker gave; PermissionError if refused."""

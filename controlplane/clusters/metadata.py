@@ -3,7 +3,8 @@
 The control plane reads it directly (same Postgres, the dataplane's own schema)
 for the two facts no admin call gives cheaply before a broker is up: which
 brokers hold a live lease, and how many replicas each is assigned. And it writes
-the clusters' SASL credentials there (``credential_reconcile`` says why).
+the clusters' SASL credentials there (``credential_reconcile`` says why), and the plan's partition limit, which
+the brokers enforce on every create (``dataplane.cluster.partition_limit``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ def security(kafka_cluster_id: str) -> Iterator[SecurityStore | None]:
     with _store(kafka_cluster_id) as store:
         exists = store.conn.execute("SELECT 1 FROM clusters WHERE cluster_id = %s", (kafka_cluster_id,)).fetchone()
         yield SecurityStore(store) if exists else None
+
+
+def set_partition_limit(kafka_cluster_id: str, limit: int | None) -> bool:
+    """Make the brokers enforce the plan's partition limit (CreateTopics/CreatePartitions over the Kafka
+    protocol included); whether it changed. False too while no broker has created the cluster's row."""
+    with _store(kafka_cluster_id) as store:
+        return store.set_partition_limit(limit)
 
 
 def drop(kafka_cluster_id: str) -> None:

@@ -254,6 +254,9 @@ def reconcile_cluster(cluster_id: uuid.UUID, *, resync: bool = False) -> Outcome
             from controlplane.clusters.credential_reconcile import reconcile_credentials
 
             credentials = reconcile_credentials(cluster)
+            # Before the topics: the brokers hold Kafka-protocol creates to the plan's limit too.
+            if metadata.set_partition_limit(cluster.kafka_cluster_id, cluster.max_partitions):
+                log.info("cluster %s: partition limit set to %d", cluster.name, cluster.max_partitions)
             from controlplane.streams.reconcile import reconcile_topics
 
             topics = reconcile_topics(cluster, bootstrap=_bootstrap(nodes), resync=resync)

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from dataplane.cluster import partition_limit
 from dataplane.cluster.assignment import AssignmentError, assign_replicas
 from dataplane.cluster.migrations import DEFAULT_SCHEMA, validate_schema_name
 from dataplane.config.topic import ConfigError, validate_topic_configs
@@ -406,11 +407,16 @@ class MetadataStore:
                                       (self.cluster_id, collision_key(name))).fetchone()
             if clash:
                 raise KafkaError(f"Topic '{name}' already exists.", code=ErrorCode.TOPIC_ALREADY_EXISTS)
+            if not internal:
+                with self.conn.transaction():
+                    self._check_partition_limit(len(layout), self._lock_partition_limit())
             return TopicState(topic_id, name, canonical, internal, tuple(
                 PartitionState(index, tuple(replicas), tuple(replicas), replicas[0], 0, 0)
                 for index, replicas in enumerate(layout)))
         try:
             with self.conn.transaction():
+                if not internal:
+                    self._check_partition_limit(len(layout), self._lock_partition_limit())
                 self.conn.execute(
                     "INSERT INTO topics (topic_id, cluster_id, name, collision_key, configs, internal) "
                     "VALUES (%s, %s, %s, %s, %s, %s)",
@@ -431,6 +437,45 @@ class MetadataStore:
         topic = self.topic(name)
         assert topic is not None
         return topic
+
+    def partition_limit(self) -> int | None:
+        """The cluster's partition limit (None: none), as the control plane last set it."""
+        row = self.conn.execute("SELECT max_partitions FROM clusters WHERE cluster_id = %s",
+                                (self.cluster_id,)).fetchone()
+        return None if row is None or row[0] is None else int(str(row[0]))
+
+    def set_partition_limit(self, limit: int | None) -> bool:
+        """Set the cluster's partition limit (None: no limit); whether it changed. Partitions already beyond a
+        lowered limit stay; only new ones are refused."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"a partition limit must be at least 1, got {limit}")
+        with self.conn.transaction():
+            changed = self.conn.execute(
+                "UPDATE clusters SET max_partitions = %s WHERE cluster_id = %s "
+                "AND max_partitions IS DISTINCT FROM %s", (limit, self.cluster_id, limit)).rowcount
+            if changed:
+                self._changed()
+        return bool(changed)
+
+    def _lock_partition_limit(self) -> int | None:
+        """Inside a transaction: the limit, with the cluster row locked until commit, so creates that add
+        partitions are counted one after another (FOR NO KEY UPDATE: rows referencing the cluster stay free)."""
+        row = self.conn.execute("SELECT max_partitions FROM clusters WHERE cluster_id = %s FOR NO KEY UPDATE",
+                                (self.cluster_id,)).fetchone()
+        return None if row is None or row[0] is None else int(str(row[0]))
+
+    def _check_partition_limit(self, adding: int, limit: int | None) -> None:
+        """Inside a transaction, with the cluster row locked (``_lock_partition_limit``): refuse ``adding``
+        partitions beyond ``limit`` with POLICY_VIOLATION, as Kafka's CreateTopicPolicy refusals are."""
+        if limit is None:
+            return
+        row = self.conn.execute(
+            "SELECT count(*) FROM partitions p JOIN topics t ON t.topic_id = p.topic_id "
+            "WHERE t.cluster_id = %s AND NOT t.internal", (self.cluster_id,)).fetchone()
+        used = int(str(row[0])) if row else 0
+        why = partition_limit.refusal(limit=limit, used=used, adding=adding)
+        if why is not None:
+            raise KafkaError(why, code=ErrorCode.POLICY_VIOLATION)
 
     def delete_topic(self, name: str | None = None, *, topic_id: uuid.UUID | None = None) -> TopicState:
         """Delete a topic by name or by id and return what it was; internal topics are refused."""
@@ -464,6 +509,7 @@ class MetadataStore:
                           rng: random.Random | None = None, dry_run: bool = False) -> TopicState:
         """Grow a topic to ``count`` partitions (never shrink: Kafka's CreatePartitions rules)."""
         with self.conn.transaction():
+            limit = self._lock_partition_limit()  # the cluster row first, as create_topic takes it
             topic = self._topic_for_update(name)
             current = len(topic.partitions)
             if count < current:
@@ -484,6 +530,8 @@ class MetadataStore:
                                              shift=pick.randrange(known), first_partition=current)
                 except AssignmentError as exc:
                     raise KafkaError(str(exc), code=ErrorCode.INVALID_REPLICATION_FACTOR) from exc
+            if not topic.internal:
+                self._check_partition_limit(added, limit)
             grown = topic.partitions + tuple(
                 PartitionState(current + i, tuple(replicas), tuple(replicas), replicas[0], 0, 0)
                 for i, replicas in enumerate(layout))

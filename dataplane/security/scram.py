@@ -186,7 +186,12 @@ class ScramServer:
             raise ScramError("client-final must start with c= and r=")
         if _unb64(attrs[0][1]) != self._gs2.encode():
             raise ScramError("channel binding does not match the client-first message")
-        if not hmac.compare_digest(attrs[1][1].encode(), self._nonce.encode()):
+        # Kafka's ScramSaslServer accepts a final nonce that *ends with* the combined one, and librdkafka before
+        # 2.1 (Debian's kcat) depends on it: it sends the client nonce twice (cnonce + cnonce + snonce).
+        # The fresh server nonce still ties the message to this exchange.
+        sent = attrs[1][1]
+        if len(sent) < len(self._nonce) or not hmac.compare_digest(sent[len(sent) - len(self._nonce):].encode(),
+                                                                   self._nonce.encode()):
             raise ScramError("nonce does not match")
         proof = _unb64(proof_text)
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()

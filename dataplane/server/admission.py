@@ -4,8 +4,9 @@ Until a client has proved who it is, the broker owes it little: on a SASL listen
 connection may send frames of at most ``sasl.server.max.receive.size`` bytes (Kafka's 512 KiB; SASL messages are
 small), not ``socket.request.max.bytes`` (100 MiB), so a stranger cannot make the broker buffer a large request.
 At most ``max.unauthenticated.connections`` may be open at once, each for at most ``sasl.server.authn.timeout.ms``,
-so strangers together hold a bounded amount of memory for a bounded time. ``max.connections.per.ip`` (Kafka's)
-caps every connection from one address, authenticated or not.
+so strangers together hold a bounded amount of memory for a bounded time. The bare SASL token frames that follow a
+SaslHandshake v0 are frames like any other here: the same size limit, the same deadline.
+``max.connections.per.ip`` (Kafka's) caps every connection from one address, authenticated or not.
 
 The decisions are pure functions (``refusal``, ``frame_limit``); ``Admission`` keeps the counts they read. Owned by
 the ``Broker``; used on its event loop only.

@@ -3,7 +3,10 @@
 Each handler module registers its APIs with ``@api(key, min, max)``; ApiVersions
 advertises exactly this table, so what we claim and what we serve cannot drift.
 The version range is the intersection of what ``kio`` decodes and what the
-handler implements.
+handler implements. The floors are Apache Kafka 4.0's (KIP-896), pinned by
+``tests/dataplane/server/test_api_versions.py``. One deliberate exception, also Kafka 4.0's (KAFKA-18659):
+Produce is advertised from v0 although v0-2 are not served, because librdkafka before 2.10 sends compressed
+batches only to a broker whose Produce range includes v0 (it silently sends them uncompressed otherwise).
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ class SaslSession:
     ``expires_at`` is set when the mechanism gave the session a lifetime
     (OAUTHBEARER: the token's expiry); the client must re-authenticate
     (a new SaslHandshake + SaslAuthenticate, same principal) before it.
+    ``raw_tokens`` after a SaslHandshake v0, until the exchange completes: the client's frames are bare SASL
+    tokens, not requests, and the broker's tokens go back as bare frames too.
     """
 
-    __slots__ = ("close", "expires_at", "failed", "mechanism", "principal", "required", "server", "stored",
-                 "username")
+    __slots__ = ("close", "expires_at", "failed", "mechanism", "principal", "raw_tokens", "required", "server",
+                 "stored", "username")
 
     def __init__(self, required: bool) -> None:
         self.required = required
@@ -46,7 +51,7 @@ class SaslSession:
         self.close: Callable[[], None] | None = None  # set by the connection: ends it (its credential went)
         # KIP-368: when the session ends (time.monotonic()); past it only a re-authentication is served.
         self.expires_at: float | None = None
-
+        self.raw_tokens = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,7 @@ class Api:
     min_version: int
     max_version: int
     handler: Handler
+    advertised_min: int  # what ApiVersions claims; below min_version only for a client's sake (KAFKA-18659)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -98,17 +104,19 @@ class Later:
 REGISTRY: dict[int, Api] = {}
 
 
-def api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+def api(key: int, name: str, min_version: int, max_version: int, *,
+        advertised_min: int | None = None) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
         if key in REGISTRY:
             raise RuntimeError(f"api key {key} registered twice")
-        REGISTRY[key] = Api(key, name, min_version, max_version, handler)
+        REGISTRY[key] = Api(key, name, min_version, max_version, handler,
+                            min_version if advertised_min is None else advertised_min)
         return handler
     return register
 
 
 def api_version_entries() -> list[dict[str, int]]:
-    return [{"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+    return [{"api_key": a.key, "min_version": a.advertised_min, "max_version": a.max_version}
             for a in sorted(REGISTRY.values(), key=lambda a: a.key)]
 
 

@@ -22,7 +22,8 @@ Until a client on a SASL listener has authenticated, what it can make the broker
 (``server.admission``): its frames are at most ``sasl.server.max.receive.size`` (a larger one closes the connection
 before anything is buffered, as Kafka's InvalidReceiveException does), it must log in within
 ``sasl.server.authn.timeout.ms``, and a connection beyond ``max.unauthenticated.connections`` (or from an address at
-``max.connections.per.ip``) is closed at accept.
+``max.connections.per.ip``) is closed at accept. After a SaslHandshake v0 the frames until the login completes are
+bare SASL tokens, not requests (``_raw_token``); they are read under the same limit and deadline.
 
 Client quotas (``server.quotas``) are applied here, where a request's size, its response's size and its
 handling time are known: a throttled response carries ``throttle_time_ms`` and goes out at once, and then the
@@ -60,6 +61,7 @@ from dataplane.protocol.messages import (
 )
 from dataplane.server.admission import Ticket, frame_limit
 from dataplane.server.apis import ANONYMOUS, REGISTRY, Later, RequestContext, SaslSession, api_name, api_version_entries
+from dataplane.server.handlers.sasl import exchange
 from dataplane.server.metrics import response_error
 from dataplane.server.quotas import FETCH_KEY, ConnectionSlot, is_replica_fetch
 from dataplane.server.tls import TlsError, TlsSession
@@ -299,6 +301,33 @@ class Connection:
         if self._ticket is not None:
             self.broker.admission.authenticated(self._ticket)
 
+    def _logged_in(self) -> str | None:
+        """After a SASL step: when it completed a login, the connection takes its principal, unless that principal
+        has all the connections it may have (then why)."""
+        session = self.session
+        if session.principal is None or session.principal == self.context.principal:
+            return None
+        refusal = self._count(session.principal, self._key_credential(session))
+        if refusal is None:
+            self.context = dataclasses.replace(self.context, principal=session.principal)
+            self._authenticated()
+        return refusal
+
+    async def _raw_token(self, token: bytes) -> None:
+        """A bare SASL token after SaslHandshake v0 (no request header): its answer goes back as a bare frame. The
+        frame was read under the pre-authentication size limit and the login deadline, like any request before
+        authentication. A failure cannot be answered in this framing, so the connection just ends, as in Kafka."""
+        outcome = exchange(self.broker, self.context, token)
+        refusal = outcome.message if outcome.error is not None else self._logged_in()
+        if refusal is not None:
+            self.session.principal = None
+            self.session.failed = True
+            log.warning("closing connection from %s: SASL %s login (handshake v0) failed: %s", self.peer,
+                        self.session.mechanism, refusal)
+            await self._linger()
+            raise ConnectionAbortedError("SASL authentication failed")
+        await self.send([SIZE.pack(len(outcome.auth_bytes)), bytes(outcome.auth_bytes)])
+
     def _revoke(self) -> None:
         """End this connection now: the credential it authenticated with is gone (called on the event loop)."""
         self.revoked = True
@@ -306,6 +335,9 @@ class Connection:
             self._task.cancel()
 
     async def _handle(self, payload: bytes) -> None:
+        if self.session.raw_tokens:
+            await self._raw_token(payload)
+            return
         started = time.perf_counter()
         parsed = parse_request(payload)
         served = REGISTRY.get(parsed.api_key)
@@ -329,13 +361,9 @@ class Connection:
             if (parsed.client_id or "") != self.context.client_id:
                 self.context = dataclasses.replace(self.context, client_id=parsed.client_id or "")
             response = await self.broker.handle(parsed, self.context)
-            if session.principal is not None and session.principal != self.context.principal:
-                refusal = self._count(session.principal, self._key_credential(session))
-                if refusal is None:
-                    self.context = dataclasses.replace(self.context, principal=session.principal)
-                    self._authenticated()
-                else:
-                    response = self._refuse_login(parsed.api_version, refusal)
+            refusal = self._logged_in()
+            if refusal is not None:
+                response = self._refuse_login(parsed.api_version, refusal)
             response = self._throttled(parsed, response, SIZE.size + len(payload), started)
             if isinstance(response, Later) or self._waiting:
                 await self._queue(response, parsed.correlation_id, parsed.api_key, started, SIZE.size + len(payload))

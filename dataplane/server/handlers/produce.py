@@ -26,7 +26,9 @@ VALID_ACKS = (-1, 0, 1)
 ZSTD_PRODUCE_VERSION = 7
 
 
-@api(0, "Produce", 3, 12)  # v10: leader discovery (KIP-951); v11-12 change only transactional produce
+# v10: leader discovery (KIP-951); v11-12 change only transactional produce. Advertised from v0 as Kafka 4.0 does
+# (KAFKA-18659: librdkafka < 2.10 compresses only for such a broker); a v0-2 request closes the connection, as there.
+@api(0, "Produce", 3, 12, advertised_min=0)
 async def produce(broker: Broker, request: Request, context: RequestContext) -> Any:
     """Append every partition's batches, then (acks=all) wait for all of them to reach the ISR together."""
     body = request.body

@@ -1,11 +1,16 @@
-"""SaslHandshake and SaslAuthenticate (KIP-152): the SASL exchange framed as Kafka requests.
+"""SaslHandshake and SaslAuthenticate (KIP-152): the SASL exchange, framed as Kafka requests or as raw tokens.
 
 The handshake picks a mechanism; each SaslAuthenticate carries one token to the
 connection's mechanism (``dataplane.security.sasl``) and its answer back. When
 the mechanism completes, the connection's principal becomes the credential's
 (``User:<name>`` unless the store names another, as for API keys); a
 failure is answered with SASL_AUTHENTICATION_FAILED and the connection closes.
-Only handshake v1 is served: v0 would send raw SASL tokens outside Kafka framing.
+
+Handshake v0 (KIP-43, still served by Kafka 4.0) means the client sends its tokens as bare size-prefixed frames,
+with no request header, and gets the broker's tokens back the same way (``SaslSession.raw_tokens``; the connection
+passes such frames to ``exchange``). A raw exchange has no way to say why it failed: the connection just closes,
+as Kafka's ``SaslServerAuthenticator`` does. librdkafka (kcat, confluent-kafka) needs v0 in the advertised range
+even though it then uses v1: its "SASL handshake" feature test asks for SaslHandshake 0..0.
 
 OAUTHBEARER (offered when the broker has a token key) gives the session a lifetime that ends with the
 token (KIP-368's ``session_lifetime_ms``, capped by ``connections.max.reauth.ms``); before it ends the
@@ -17,6 +22,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
@@ -36,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@api(17, "SaslHandshake", 1, 1)
+@api(17, "SaslHandshake", 0, 1)
 async def sasl_handshake(broker: Broker, request: Request, context: RequestContext) -> Any:
     session = context.session
     mechanisms = list(broker.config.offered_mechanisms) if broker.config.sasl else []
@@ -45,7 +51,9 @@ async def sasl_handshake(broker: Broker, request: Request, context: RequestConte
         return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
     reauthenticating = session.principal is not None and session.expires_at is not None
     if reauthenticating:
-        if request.body.mechanism != session.mechanism:  # KIP-368: the same mechanism, or the connection ends
+        # KIP-368: the same mechanism over SaslAuthenticate (raw tokens cannot share the stream with requests),
+        # or the connection ends.
+        if request.body.mechanism != session.mechanism or request.api_version == 0:
             session.failed = True
             return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
     elif session.mechanism is not None or session.principal is not None:
@@ -56,6 +64,7 @@ async def sasl_handshake(broker: Broker, request: Request, context: RequestConte
         return build(schema, {"error_code": wire(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": mechanisms})
     session.mechanism = request.body.mechanism
     session.server = _server(broker, request.body.mechanism)
+    session.raw_tokens = request.api_version == 0
     return build(schema, {"error_code": WireError.none, "mechanisms": mechanisms})
 
 
@@ -78,60 +87,76 @@ def _server(broker: Broker, mechanism: str) -> Mechanism:
     return server_for(mechanism, broker.access.credentials)
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One token's answer: the broker's token, or the error that ends the connection; the session's lifetime
+    once the exchange has completed (0: it never ends)."""
+
+    auth_bytes: bytes = b""
+    error: ErrorCode | None = None
+    message: str | None = None
+    lifetime_ms: int = 0
+
+
 @api(36, "SaslAuthenticate", 0, 2)
 async def sasl_authenticate(broker: Broker, request: Request, context: RequestContext) -> Any:
-    session = context.session
     schema = load_response_schema(36, request.api_version)
-    values: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "auth_bytes": b"",
+    outcome = exchange(broker, context, request.body.auth_bytes)
+    values: dict[str, Any] = {"error_code": WireError.none if outcome.error is None else wire(outcome.error),
+                              "error_message": outcome.message, "auth_bytes": outcome.auth_bytes,
                               "session_lifetime": ZERO}
+    if request.api_version >= 1 and outcome.error is None:
+        values["session_lifetime"] = datetime.timedelta(milliseconds=outcome.lifetime_ms)
+    return build(schema, values)
+
+
+def exchange(broker: Broker, context: RequestContext, token: bytes) -> Outcome:
+    """Give one client token to the connection's mechanism (from a SaslAuthenticate request or, after handshake
+    v0, a raw frame). An error marks the session failed; completion sets its principal and lifetime."""
+    session = context.session
     if session is None or session.server is None or session.server.complete:
         if session is not None:
             session.failed = True
-        values.update(error_code=wire(ErrorCode.ILLEGAL_SASL_STATE),
-                      error_message="SaslAuthenticate needs a SaslHandshake first, once per connection")
-        return build(schema, values)
+        return Outcome(error=ErrorCode.ILLEGAL_SASL_STATE,
+                       message="SaslAuthenticate needs a SaslHandshake first, once per connection")
     try:
-        values["auth_bytes"] = session.server.step(request.body.auth_bytes)
+        answer = session.server.step(token)
     except AuthenticationFailed as exc:
         session.failed = True
         log.debug("SASL %s authentication failed from %s: %s", session.mechanism, context.peer, exc)
-        broker.access.events.sasl_failed(_attempted(session.server, request.body.auth_bytes),
-                                         session.mechanism or "", context.client_host)
-        values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED), error_message=str(exc))
-        return build(schema, values)
-    if session.server.complete:
-        username = session.server.username
-        assert username is not None and session.mechanism is not None
-        stored: tuple[object, str] | None = None
-        if session.mechanism == OAUTHBEARER:
-            principal = f"User:{username}"  # a signed token names its principal, and expires by itself
-        else:
-            credentials = broker.access.credentials
-            # The principal and the credential as of this login: a refresh that changes either closes the
-            # connection.
-            stored = credentials.stored(session.mechanism, username)
-            if stored is None:  # revoked between the handshake and now
-                session.failed = True
-                values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                              error_message="Authentication failed: Invalid username or password")
-                return build(schema, values)
-            principal = credentials.principal(session.mechanism, username)
-        if session.principal is not None and principal != session.principal:
-            session.failed = True  # KIP-368: re-authentication may not change who the connection is
-            log.debug("SASL re-authentication from %s as %s refused: the connection is %s", context.peer,
-                      principal, session.principal)
-            values.update(error_code=wire(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                          error_message="Re-authentication must keep the connection's principal", auth_bytes=b"")
-            return build(schema, values)
-        session.username, session.stored, session.principal = username, stored, principal
-        if stored is not None:
-            broker.authenticated(session)
-            broker.access.events.authenticated(username)  # an API key's last use, for the control plane
-        lifetime_ms = _lifetime_ms(broker, session.server)
-        session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
-        if request.api_version >= 1:
-            values["session_lifetime"] = datetime.timedelta(milliseconds=lifetime_ms)
-    return build(schema, values)
+        broker.access.events.sasl_failed(_attempted(session.server, token), session.mechanism or "",
+                                         context.client_host)
+        return Outcome(error=ErrorCode.SASL_AUTHENTICATION_FAILED, message=str(exc))
+    if not session.server.complete:
+        return Outcome(auth_bytes=answer)
+    session.raw_tokens = False  # what follows the last token is Kafka requests again
+    username = session.server.username
+    assert username is not None and session.mechanism is not None
+    stored: tuple[object, str] | None = None
+    if session.mechanism == OAUTHBEARER:
+        principal = f"User:{username}"  # a signed token names its principal, and expires by itself
+    else:
+        credentials = broker.access.credentials
+        # The principal and the credential as of this login: a refresh that changes either closes the connection.
+        stored = credentials.stored(session.mechanism, username)
+        if stored is None:  # revoked between the handshake and now
+            session.failed = True
+            return Outcome(error=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                           message="Authentication failed: Invalid username or password")
+        principal = credentials.principal(session.mechanism, username)
+    if session.principal is not None and principal != session.principal:
+        session.failed = True  # KIP-368: re-authentication may not change who the connection is
+        log.debug("SASL re-authentication from %s as %s refused: the connection is %s", context.peer,
+                  principal, session.principal)
+        return Outcome(error=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                       message="Re-authentication must keep the connection's principal")
+    session.username, session.stored, session.principal = username, stored, principal
+    if stored is not None:
+        broker.authenticated(session)
+        broker.access.events.authenticated(username)  # an API key's last use, for the control plane
+    lifetime_ms = _lifetime_ms(broker, session.server)
+    session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
+    return Outcome(auth_bytes=answer, lifetime_ms=lifetime_ms)
 
 
 def _lifetime_ms(broker: Broker, server: Mechanism) -> int:

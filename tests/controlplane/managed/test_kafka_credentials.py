@@ -10,6 +10,8 @@ SASL_AUTHENTICATION_FAILED; revoking a key closes its open connection within 5 s
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -264,3 +266,96 @@ def test_revocation_closes_connections_and_scoped_keys_stay_on_their_cluster(sta
     finally:
         for cluster_id in (first, second):
             _delete_and_wait(world, cluster_id, stack)
+
+
+def _kcat(bootstrap: str, key_id: str, secret: str, mechanism: str, *args: str, given: bytes = b"") -> list[bytes]:
+    """Run Debian's kcat (librdkafka 2.0) logged in with an API key; its output lines."""
+    done = subprocess.run(["kcat", "-b", bootstrap, "-X", "security.protocol=SASL_PLAINTEXT",
+                           "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={key_id}",
+                           "-X", f"sasl.password={secret}", *args], input=given, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return done.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (`make kcat` installs Debian's)")
+@pytest.mark.django_db(transaction=True)
+def test_kcat_produces_and_consumes_with_an_api_key(stack: Stack) -> None:
+    """librdkafka 2.0 (kcat) checks SaslHandshake 0..0 is advertised before it logs in at all."""
+    world = make_world(f"c{uuid.uuid4().hex[:6]}")
+    cluster_id = _create_cluster(world, "kcat")
+    try:
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
+                        lambda: _status(world, cluster_id)["status"])
+        bootstrap = body["status"]["bootstrap_servers"]
+        key, secret = world.keys[Role.OWNER]
+        _eventually(lambda: _logs_in(bootstrap, key.key_id, secret), "the key to log in", stack)
+        for mechanism in MECHANISMS:
+            topic = f"kcat-{mechanism.lower()}"
+            _api(world, "post", f"/clusters/{cluster_id}/topics", {"name": topic, "partitions": 2})
+            wait_for(lambda t=topic: _condition(_api(world, "get", f"/clusters/{cluster_id}/topics/{t}"),
+                                                "Ready").get("status") == "True", 60, "the topic", stack)
+            lines = [f"{mechanism}-{n}".encode() for n in range(10)]
+            _kcat(bootstrap, key.key_id, secret, mechanism, "-P", "-t", topic, "-z", "gzip",
+                  given=b"\n".join(lines) + b"\n")
+            read = _kcat(bootstrap, key.key_id, secret, mechanism, "-C", "-t", topic, "-o", "beginning", "-e")
+            assert sorted(read) == sorted(lines)
+            grouped = _kcat(bootstrap, key.key_id, secret, mechanism, "-G", f"g-kcat-{mechanism.lower()}", "-e",
+                            "-X", "auto.offset.reset=earliest", topic)
+            assert sorted(grouped) == sorted(lines)
+    finally:
+        _delete_and_wait(world, cluster_id, stack)
+
+
+POLICY_VIOLATION = 44
+
+
+def _kafka_error(future: Any) -> Any:
+    with pytest.raises(KafkaException) as caught:
+        future.result(30)
+    return caught.value.args[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_plans_partition_limit_holds_over_the_kafka_protocol(stack: Stack) -> None:
+    """CreateTopics and CreatePartitions from a Kafka client meet max_partitions; raising it reaches the brokers.
+    (Here rather than in a module of its own: this module's stack is already running.)"""
+    from confluent_kafka.admin import NewPartitions, NewTopic
+
+    world = make_world(f"p{uuid.uuid4().hex[:6]}")
+    created = world.client(Role.ADMIN).post(f"{world.base}/clusters", {"name": "limited", "plan": "basic",
+                                                                       "max_partitions": 4}, format="json")
+    assert created.status_code == 201, created.content
+    cluster_id = str(created.json()["id"])
+    try:
+        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
+                        lambda: _status(world, cluster_id)["status"])
+        bootstrap = body["status"]["bootstrap_servers"]
+        key, secret = world.keys[Role.OWNER]
+        _eventually(lambda: _logs_in(bootstrap, key.key_id, secret), "the key to log in", stack)
+        admin = AdminClient(_config(bootstrap, key.key_id, secret, "SCRAM-SHA-512"))
+        [fits] = admin.create_topics([NewTopic("fits", 3)]).values()
+        fits.result(30)
+        for validate_only in (True, False):
+            [over] = admin.create_topics([NewTopic("over", 2)], validate_only=validate_only).values()
+            error = _kafka_error(over)
+            assert error.code() == POLICY_VIOLATION, error
+            assert "allows 4 partitions" in error.str() and "3 are in use" in error.str(), error.str()
+        [grow] = admin.create_partitions([NewPartitions("fits", 5)]).values()
+        assert _kafka_error(grow).code() == POLICY_VIOLATION
+        assert "over" not in admin.list_topics(timeout=10).topics
+
+        _api(world, "patch", f"/clusters/{cluster_id}", {"max_partitions": 6})
+
+        def grown() -> bool:
+            [again] = admin.create_partitions([NewPartitions("fits", 5)]).values()
+            try:
+                again.result(30)
+            except KafkaException as exc:
+                assert exc.args[0].code() == POLICY_VIOLATION, exc
+                return False
+            return True
+        _eventually(grown, "the raised limit to reach the brokers", stack, 60)
+        [still_over] = admin.create_topics([NewTopic("over", 2)]).values()
+        assert _kafka_error(still_over).code() == POLICY_VIOLATION  # 5 in use, 6 allowed
+    finally:
+        _delete_and_wait(world, cluster_id, stack)

@@ -65,6 +65,23 @@ def test_round_trip_each_mechanism(mechanism: str) -> None:
     exchange(mechanism, derive(mechanism, "s3cret"), "s3cret")
 
 
+def test_a_final_nonce_ending_with_the_exchanges_is_accepted_as_kafka_does() -> None:
+    """librdkafka < 2.1 (Debian's kcat) repeats the client nonce in client-final; Kafka checks endsWith."""
+    import hashlib
+    import hmac
+
+    server = ScramServer("SCRAM-SHA-256", {USER: rfc_credential()}.get, server_nonce=SERVER_NONCE)
+    server.step(f"n,,n={USER},r={CLIENT_NONCE}".encode())
+    without_proof = f"c=biws,r={CLIENT_NONCE}{CLIENT_NONCE}{SERVER_NONCE}"
+    salted = hashlib.pbkdf2_hmac("sha256", PASSWORD.encode(), SALT, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    auth_message = f"n={USER},r={CLIENT_NONCE},{SERVER_FIRST},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+    assert server.step(f"{without_proof},p={proof}".encode()).startswith(b"v=")
+    assert server.complete
+
+
 @pytest.mark.parametrize("tamper", ["nonce", "proof", "binding"])
 def test_altered_messages_fail(tamper: str) -> None:
     with pytest.raises(ScramError):

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
 
 from dataplane.cluster.migrations import migrate
 from dataplane.cluster.security_store import SecurityStore
@@ -150,6 +151,19 @@ def test_a_frame_above_the_limit_before_authentication_closes_the_connection(bro
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         sock.sendall(api_versions(MAX_RECEIVE))  # at the limit: read and answered
         assert answered(sock)
+    produces(broker)
+
+
+def test_a_bare_token_above_the_limit_after_handshake_v0_closes_the_connection(broker: LoggedBroker) -> None:
+    """After SaslHandshake v0 the client's frames are bare SASL tokens, read under the same limit."""
+    logged = len(broker.lines)
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        sock.sendall(frame(struct.pack(">hhih", 17, 0, 1, 3) + b"cli" + struct.pack(">h", 5) + b"PLAIN"))  # v0
+        assert answered(sock, correlation_id=1)
+        sock.sendall(struct.pack(">i", MAX_RECEIVE + 1) + b"\x00" * 64)
+        assert closed(sock)
+    line = broker.wait_for("closing connection from", timeout=10, after=logged)
+    assert f"frame of {MAX_RECEIVE + 1} bytes before SASL authentication exceeds sasl.server.max.receive.size" in line
     produces(broker)
 
 
@@ -295,10 +309,13 @@ def test_a_connection_that_does_not_authenticate_in_time_is_closed(tmp_path: Pat
         logged = len(process.lines)
         started = time.monotonic()
         with socket.create_connection(("127.0.0.1", process.port), timeout=10) as idle, \
-                socket.create_connection(("127.0.0.1", process.port), timeout=10) as chatty:
+                socket.create_connection(("127.0.0.1", process.port), timeout=10) as chatty, \
+                KafkaWire(process.port) as halfway:
             chatty.sendall(api_versions())  # requests that need no login do not extend the deadline
             assert answered(chatty)
-            assert closed(idle) and closed(chatty)
+            # A login begun in bare-token mode (handshake v0) and never finished is held to the same deadline.
+            assert halfway.call(SaslHandshakeRequestV0(mechanism="PLAIN")).error_code == 0
+            assert closed(idle) and closed(chatty) and closed(halfway.sock)
         assert time.monotonic() - started >= 1.0
         line = process.wait_for("not authenticated within", timeout=10, after=logged)
         assert "not authenticated within 1000 ms (sasl.server.authn.timeout.ms)" in line

@@ -184,6 +184,43 @@ def test_unauthenticated_requests_are_refused_and_the_connection_closed(secure: 
         wire.authenticate("GSSAPI", "alice", "x")
 
 
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_handshake_v0_logs_in_with_bare_token_frames(secure: LoggedBroker, mechanism: str) -> None:
+    """KIP-43's framing, which Kafka 4.0 still serves: after SaslHandshake v0 the tokens travel as bare frames."""
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with KafkaWire(secure.port) as wire:
+        wire.authenticate(mechanism, "alice", USERS["alice"], handshake_version=0)
+        topics = {str(topic.name) for topic in wire.call(metadata).topics}
+        assert "orders" in topics and "secret" not in topics  # requests again, as alice
+    with KafkaWire(secure.port) as wire, pytest.raises(ConnectionError):  # no answer to a bad login: a close
+        wire.authenticate(mechanism, "alice", "nope", handshake_version=0)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafka_python_as_a_0_10_client_logs_in_with_handshake_v0(secure: LoggedBroker, mechanism: str) -> None:
+    """kafka-python pinned to broker 0.10.0 has no SaslAuthenticate (Kafka 1.0): handshake v0 and bare tokens."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=secure.bootstrap, security_protocol="SASL_PLAINTEXT",
+                             api_version=(0, 10, 0), sasl_mechanism=mechanism, sasl_plain_username="alice",
+                             sasl_plain_password=USERS["alice"], request_timeout_ms=10_000)
+    try:
+        topics = consumer.topics()
+        assert "orders" in topics and "secret" not in topics
+    finally:
+        consumer.close()
+
+
+def test_handshake_v0_is_advertised_for_librdkafka(secure: LoggedBroker) -> None:
+    """librdkafka tests SaslHandshake 0..0 before any SASL login ("SASL Handshake not supported by broker")."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    with KafkaWire(secure.port) as wire:
+        versions = wire.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    [entry] = [entry for entry in versions.api_keys if entry.api_key == 17]
+    assert (entry.min_version, entry.max_version) == (0, 1)
+
+
 # ---------------------------------------------------------------------- authorization
 
 
