@@ -13,7 +13,7 @@ from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
-from controlplane.reports.sandbox.launcher import Sandbox, SandboxUnavailable, hidden_paths
+from controlplane.reports.sandbox.launcher import SHUTDOWN_GRACE, Sandbox, SandboxUnavailable, hidden_paths
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -67,6 +67,6 @@ def _stop_sandbox(**_: Any) -> None:
         box, _sandbox = _sandbox, None
     if box is not None:
         try:
-            box.stop()
+            box.stop(SHUTDOWN_GRACE)
         except Exception:  # shutdown must go on
             log.exception("stopping the report runner failed")

@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 BOOTSTRAP = Path(__file__).with_name("bootstrap.sh")
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 30.0
+# At the worker's shutdown the runner's JVM gets this long to stop Spark, then its group is killed: it keeps
+# nothing worth waiting for (results are moved as each run ends; the scratch directory is removed), and a
+# `sluice up` Ctrl-C must not wait on a JVM.
+SHUTDOWN_GRACE = 3.0
 RUNNER_NICENESS = 10
 # What the runner's environment keeps of the worker's (nothing secret; Java and locale only).
 _PASS_ENV = ("PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ", "SPARK_MASTER", "LOG_LEVEL", "PYSPARK_PYTHON")
@@ -189,12 +193,13 @@ class Sandbox:
         log.info("report runner started (pid %s)", hello.get("pid"))
         return process
 
-    def stop(self) -> None:
+    def stop(self, grace: float = STOP_TIMEOUT) -> None:
+        """Stop the runner: ``grace`` seconds to stop Spark, then its whole process group is killed."""
         with self._lock:
             self._stopped = True
             process, self._process = self._process, None
         if process is not None:
-            process.stop()
+            process.stop(grace)
         shutil.rmtree(self._root, ignore_errors=True)
 
     def runner_pid(self) -> int | None:
