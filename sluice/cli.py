@@ -12,9 +12,9 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from sluice import runtime
 from sluice.embedded import private_dir
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from dataplane.server.config import BrokerConfig
 
 DEV_METRICS_LISTEN = ("127.0.0.1", 9644)
+T = TypeVar("T")
 
 
 def _wait_for_port(host: str, port: int, timeout: float) -> bool:
@@ -267,6 +268,19 @@ def _stop_leftover_brokers(host: str, console: Any) -> None:
             leftovers.stop_all()
 
 
+def _env_default(parse: Callable[[str], T], var: str) -> Callable[[str], T]:
+    """``parse`` for an option whose default comes from ``$var``: a bad value there is blamed on the variable."""
+    def parse_from(text: str) -> T:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            if os.environ.get(var) == text:
+                raise argparse.ArgumentTypeError(f"{exc} (from ${var})") from None
+            raise
+    parse_from.__name__ = parse.__name__  # argparse names the type in some messages
+    return parse_from
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -462,9 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default=os.environ.get("SLUICE_HOST", "127.0.0.1"),
                     help="the address the web app (console, API, REST Proxy) listens on (default: $SLUICE_HOST or "
                          "127.0.0.1)")
-    up.add_argument("--port", type=_port, default=os.environ.get("SLUICE_PORT", "8000"),
+    up.add_argument("--port", type=_env_default(_port, "SLUICE_PORT"), default=os.environ.get("SLUICE_PORT", "8000"),
                     help="the web app's port (default: $SLUICE_PORT or 8000)")
-    up.add_argument("--broker-ports", type=_port_pool, default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
+    up.add_argument("--broker-ports", type=_env_default(_port_pool, "SLUICE_BROKER_PORTS"), default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
                     metavar="FIRST-LAST", help="the ports this machine's Kafka brokers may listen on, the demo "
                                                "cluster's included (default: $SLUICE_BROKER_PORTS or 19092-19191)")
     up.add_argument("--workers", type=int, default=2, help="Celery worker concurrency")

@@ -116,12 +116,13 @@ class Child:
                 started = time.monotonic()
             try:
                 self.proc.wait(max(0.0, started + wait - time.monotonic()))
+                if step:
+                    outcome = f"done (after {signal.Signals(sig).name})"
                 break
             except subprocess.TimeoutExpired:
-                outcome = f"killed (no exit {sum(w for _, w in self.stop_signals):.0f}s after SIGTERM)"
-                log.warning("%s did not exit %.0fs after %s", self.name, wait, signal.Signals(sig).name)
+                log.warning("%s did not exit %gs after %s", self.name, wait, signal.Signals(sig).name)
         else:
-            outcome = f"killed (still running {sum(w for _, w in self.stop_signals):.0f}s after SIGTERM)"
+            outcome = f"killed (still running {sum(w for _, w in self.stop_signals):g}s after SIGTERM)"
         # Whatever is left of its group and of the tree it had goes now (pool children, a report runner's JVM).
         self.kill_all()
         if outcome == "done" and self.proc.returncode not in (0, -signal.SIGTERM, -signal.SIGINT):
