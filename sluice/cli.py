@@ -478,7 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "127.0.0.1)")
     up.add_argument("--port", type=_env_default(_port, "SLUICE_PORT"), default=os.environ.get("SLUICE_PORT", "8000"),
                     help="the web app's port (default: $SLUICE_PORT or 8000)")
-    up.add_argument("--broker-ports", type=_env_default(_port_pool, "SLUICE_BROKER_PORTS"), default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
+    up.add_argument("--broker-ports", type=_env_default(_port_pool, "SLUICE_BROKER_PORTS"),
+                    default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
                     metavar="FIRST-LAST", help="the ports this machine's Kafka brokers may listen on, the demo "
                                                "cluster's included (default: $SLUICE_BROKER_PORTS or 19092-19191)")
     up.add_argument("--workers", type=int, default=2, help="Celery worker concurrency")
