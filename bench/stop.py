@@ -77,8 +77,8 @@ def baseline() -> float:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def stop_time(root: Path, runner: bool) -> tuple[float, int]:
-    """Seconds from SIGINT to nothing left running, and `up`'s exit status."""
+def stop_time(root: Path, runner: bool) -> tuple[float, int, list[str]]:
+    """Seconds from SIGINT to nothing left running, `up`'s exit status, and its lines about stopping."""
     scratch = Path(tempfile.mkdtemp(prefix="bench-stop-"))
     var = scratch / "var"
     low, _ = free_port_range(1)
@@ -101,7 +101,9 @@ def stop_time(root: Path, runner: bool) -> tuple[float, int]:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(300)
         _wait(lambda: not _alive(pids), 120, "every process's exit")
-        return time.monotonic() - started, code
+        seconds = time.monotonic() - started
+        said = out.read_text(errors="replace").split(BANNER)[-1].splitlines()
+        return seconds, code, [line for line in said if line.startswith("stopping ") and not line.endswith("… done")]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -119,10 +121,12 @@ def main() -> int:
     for runner in (False, True):
         times = []
         for _ in range(args.rounds):
-            seconds, code = stop_time(args.sluice_root, runner)
+            seconds, code, slow = stop_time(args.sluice_root, runner)
             times.append(seconds)
             if code != 0:
                 print(f"  (exit status {code})", flush=True)
+            for line in slow:  # a child that needed more than SIGTERM
+                print(f"  ({line})", flush=True)
         median = statistics.median(times)
         label = "with the report runner (JVM)" if runner else "without the report runner  "
         print(f"sluice up stop, {label}     {median:6.2f}s  ({median / base:.1f}x baseline; "

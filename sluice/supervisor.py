@@ -219,4 +219,6 @@ class Supervisor:
             if child.proc is None:
                 continue
             self.console.begin(f"stopping {child.name}")
-            self.console.end(child.finish_stop(started))
+            outcome = child.finish_stop(started)
+            self.console.end(outcome)
+            log.info("%s: %s, %.1fs after the stop began", child.name, outcome, time.monotonic() - started)
