@@ -26,9 +26,9 @@ DEV_METRICS_LISTEN = ("127.0.0.1", 9644)
 T = TypeVar("T")
 
 
-def _wait_for_port(host: str, port: int, timeout: float) -> bool:
+def _wait_for_port(host: str, port: int, timeout: float, stopping: Callable[[], bool] = lambda: False) -> bool:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopping():
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return True
@@ -215,7 +215,7 @@ def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_clu
     from controlplane.clusters.bootstrap import demo_client_config, ready_bootstrap, write_demo_client_config
 
     base = f"http://{args.host}:{args.port}"
-    if not _wait_for_port(args.host, args.port, 30):
+    if not _wait_for_port(args.host, args.port, 30, supervisor.stopping):
         return
     bootstrap = _wait_for_cluster(ready_bootstrap, demo_cluster_id, supervisor, timeout=120)
     kafka_lines = ["  Kafka       the demo cluster is not Ready yet: see its status in the API"]
