@@ -271,7 +271,7 @@ def _assert_clean_stop(after: str) -> None:
     assert "Traceback" not in after, after
     assert [line for line in lines if INFO.search(line) or CELERY_BANNER.search(line)] == [], after
     assert lines and lines[-1] == "sluice: stopped", after
-    stops = [line for line in lines[:-1] if not line.startswith("cluster ")]
+    stops = [line for line in lines[:-1] if line and not line.startswith("cluster ")]
     order = ("agent", "beat", "reports-worker", "worker", "web", "redis", "postgres")
     assert [line.split(" … ")[0] for line in stops] == [f"stopping {name}" for name in order], after
     assert all(line.split(" … ")[1] for line in stops), after  # each line says how it ended
