@@ -6,7 +6,7 @@ process it ran is gone (its process tree as seen just before the signal, and the
 baseline, measured in the same run, is the time to stop a bare embedded Postgres and Redis: the floor any
 `sluice up` stop sits on. ``--sluice-root`` measures another tree (an older checkout) the same way.
 
-    python bench/stop.py [--rounds 2] [--sluice-root /work/main]
+    python bench/stop.py [--rounds 2] [--sluice-root /work/main --runner off]
 """
 
 from __future__ import annotations
@@ -115,10 +115,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sluice-root", type=Path, default=ROOT, help="the source tree to measure")
+    parser.add_argument("--runner", choices=("both", "off", "on"), default="both",
+                        help="measure without the report runner, with it, or both (an older tree may never prestart "
+                             "its runner: 'off')")
     args = parser.parse_args()
     base = statistics.median(baseline() for _ in range(args.rounds))
     print(f"baseline: stop a bare embedded Postgres+Redis      {base:6.2f}s", flush=True)
-    for runner in (False, True):
+    for runner in {"both": (False, True), "off": (False,), "on": (True,)}[args.runner]:
         times = []
         for _ in range(args.rounds):
             seconds, code, slow = stop_time(args.sluice_root, runner)

@@ -32,7 +32,9 @@ def sandbox() -> Sandbox:
 def _is_reports_worker(sender: Any) -> bool:
     from django.conf import settings
 
-    task_consumer = getattr(getattr(sender, "consumer", None), "task_consumer", None)
+    # worker_ready's sender is the worker's Consumer (Celery 5); a WorkController holds one as ``consumer``.
+    consumer = getattr(sender, "consumer", None) or sender
+    task_consumer = getattr(consumer, "task_consumer", None)
     names = {q.name for q in getattr(task_consumer, "queues", None) or ()}
     return settings.SLUICE_REPORTS_QUEUE in names
 
