@@ -93,6 +93,10 @@ def stop_time(root: Path, runner: bool) -> tuple[float, int, list[str]]:
         _wait(lambda: BANNER in out.read_text(errors="replace") or proc.poll() is not None, UP_TIMEOUT, "the banner")
         if runner:
             _wait(lambda: _has_java(proc.pid), UP_TIMEOUT, "the report runner's JVM")
+            log = var / "log" / "reports-worker.log"
+            if log.exists():  # a tree that logs there: wait for the runner to be ready, not only its JVM there
+                _wait(lambda: "report runner started" in log.read_text(errors="replace"), UP_TIMEOUT,
+                      "the report runner's readiness")
         pids = set(descendants(proc.pid)) | {proc.pid}
         postmaster = var / "postgres" / "postmaster.pid"
         if postmaster.exists():

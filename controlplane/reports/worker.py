@@ -55,10 +55,11 @@ def _on_ready(sender: Any = None, **_: Any) -> None:
 
 
 def _prestart() -> None:
+    box = sandbox()
     try:
-        sandbox().start()
-    except SandboxUnavailable as e:  # each run will say so
-        log.error("%s", e)
+        box.start()
+    except SandboxUnavailable as e:  # each run will say so; a stop during the start is no error
+        log.log(logging.INFO if box.stopped else logging.ERROR, "%s", e)
 
 
 @worker_shutdown.connect
