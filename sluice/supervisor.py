@@ -68,7 +68,7 @@ class Child:
             assert self.proc.stdout is not None
             threading.Thread(target=self._pump, args=(self.proc.stdout, console or Console(), verbose),
                              name=f"log-{self.name}", daemon=True).start()
-        elif self.ready_marker is None:
+        else:  # its output is not ours to read: no marker to wait for
             self.ready.set()
 
     def _pump(self, source: IO[bytes], console: Console, verbose: bool) -> None:
@@ -84,14 +84,19 @@ class Child:
                     self.ready.set()
                 if verbose:
                     console.raw(f"{self.name}| {line}")
-                elif is_error_line(line) and self._count_error():
-                    console.line(error_summary(self.name, line, shown))
+                elif is_error_line(line):
+                    count = self._count_error()
+                    if count <= ERRORS_PER_MINUTE:
+                        console.line(error_summary(self.name, line, shown))
+                    elif count == ERRORS_PER_MINUTE + 1:
+                        console.line(f"sluice: {self.name}: more errors this minute, not shown  (full log: {shown})")
         self.ready.set()  # it exited: nobody waits for a marker that will not come
 
-    def _count_error(self) -> bool:
+    def _count_error(self) -> int:
+        """How many errors it has had in the last minute, this one included."""
         now = time.monotonic()
         self._errors = [t for t in self._errors if now - t < 60] + [now]
-        return len(self._errors) <= ERRORS_PER_MINUTE
+        return len(self._errors)
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

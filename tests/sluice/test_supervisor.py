@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sluice.output import Console
 from sluice.proc import descendants
-from sluice.supervisor import Child, Supervisor
+from sluice.supervisor import ERRORS_PER_MINUTE, Child, Supervisor
 
 TALKER = r"""
 import sys
@@ -87,3 +87,16 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return "gone"
+
+
+def test_a_burst_of_errors_is_capped_on_the_terminal_not_in_the_log(tmp_path: Path) -> None:
+    out = io.StringIO()
+    burst = "import sys\nfor i in range(20): print(f'2026-11-28 12:00:00,000 ERROR app failure {i}', flush=True)"
+    child = Child("noisy", [sys.executable, "-c", burst], log_path=tmp_path / "noisy.log", ready_marker="never")
+    child.start(Console(out), verbose=False)
+    assert child.proc is not None and child.proc.wait(60) == 0
+    assert child.ready.wait(60)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == ERRORS_PER_MINUTE + 1 and "failure 0" in lines[0], lines
+    assert lines[-1].startswith("sluice: noisy: more errors this minute, not shown"), lines
+    assert len((tmp_path / "noisy.log").read_text().splitlines()) == 20
