@@ -21,6 +21,8 @@ from sluice.embedded import private_dir
 
 if TYPE_CHECKING:
     from dataplane.server.config import BrokerConfig
+    from sluice.output import Console
+    from sluice.supervisor import Supervisor
 
 DEV_METRICS_LISTEN = ("127.0.0.1", 9644)
 T = TypeVar("T")
@@ -77,7 +79,7 @@ def _wait_for_cluster(ready: Any, cluster_id: Any, supervisor: Any, timeout: flo
         connections.close_all()
 
 
-def _own_logging(path: Path, verbose: bool) -> None:
+def _own_logging(path: Path, verbose: bool, console: Console) -> None:
     """This process's log records: all of them into ``path``; on the terminal only errors (all with --verbose).
     Called again after ``django.setup()``, whose LOGGING replaces the root logger's handlers."""
     level = os.environ.get("LOG_LEVEL", "INFO")
@@ -87,7 +89,9 @@ def _own_logging(path: Path, verbose: bool) -> None:
         handler.close()
     to_file = logging.FileHandler(path)
     to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    to_terminal = logging.StreamHandler()
+    from sluice.output import ConsoleHandler
+
+    to_terminal = ConsoleHandler(console)
     to_terminal.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s" if verbose
                                                else f"sluice: %(levelname)s %(message)s  (full log: {path})"))
     to_terminal.setLevel(level if verbose else logging.ERROR)
@@ -122,8 +126,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     var = runtime.var_dir()
     lock_fd = _hold_lock(var)
     logs = private_dir(var / "log")
-    _own_logging(logs / "sluice.log", args.verbose)
     console = Console()
+    _own_logging(logs / "sluice.log", args.verbose, console)
     console.line(f"sluice: data under {var}, logs in {logs}")
     services = runtime.ensure_environment(step=console.step)
     if services is not None:
@@ -137,7 +141,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from django.core.management import call_command
 
     django.setup()
-    _own_logging(logs / "sluice.log", args.verbose)
+    _own_logging(logs / "sluice.log", args.verbose, console)
     with console.step("migrating the database"):
         call_command("migrate", interactive=False, verbosity=0)
     from controlplane.tenancy.bootstrap import demo_bootstrap
@@ -210,7 +214,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_cluster_id: Any, demo_kafka_id: str,
-            supervisor: Any, console: Any) -> None:
+            supervisor: Supervisor, console: Console) -> None:
     """Wait for the web port and the demo cluster, then print where everything is."""
     from controlplane.clusters.bootstrap import demo_client_config, ready_bootstrap, write_demo_client_config
 
@@ -253,7 +257,7 @@ def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_clu
     ]))
 
 
-def _stop_leftover_brokers(host: str, console: Any) -> None:
+def _stop_leftover_brokers(host: str, console: Console) -> None:
     """Brokers still running after the agent exited, stopped as the agent would (SIGTERM, then SIGKILL).
 
     The agent stops its brokers as it exits, but they are detached (an agent restart adopts them): one it could

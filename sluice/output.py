@@ -6,6 +6,7 @@ The children's full output goes to ``var/log/<name>.log``; the terminal is for w
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import sys
 import threading
@@ -86,3 +87,17 @@ class Console:
         if self._open:
             self.stream.write("\n")
             self._open = False
+
+
+class ConsoleHandler(logging.Handler):
+    """Log records onto the console's terminal, as whole lines (a progress line is ended first, never split)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__()
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.console.line(self.format(record))
+        except Exception:  # logging must never take the caller down
+            self.handleError(record)
