@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import time
 
 PR_SET_PDEATHSIG = 1
 
@@ -49,10 +50,27 @@ def descendants(pid: int) -> dict[int, int]:
     return found
 
 
-def kill_same(processes: dict[int, int], sig: int = signal.SIGKILL) -> None:
-    """Send ``sig`` to each process still running with the start time it was seen with."""
+def _same(pid: int, started: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[1] == started and not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return True
+    return data[data.rindex(b")") + 2:].split()[0] == b"Z"
+
+
+def kill_same(processes: dict[int, int], sig: int = signal.SIGKILL, wait: float = 2.0) -> None:
+    """Send ``sig`` to each process still running with the start time it was seen with, then wait up to ``wait``
+    seconds for them to be gone (a signal is delivered, not obeyed, when ``kill`` returns)."""
     for pid, started in processes.items():
-        stat = _stat(pid)
-        if stat is not None and stat[1] == started:
+        if _same(pid, started):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
+    deadline = time.monotonic() + wait
+    while any(_same(pid, started) for pid, started in processes.items()) and time.monotonic() < deadline:
+        time.sleep(0.02)

@@ -13,6 +13,7 @@ from pathlib import Path
 from sluice.output import Console
 from sluice.proc import descendants
 from sluice.supervisor import ERRORS_PER_MINUTE, Child, Supervisor
+from tests.controlplane.managed.conftest import wait_for
 
 TALKER = r"""
 import sys
@@ -73,7 +74,8 @@ def test_stop_escalates_and_kills_what_the_child_started_in_another_session(tmp_
         assert child.proc.returncode == -signal.SIGKILL
         assert descendants(child.proc.pid) == {}
         (grandchild,) = grandchildren
-        assert _state(grandchild) in ("gone", "Z")  # a zombie until its new parent (init) reaps it
+        # Gone, or a zombie until its new parent (init) reaps it.
+        wait_for(lambda: _state(grandchild) in ("gone", "Z"), what="the grandchild's end")
     finally:
         for pid in grandchildren:
             with contextlib.suppress(ProcessLookupError):
