@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console clean-var
+.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console bench-stop clean-var
 
 $(STAMP): pyproject.toml setup.py dataplane/protocol/_columns.pyx dataplane/protocol/_encode.pyx \
           controlplane/kafkarest/_split.pyx controlplane/kafkarest/_parse.pyx
@@ -128,6 +128,10 @@ bench-reports: $(STAMP)
 
 bench-spark: $(STAMP)
 	$(BIN)/python bench/spark.py $(BENCH_ARGS)
+
+# How long `sluice up` takes to stop on Ctrl-C, with and without the report runner, against a bare Postgres+Redis.
+bench-stop: $(STAMP)
+	$(BIN)/python bench/stop.py $(BENCH_ARGS)
 
 clean-var:
 	rm -rf var

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import fcntl
 import logging
@@ -11,22 +12,25 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from sluice import runtime
 from sluice.embedded import private_dir
 
 if TYPE_CHECKING:
     from dataplane.server.config import BrokerConfig
+    from sluice.output import Console
+    from sluice.supervisor import Supervisor
 
 DEV_METRICS_LISTEN = ("127.0.0.1", 9644)
+T = TypeVar("T")
 
 
-def _wait_for_port(host: str, port: int, timeout: float) -> bool:
+def _wait_for_port(host: str, port: int, timeout: float, stopping: Callable[[], bool] = lambda: False) -> bool:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopping():
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return True
@@ -75,37 +79,76 @@ def _wait_for_cluster(ready: Any, cluster_id: Any, supervisor: Any, timeout: flo
         connections.close_all()
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    from sluice.supervisor import Child, Supervisor
+def _own_logging(path: Path, verbose: bool, console: Console) -> None:
+    """This process's log records: all of them into ``path``; on the terminal only errors (all with --verbose).
+    Called again after ``django.setup()``, whose LOGGING replaces the root logger's handlers."""
+    level = os.environ.get("LOG_LEVEL", "INFO")
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    to_file = logging.FileHandler(path)
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    from sluice.output import ConsoleHandler
 
-    if not 0 < args.port < 65536:
-        raise SystemExit(f"sluice: --port must be between 1 and 65535, not {args.port}")
+    to_terminal = ConsoleHandler(console)
+    to_terminal.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s" if verbose
+                                               else f"sluice: %(levelname)s %(message)s  (full log: {path})"))
+    to_terminal.setLevel(level if verbose else logging.ERROR)
+    root.addHandler(to_file)
+    root.addHandler(to_terminal)
+    root.setLevel(level)
+    logging.captureWarnings(True)  # a library's warnings (platformdirs', say) are log records like the rest
+
+
+def _child_log_level() -> str:
+    """The children's logs are kept in full (INFO; DEBUG when asked): the terminal no longer shows them."""
+    return "DEBUG" if os.environ.get("LOG_LEVEL", "").upper() == "DEBUG" else "INFO"
+
+
+def _link_log(logs: Path, name: str, target: Path) -> None:
+    """``var/log/<name>`` for a log a server writes elsewhere itself (Postgres runs as another user as root)."""
+    link = logs / name
+    with contextlib.suppress(FileNotFoundError):
+        link.unlink()
+    link.symlink_to(os.path.relpath(target, logs))
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from sluice.clusterwatch import ClusterWatch
+    from sluice.output import Console
+    from sluice.supervisor import CELERY, Child, Supervisor
+
+    low, high = args.broker_ports
+    if low <= args.port <= high:
+        _fail(f"--port {args.port} is inside --broker-ports {low}-{high}")
     _check_listen(args.host, args.port)
     var = runtime.var_dir()
     lock_fd = _hold_lock(var)
-    print(f"sluice: data under {var}", flush=True)
-    services = runtime.ensure_environment()
+    logs = private_dir(var / "log")
+    console = Console()
+    _own_logging(logs / "sluice.log", args.verbose, console)
+    console.line(f"sluice: data under {var}, logs in {logs}")
+    services = runtime.ensure_environment(step=console.step)
     if services is not None:
-        embedded = [name for name, part in (("PostgreSQL", services.postgres), ("Redis", services.redis)) if part]
-        if embedded:
-            print(f"sluice: started embedded {' and '.join(embedded)}", flush=True)
+        if services.postgres is not None:
+            _link_log(logs, "postgres.log", services.postgres.log_path)
+        if services.redis is not None:
+            _link_log(logs, "redis.log", services.redis.log_path)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
     import django
     from django.core.management import call_command
 
     django.setup()
-    call_command("migrate", interactive=False, verbosity=0)
+    _own_logging(logs / "sluice.log", args.verbose, console)
+    with console.step("migrating the database"):
+        call_command("migrate", interactive=False, verbosity=0)
     from controlplane.tenancy.bootstrap import demo_bootstrap
 
     demo = demo_bootstrap(var)
     from controlplane.agent.processes import STOP_TIMEOUT as BROKER_STOP_TIMEOUT
-    from controlplane.clusters.bootstrap import (
-        demo_client_config,
-        demo_cluster,
-        ready_bootstrap,
-        write_demo_client_config,
-    )
+    from controlplane.clusters.bootstrap import demo_cluster
 
     demo_row = demo_cluster(demo.tenant_slug)
     demo_cluster_id, demo_kafka_id = demo_row.pk, demo_row.kafka_cluster_id
@@ -114,75 +157,107 @@ def cmd_up(args: argparse.Namespace) -> int:
     connections.close_all()
 
     python = sys.executable
-    env = dict(os.environ)
+    env = {**os.environ, "LOG_LEVEL": _child_log_level(), "PYTHONUNBUFFERED": "1"}
+    level = env["LOG_LEVEL"]
+
+    def child(name: str, argv: list[str], ready: str, **kwargs: Any) -> Child:
+        return Child(name, argv, kwargs.pop("env", env), log_path=logs / f"{name}.log", ready_marker=ready, **kwargs)
+
     supervisor = Supervisor([
-        Child("web", [python, "-m", "uvicorn", "controlplane.asgi:application", "--host", args.host,
+        child("web", [python, "-m", "uvicorn", "controlplane.asgi:application", "--host", args.host,
                       "--port", str(args.port), "--no-access-log" if args.quiet else "--access-log"],
-              {"DB_POOL_SIZE": "10", **env}),
-        Child("worker", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", "INFO",
-                         "--concurrency", str(args.workers), "--hostname", f"worker-{os.getpid()}@%h"], env),
+              "Application startup complete", env={"DB_POOL_SIZE": "10", **env}),
+        child("worker", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", level,
+                         "--concurrency", str(args.workers), "--hostname", f"worker-{os.getpid()}@%h"], "ready.",
+              stop_signals=CELERY),
         # Spark reports on their own queue: one process, one Spark session (a JVM) shared by its threads.
-        Child("reports", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel", "INFO",
-                          "--pool", "threads", "--concurrency", "2", "--queues",
-                          os.environ.get("SLUICE_REPORTS_QUEUE", "reports"), "--hostname",
-                          f"reports-{os.getpid()}@%h"], env),
+        child("reports-worker", [python, "-m", "celery", "-A", "controlplane.celery_app", "worker", "--loglevel",
+                                 level, "--pool", "threads", "--concurrency", "2", "--queues",
+                                 os.environ.get("SLUICE_REPORTS_QUEUE", "reports"), "--hostname",
+                                 f"reports-{os.getpid()}@%h"], "ready.", stop_signals=CELERY),
         # Beat's SIGTERM shutdown saves its schedule to the database, which died with the supervisor if the
         # supervisor was SIGKILLed: it would wait forever, an orphan. It keeps no state worth that wait.
-        Child("beat", [python, "-m", "celery", "-A", "controlplane.celery_app", "beat", "--loglevel", "INFO",
-                       "--pidfile=", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"], env,
-              parent_death_signal=signal.SIGKILL),
+        child("beat", [python, "-m", "celery", "-A", "controlplane.celery_app", "beat", "--loglevel", level,
+                       "--pidfile=", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"],
+              "beat: Starting", parent_death_signal=signal.SIGKILL),
         # This machine as the one dataplane host; stopping the service stops its brokers.
         # It stops them itself (SIGTERM, then SIGKILL after STOP_TIMEOUT): it gets longer than that to do it, or
         # a broker slow to stop would outlive an agent killed halfway through stopping it.
-        Child("agent", [python, "-m", "sluice", "agent", "--host", args.agent_host, "--ports",
-                        f"{args.broker_ports[0]}-{args.broker_ports[1]}", "--stop-brokers-on-exit"], env,
-              stop_timeout=BROKER_STOP_TIMEOUT + 15),
-    ])
+        child("agent", [python, "-m", "sluice", "agent", "--host", args.agent_host, "--ports",
+                        f"{low}-{high}", "--stop-brokers-on-exit"], "ready.",
+              stop_signals=((signal.SIGTERM, BROKER_STOP_TIMEOUT + 15),)),
+    ], console=console, verbose=args.verbose)
+    watch = ClusterWatch(console.line)
     supervisor.install_signal_handlers()
-    supervisor.start()
-    base = f"http://{args.host}:{args.port}"
-    if _wait_for_port(args.host, args.port, 30):
-        bootstrap = _wait_for_cluster(ready_bootstrap, demo_cluster_id, supervisor, timeout=120)
-        kafka_lines = ["  Kafka       the demo cluster is not Ready yet: see its status in the API"]
-        if bootstrap:
-            client = demo_client_config(bootstrap, demo.key_id, demo.secret)
-            properties = var / "demo-client.properties"
-            write_demo_client_config(properties, client)
-            kafka_lines = [
-                f"  Kafka       {bootstrap}   (demo cluster, topic 'demo'; {client['security.protocol']}, "
-                "API key = user/password)",
-                f"  Client config (also in {properties}; local development only):",
-                *(f"      {k}={v}" for k, v in client.items()),
-                f"  Try Kafka   kcat -F {properties} -t demo -P   (then: -C to consume)",
-            ]
-        print("\n".join([
-            "",
-            "Sluice is up.",
-            f"  Console     {base}/   (sign in as '{demo.username}', password '{demo.password}')" if _console_built()
-            else "  Console     not built: `make console` (Node 20+), then reload",
-            f"  API         {base}/api/v1/",
-            f"  API docs    {base}/api/docs/",
-            f"  Health      {base}/healthz",
-            f"  Admin       {base}/admin/   (user '{demo.username}', password '{demo.password}')",
-            f"  Demo tenant '{demo.tenant_slug}', API key {demo.key_id} (credentials in {demo.credentials_path})",
-            *kafka_lines,
-            f"  REST Proxy  {base}/kafka/v3/clusters/{demo_kafka_id}   (Confluent's v3; v2 under /kafka/v2/)",
-            f"  Live tail   ws://{args.host}:{args.port}/ws/clusters/{demo_kafka_id}/topics/demo/tail",
-            f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "
-            f"{base}/api/v1/tenants/{demo.tenant_slug}/clusters",
-            "Press Ctrl-C to stop.",
-            "",
-        ]), flush=True)
-    code = supervisor.run()
-    _stop_leftover_brokers(args.agent_host)
-    if services is not None:
-        services.stop()
-    os.close(lock_fd)
-    print("sluice: stopped", flush=True)
+    try:
+        watch.start()
+        supervisor.start()
+        if not supervisor.stopping():
+            _banner(args, var, logs, demo, demo_cluster_id, demo_kafka_id, supervisor, console)
+        code = supervisor.run()
+    finally:
+        # Stop order: what reports to the database and queues first, then the data services they use.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop short
+        watch.stop()
+        supervisor.stop()
+        _stop_leftover_brokers(args.agent_host, console)
+        if services is not None:
+            if services.redis is not None:
+                with console.step("stopping redis"):
+                    services.redis.stop()
+            if services.postgres is not None:
+                with console.step("stopping postgres"):
+                    services.postgres.stop()
+        os.close(lock_fd)
+    console.line("sluice: stopped")
     return code
 
 
-def _stop_leftover_brokers(host: str) -> None:
+def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_cluster_id: Any, demo_kafka_id: str,
+            supervisor: Supervisor, console: Console) -> None:
+    """Wait for the web port and the demo cluster, then print where everything is."""
+    from controlplane.clusters.bootstrap import demo_client_config, ready_bootstrap, write_demo_client_config
+
+    base = f"http://{args.host}:{args.port}"
+    if not _wait_for_port(args.host, args.port, 30, supervisor.stopping):
+        return
+    bootstrap = _wait_for_cluster(ready_bootstrap, demo_cluster_id, supervisor, timeout=120)
+    kafka_lines = ["  Kafka       the demo cluster is not Ready yet: see its status in the API"]
+    if bootstrap:
+        client = demo_client_config(bootstrap, demo.key_id, demo.secret)
+        properties = var / "demo-client.properties"
+        write_demo_client_config(properties, client)
+        kafka_lines = [
+            f"  Kafka       {bootstrap}   (demo cluster, topic 'demo'; {client['security.protocol']}, "
+            "API key = user/password)",
+            f"  Client config (also in {properties}; local development only):",
+            *(f"      {k}={v}" for k, v in client.items()),
+            f"  Try Kafka   kcat -F {properties} -t demo -P   (then: -C to consume)",
+        ]
+    console.line("\n".join([
+        "",
+        "Sluice is up.",
+        f"  Console     {base}/   (sign in as '{demo.username}', password '{demo.password}')" if _console_built()
+        else "  Console     not built: `make console` (Node 20+), then reload",
+        f"  API         {base}/api/v1/",
+        f"  API docs    {base}/api/docs/",
+        f"  Health      {base}/healthz",
+        f"  Admin       {base}/admin/   (user '{demo.username}', password '{demo.password}')",
+        f"  Demo tenant '{demo.tenant_slug}', API key {demo.key_id} (credentials in {demo.credentials_path})",
+        *kafka_lines,
+        f"  REST Proxy  {base}/kafka/v3/clusters/{demo_kafka_id}   (Confluent's v3; v2 under /kafka/v2/)",
+        f"  Live tail   ws://{args.host}:{args.port}/ws/clusters/{demo_kafka_id}/topics/demo/tail",
+        f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "
+        f"{base}/api/v1/tenants/{demo.tenant_slug}/clusters",
+        f"  Logs        {logs}/: web, worker, reports-worker, beat, agent, postgres, redis, sluice (this command);"
+        f" brokers in {var}/clusters/<cluster>/<node>/broker.log"
+        + ("" if args.verbose else "  (sluice up --verbose: everything here too)"),
+        "Press Ctrl-C to stop.",
+        "",
+    ]))
+
+
+def _stop_leftover_brokers(host: str, console: Console) -> None:
     """Brokers still running after the agent exited, stopped as the agent would (SIGTERM, then SIGKILL).
 
     The agent stops its brokers as it exits, but they are detached (an agent restart adopts them): one it could
@@ -191,8 +266,33 @@ def _stop_leftover_brokers(host: str) -> None:
     from controlplane.agent.processes import BrokerProcesses
 
     leftovers = BrokerProcesses(runtime.var_dir() / "clusters", host)
-    if leftovers.adopt():
-        leftovers.stop_all()
+    leftovers.adopt()
+    if any(state.pid is not None for state in leftovers.states().values()):
+        with console.step("stopping brokers the agent left"):
+            leftovers.stop_all()
+
+
+def _env_default(parse: Callable[[str], T], var: str) -> Callable[[str], T]:
+    """``parse`` for an option whose default comes from ``$var``: a bad value there is blamed on the variable."""
+    def parse_from(text: str) -> T:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            if os.environ.get(var) == text:
+                raise argparse.ArgumentTypeError(f"{exc} (from ${var})") from None
+            raise
+    parse_from.__name__ = parse.__name__  # argparse names the type in some messages
+    return parse_from
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port between 1 and 65535, got {text!r}")
+    return port
 
 
 def _port_pool(text: str) -> tuple[int, int]:
@@ -372,15 +472,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice", description="Sluice event streaming.")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="run the control plane: web, worker and beat (embedded Postgres/Redis "
-                                   "unless DATABASE_URL/REDIS_URL are set)")
-    up.add_argument("--host", default=os.environ.get("SLUICE_HOST", "127.0.0.1"))
-    up.add_argument("--port", type=int, default=int(os.environ.get("SLUICE_PORT", "8000")))
+                                   "unless DATABASE_URL/REDIS_URL are set)",
+                        description="Run Sluice on this machine: embedded Postgres and Redis (unless DATABASE_URL/"
+                                    "REDIS_URL are set), the web app, Celery workers and beat, and this machine's "
+                                    "agent with a demo cluster. The terminal shows progress, the banner, errors "
+                                    "and cluster state changes; every process logs in full under var/log/.")
+    up.add_argument("--host", default=os.environ.get("SLUICE_HOST", "127.0.0.1"),
+                    help="the address the web app (console, API, REST Proxy) listens on (default: $SLUICE_HOST or "
+                         "127.0.0.1)")
+    up.add_argument("--port", type=_env_default(_port, "SLUICE_PORT"), default=os.environ.get("SLUICE_PORT", "8000"),
+                    help="the web app's port (default: $SLUICE_PORT or 8000)")
+    up.add_argument("--broker-ports", type=_env_default(_port_pool, "SLUICE_BROKER_PORTS"),
+                    default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
+                    metavar="FIRST-LAST", help="the ports this machine's Kafka brokers may listen on, the demo "
+                                               "cluster's included (default: $SLUICE_BROKER_PORTS or 19092-19191)")
     up.add_argument("--workers", type=int, default=2, help="Celery worker concurrency")
-    up.add_argument("--quiet", action="store_true", help="no HTTP access log")
+    up.add_argument("--quiet", action="store_true", help="no HTTP access log (in var/log/web.log)")
+    up.add_argument("-v", "--verbose", action="store_true",
+                    help="every process's full log on the terminal too (still kept in var/log/)")
     up.add_argument("--agent-host", default=os.environ.get("SLUICE_AGENT_HOST", "local"),
                     help="this machine's name as a dataplane host (default 'local')")
-    up.add_argument("--broker-ports", type=_port_pool, default=os.environ.get("SLUICE_BROKER_PORTS", "19092-19191"),
-                    metavar="FIRST-LAST", help="the port pool of this machine's brokers (default 19092-19191)")
     up.set_defaults(func=cmd_up)
     broker = sub.add_parser("broker", help="run a Kafka-protocol broker")
     broker.add_argument("--config", default=None, metavar="FILE",

@@ -25,6 +25,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +158,11 @@ class EmbeddedPostgres:
             self._server.cleanup()
             self._server = None
 
+    @property
+    def log_path(self) -> Path:
+        """pgserver's server log (``pg_ctl -l``), beside the data."""
+        return self.data_dir / "log"
+
 
 def _close_parent(data_dir: Path) -> None:
     """As root, pgserver runs PostgreSQL as its ``pgserver`` user and opens every directory above the data to
@@ -218,7 +225,7 @@ class EmbeddedRedis:
             "appendfsync everysec",
             'save ""',
             "daemonize no",
-            f"logfile {json.dumps(str(self.data_dir / 'redis.log'))}",
+            f"logfile {json.dumps(str(self.log_path))}",
             'pidfile ""',
             f"requirepass {password}",
             "",
@@ -252,6 +259,10 @@ class EmbeddedRedis:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "redis.log"
+
     def stop(self, timeout: float = 10.0) -> None:
         if self._proc is None or self._proc.poll() is not None:
             return
@@ -284,8 +295,12 @@ class Services:
         os.environ["REDIS_URL"] = self.redis_url
 
 
-def ensure_services(var_dir: Path, *, ephemeral: bool = False) -> Services:
-    """Start embedded Postgres/Redis under ``var_dir`` unless the env names servers."""
+def ensure_services(var_dir: Path, *, ephemeral: bool = False,
+                    step: Callable[[str], AbstractContextManager[object]] | None = None) -> Services:
+    """Start embedded Postgres/Redis under ``var_dir`` unless the env names servers.
+
+    ``step(what)`` wraps each start (``sluice up``'s progress lines)."""
+    step = step or (lambda _: contextlib.nullcontext())
     database_url = os.environ.get("DATABASE_URL", "")
     redis_url = os.environ.get("REDIS_URL", "")
     postgres = redis_server = None
@@ -293,12 +308,14 @@ def ensure_services(var_dir: Path, *, ephemeral: bool = False) -> Services:
         private_dir(var_dir)
     if not database_url:
         postgres = EmbeddedPostgres(var_dir / "postgres", delete_on_stop=ephemeral)
-        database_url = postgres.start()
+        with step("starting postgres"):
+            database_url = postgres.start()
         log.info("embedded PostgreSQL at %s", database_url)
     if not redis_url:
         redis_server = EmbeddedRedis(var_dir / "redis")
         try:
-            redis_url = redis_server.start()
+            with step("starting redis"):
+                redis_url = redis_server.start()
         except BaseException:
             if postgres is not None:
                 postgres.stop()

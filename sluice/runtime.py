@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from sluice.embedded import Services, ensure_services
@@ -15,7 +17,7 @@ def var_dir() -> Path:
     return Path(os.environ.get("SLUICE_VAR_DIR", PROJECT_ROOT / "var")).resolve()
 
 
-def ensure_environment() -> Services | None:
+def ensure_environment(step: Callable[[str], AbstractContextManager[object]] | None = None) -> Services | None:
     """Export DATABASE_URL/REDIS_URL, starting embedded servers for unset ones.
 
     The servers live as long as this process (or the supervisor that started
@@ -24,7 +26,7 @@ def ensure_environment() -> Services | None:
     global _services
     if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
         return None
-    _services = ensure_services(var_dir())
+    _services = ensure_services(var_dir(), step=step)
     _services.export()
     import atexit
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
-from controlplane.reports.sandbox.launcher import Sandbox, SandboxUnavailable, hidden_paths
+from controlplane.reports.sandbox.launcher import SHUTDOWN_GRACE, Sandbox, SandboxUnavailable, hidden_paths
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -32,7 +32,9 @@ def sandbox() -> Sandbox:
 def _is_reports_worker(sender: Any) -> bool:
     from django.conf import settings
 
-    task_consumer = getattr(getattr(sender, "consumer", None), "task_consumer", None)
+    # worker_ready's sender is the worker's Consumer (Celery 5); a WorkController holds one as ``consumer``.
+    consumer = getattr(sender, "consumer", None) or sender
+    task_consumer = getattr(consumer, "task_consumer", None)
     names = {q.name for q in getattr(task_consumer, "queues", None) or ()}
     return settings.SLUICE_REPORTS_QUEUE in names
 
@@ -53,10 +55,11 @@ def _on_ready(sender: Any = None, **_: Any) -> None:
 
 
 def _prestart() -> None:
+    box = sandbox()
     try:
-        sandbox().start()
-    except SandboxUnavailable as e:  # each run will say so
-        log.error("%s", e)
+        box.start()
+    except SandboxUnavailable as e:  # each run will say so; a stop during the start is no error
+        log.log(logging.INFO if box.stopped else logging.ERROR, "%s", e)
 
 
 @worker_shutdown.connect
@@ -67,6 +70,6 @@ def _stop_sandbox(**_: Any) -> None:
         box, _sandbox = _sandbox, None
     if box is not None:
         try:
-            box.stop()
+            box.stop(SHUTDOWN_GRACE)
         except Exception:  # shutdown must go on
             log.exception("stopping the report runner failed")

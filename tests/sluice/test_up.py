@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -113,22 +114,38 @@ def _described(procs: list[psutil.Process]) -> list[str]:
     return out
 
 
+class Terminal:
+    """What `sluice up` printed: up to its banner, and (once it has exited) everything after."""
+
+    def __init__(self, banner: str, rest: Path, drain: threading.Thread) -> None:
+        self.banner = banner
+        self._rest = rest
+        self._drain = drain
+
+    def after(self) -> str:
+        """The lines after the banner; call after `up` exited (the pipe's end ends the copy)."""
+        self._drain.join(30)
+        return self._rest.read_text(errors="replace") if self._rest.exists() else ""
+
+
 @contextmanager
-def sluice_up(started: Started, port: int, broker_port: int) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`sluice up` on ``started.var``; yields the process and its banner. On the way out (a failure too) every
-    process it started that is still running is stopped by pid, after `up` itself."""
+def sluice_up(started: Started, port: int, broker_port: int) -> Iterator[tuple[subprocess.Popen[str], Terminal]]:
+    """`sluice up` on ``started.var``; yields the process and its terminal output. On the way out (a failure too)
+    every process it started that is still running is stopped by pid, after `up` itself."""
     var = started.var
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "LOG_LEVEL"}}
     # The report runner starts with the test's one report, not with every `up` here (a JVM each: 2 cores).
-    env.update(SLUICE_VAR_DIR=str(var), PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING", SLUICE_REPORTS_PRESTART="false")
+    env.update(SLUICE_VAR_DIR=str(var), PYTHONUNBUFFERED="1", SLUICE_REPORTS_PRESTART="false")
     proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet",
                              "--workers", "1", "--broker-ports", f"{broker_port}-{broker_port}"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         banner = _read_until(proc, "Press Ctrl-C to stop.")
-        drain_to(proc, var / "sluice-up.log")  # an unread pipe would block every child's next log line
+        rest = var / f"sluice-up-{proc.pid}.out"
+        # An unread pipe would block `up`'s next line.
+        terminal = Terminal(banner, rest, drain_to(proc, rest))
         started.note_tree(proc.pid)
-        yield proc, banner
+        yield proc, terminal
     finally:
         started.note_tree(proc.pid)
         if proc.poll() is None:
@@ -138,9 +155,11 @@ def sluice_up(started: Started, port: int, broker_port: int) -> Iterator[tuple[s
 
 def _log_tail(var: Path, lines: int = 60) -> str:
     """The end of what `sluice up` and its children printed (for a failure's message: the directory is removed)."""
-    with suppress(OSError):
-        return "\n".join((var / "sluice-up.log").read_text(errors="replace").splitlines()[-lines:])
-    return "(no log)"
+    tails = []
+    for path in sorted(var.glob("sluice-up-*.out")) + sorted((var / "log").glob("*.log")):
+        with suppress(OSError):
+            tails.append(f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+    return "\n".join(tails) or "(no log)"
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
@@ -226,11 +245,59 @@ def _produce_and_read_back(config: dict[str, str], value: bytes) -> None:
         consumer.close()
 
 
+COMPONENTS = ("web", "worker", "reports-worker", "beat", "agent")
+# Celery's start-up banner (kept in the log files, not shown): its rule, sections, and the worker's name.
+CELERY_BANNER = re.compile(r"-------------- |\[config\]|\[queues\]|\.> |celery@|transport:")
+INFO = re.compile(r"\bINFO\b")
+# Before the banner: where things are, a progress line per component, cluster states, one-line errors.
+START_LINE = re.compile(r"^(sluice: .*|starting [\w-]+ … done|migrating the database … done|cluster \S+: .*|)$")
+
+
+def _assert_quiet_start(banner: str, var: Path) -> None:
+    """The terminal up to the banner: bounded, only progress and state lines (no Celery banner, no INFO)."""
+    before = banner.split("\nSluice is up.\n")[0].splitlines()
+    assert "Traceback" not in banner, banner
+    assert [line for line in banner.splitlines() if INFO.search(line) or CELERY_BANNER.search(line)] == [], banner
+    assert [line for line in before if not START_LINE.match(line)] == [], banner
+    assert len(before) < 40, banner
+    for name in ("postgres", "redis", *COMPONENTS):
+        assert f"starting {name} … done" in before, banner
+    assert f"  Logs        {var / 'log'}/: " in banner, banner
+
+
+def _assert_clean_stop(after: str) -> None:
+    """After the banner: cluster states, then one line per component stopping, in order, and nothing else."""
+    lines = after.splitlines()
+    assert "Traceback" not in after, after
+    assert [line for line in lines if INFO.search(line) or CELERY_BANNER.search(line)] == [], after
+    assert lines and lines[-1] == "sluice: stopped", after
+    stops = [line for line in lines[:-1] if line and not line.startswith("cluster ")]
+    order = ("agent", "beat", "reports-worker", "worker", "web", "redis", "postgres")
+    assert [line.split(" … ")[0] for line in stops] == [f"stopping {name}" for name in order], after
+    assert all(line.split(" … ")[1] for line in stops), after  # each line says how it ended
+
+
+def _assert_full_logs(var: Path) -> None:
+    """Every process's full log is under var/log/ (Postgres' and Redis' as links to where they write it)."""
+    logs = var / "log"
+    text = {name: (logs / f"{name}.log").read_text(errors="replace") for name in (*COMPONENTS, "sluice")}
+    assert "[queues]" in text["worker"] and " ready." in text["worker"]  # Celery's banner and INFO lines
+    assert "report runner started" in text["reports-worker"]
+    assert "Application startup complete" in text["web"]
+    assert "beat: Starting" in text["beat"]
+    assert "agent local:" in text["agent"]
+    assert "started web (pid" in text["sluice"]
+    for server in ("postgres", "redis"):
+        assert (logs / f"{server}.log").is_symlink() and (logs / f"{server}.log").stat().st_size > 0
+
+
 @pytest.mark.timeout(900)
 def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(started: Started) -> None:
     var = started.var
     port, (broker_port, _) = free_port(), free_port_range(1)
-    with sluice_up(started, port, broker_port) as (proc, banner):
+    with sluice_up(started, port, broker_port) as (proc, terminal):
+        banner = terminal.banner
+        _assert_quiet_start(banner, var)
         key = _demo_key(var)
         # The first command gives a Kafka endpoint: the demo cluster is Ready, its topic made, its address shown.
         assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
@@ -279,9 +346,15 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(sta
         assert proc.wait(60) == 0
         assert _gone(children) == []
         assert not psutil.pid_exists(postgres) or psutil.Process(postgres).status() == psutil.STATUS_ZOMBIE
+        after = terminal.after()
+        _assert_clean_stop(after)
+        # The demo cluster's way to Running, from its status, as it happened.
+        assert re.search(r"^cluster demo/demo: \w+ → Running$", banner + after, re.M), banner + after
+        _assert_full_logs(var)
 
     # A second start reuses var/: same demo key, same data, the same demo cluster (not a second one).
-    with sluice_up(started, port, broker_port) as (proc, banner):
+    with sluice_up(started, port, broker_port) as (proc, terminal):
+        banner = terminal.banner
         assert _demo_key(var) == key
         assert f"Kafka       127.0.0.1:{broker_port}" in banner, banner
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
@@ -296,11 +369,12 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(sta
         assert leftovers == [], ([(p.pid, p.ppid(), " ".join(p.cmdline())[:160]) for p in leftovers], _log_tail(var))
 
     # ... and nothing stale blocks the next start.
-    with sluice_up(started, port, broker_port) as (proc, _):
+    with sluice_up(started, port, broker_port) as (proc, terminal):
         status, clusters = _call(port, "/api/v1/tenants/demo/clusters", key)
         assert status == 200 and clusters["count"] == 2
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the same stop as SIGTERM
         assert proc.wait(60) == 0
+        _assert_clean_stop(terminal.after())
         # A clean stop leaves nothing: not the agent's detached brokers, not the embedded Postgres.
         assert _described(_gone(started.alive())) == [], _log_tail(var)
 
@@ -321,13 +395,40 @@ def test_a_second_up_on_the_same_var_is_refused(tmp_path: Path) -> None:
     assert "already running" in result.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("argv", [["up", "--port", "0"], ["up", "--port", "http"], ["nonsense"], ["up", "--port"]])
+@pytest.mark.parametrize("argv", [["up", "--port", "0"], ["up", "--port", "http"], ["nonsense"], ["up", "--port"],
+                                  ["up", "--port", "70000"], ["up", "--broker-ports", "20000-19999"],
+                                  ["up", "--broker-ports", "ports"], ["up", "--broker-ports", "0-10"],
+                                  ["up", "--broker-ports", "1-65536"], ["up", "--broker-ports"],
+                                  ["up", "--port", "19100", "--broker-ports", "19092-19191"]])
 def test_bad_command_lines_exit_nonzero_with_a_message(tmp_path: Path, argv: list[str]) -> None:
     result = subprocess.run([sys.executable, "-m", "sluice", *argv], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "SLUICE_VAR_DIR": str(tmp_path)}, timeout=60)
-    assert result.returncode != 0
+    assert result.returncode == 2, result.stderr
     assert result.stderr.strip(), "no message"
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("variable", "value", "option"), [("SLUICE_BROKER_PORTS", "9-1", "--broker-ports"),
+                                                           ("SLUICE_BROKER_PORTS", "many", "--broker-ports"),
+                                                           ("SLUICE_PORT", "eighty", "--port"),
+                                                           ("SLUICE_PORT", "0", "--port")])
+def test_a_bad_port_variable_is_one_line_naming_it(tmp_path: Path, variable: str, value: str, option: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "sluice", "up"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "SLUICE_VAR_DIR": str(tmp_path), variable: value}, timeout=60)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"sluice up: error: argument {option}: ") and last.endswith(f"(from ${variable})"), last
+    assert not (tmp_path / "log").exists()  # refused before anything started
+
+
+def test_help_documents_the_ports_and_logs() -> None:
+    result = subprocess.run([sys.executable, "-m", "sluice", "up", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0
+    for needle in ("--port PORT", "$SLUICE_PORT or 8000", "--broker-ports FIRST-LAST",
+                   "$SLUICE_BROKER_PORTS or 19092-19191", "--verbose", "var/log/"):
+        assert needle in text, text
 
 
 def test_a_port_in_use_is_refused_up_front(tmp_path: Path) -> None:

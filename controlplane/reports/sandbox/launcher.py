@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 BOOTSTRAP = Path(__file__).with_name("bootstrap.sh")
 START_TIMEOUT = 180.0
 STOP_TIMEOUT = 30.0
+# At the worker's shutdown the runner's JVM gets this long to stop Spark, then its group is killed: it keeps
+# nothing worth waiting for (results are moved as each run ends; the scratch directory is removed), and a
+# `sluice up` Ctrl-C must not wait on a JVM.
+SHUTDOWN_GRACE = 3.0
 RUNNER_NICENESS = 10
 # What the runner's environment keeps of the worker's (nothing secret; Java and locale only).
 _PASS_ENV = ("PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ", "SPARK_MASTER", "LOG_LEVEL", "PYSPARK_PYTHON")
@@ -157,6 +161,7 @@ class Sandbox:
         self._shared = 0
         self._exclusive = False
         self._stopped = False
+        self._starting: _Process | None = None  # a runner not ready yet (its start holds _lock until it greets)
         self._root = Path(tempfile.mkdtemp(prefix="sluice-reports-sandbox-"))
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -171,6 +176,7 @@ class Sandbox:
             raise SandboxUnavailable("the reports worker is stopping")
         scratch = Path(tempfile.mkdtemp(prefix="runner-", dir=self._root))
         process = _Process(scratch, self._hidden)
+        self._starting = process
         deadline = time.monotonic() + START_TIMEOUT
         try:
             process.channel._sock.settimeout(START_TIMEOUT)
@@ -180,7 +186,11 @@ class Sandbox:
             process.kill()
             detail = process.log_tail()
             shutil.rmtree(scratch, ignore_errors=True)
+            if self._stopped:
+                raise SandboxUnavailable("the reports worker is stopping") from None
             raise SandboxUnavailable(f"the report runner did not start: {detail or 'no output'}") from None
+        finally:
+            self._starting = None
         if hello.get("event") != "ready" or time.monotonic() > deadline:
             process.kill()
             raise SandboxUnavailable("the report runner did not start: unexpected greeting")
@@ -189,13 +199,22 @@ class Sandbox:
         log.info("report runner started (pid %s)", hello.get("pid"))
         return process
 
-    def stop(self) -> None:
+    def stop(self, grace: float = STOP_TIMEOUT) -> None:
+        """Stop the runner: ``grace`` seconds to stop Spark, then its whole process group is killed."""
+        self._stopped = True
+        starting = self._starting
+        if starting is not None:  # still coming up (a JVM can take a minute): of no use now, and it holds _lock
+            starting.kill()
         with self._lock:
             self._stopped = True
             process, self._process = self._process, None
         if process is not None:
-            process.stop()
+            process.stop(grace)
         shutil.rmtree(self._root, ignore_errors=True)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def runner_pid(self) -> int | None:
         """The unshare process's pid (its process group holds the runner and its JVM), for tests."""

@@ -1,0 +1,46 @@
+"""Reads of clusters that cross module boundaries (``sluice up``'s state lines)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controlplane.clusters.models import Cluster
+
+PENDING = "Pending"  # no reconcile has written a status yet
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPhase:
+    """A cluster's state in one word: its ``Ready`` condition's reason (Provisioning, Running, BrokersDown, ...)."""
+
+    tenant: str
+    name: str
+    phase: str
+
+
+def phase_of(status: dict[str, object]) -> str:
+    """The ``Ready`` condition's reason, or ``Pending`` before the first reconcile."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return str(condition.get("reason") or PENDING)
+    return PENDING
+
+
+def cluster_phases() -> dict[str, ClusterPhase]:
+    """Every cluster's phase, by id (one query: ``sluice up`` polls it)."""
+    rows = Cluster.objects.values_list("id", "tenant__slug", "name", "status")
+    return {str(pk): ClusterPhase(tenant, name, phase_of(status or {})) for pk, tenant, name, status in rows}
+
+
+def phase_changes(before: dict[str, ClusterPhase], after: dict[str, ClusterPhase]) -> list[str]:
+    """One line per cluster whose phase changed between two looks (new clusters and deleted ones included)."""
+    lines = []
+    for key, now in after.items():
+        was = before.get(key)
+        if was is None:
+            lines.append(f"cluster {now.tenant}/{now.name}: {now.phase}")
+        elif was.phase != now.phase:
+            lines.append(f"cluster {now.tenant}/{now.name}: {was.phase} → {now.phase}")
+    lines += [f"cluster {was.tenant}/{was.name}: deleted" for key, was in before.items() if key not in after]
+    return lines
