@@ -103,8 +103,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     from controlplane.clusters.bootstrap import (
         demo_client_config,
         demo_cluster,
+        demo_shell_env,
         ready_bootstrap,
         write_demo_client_config,
+        write_demo_env,
     )
 
     demo_row = demo_cluster(demo.tenant_slug)
@@ -148,12 +150,18 @@ def cmd_up(args: argparse.Namespace) -> int:
             client = demo_client_config(bootstrap, demo.key_id, demo.secret)
             properties = var / "demo-client.properties"
             write_demo_client_config(properties, client)
+            write_demo_env(var / "demo.env", demo_shell_env(
+                url=base, bootstrap=bootstrap, key_id=demo.key_id, secret=demo.secret,
+                tenant_slug=demo.tenant_slug, kafka_cluster_id=demo_kafka_id, cluster_id=demo_cluster_id,
+                client_config=properties))
             kafka_lines = [
                 f"  Kafka       {bootstrap}   (demo cluster, topic 'demo'; {client['security.protocol']}, "
                 "API key = user/password)",
                 f"  Client config (also in {properties}; local development only):",
                 *(f"      {k}={v}" for k, v in client.items()),
                 f"  Try Kafka   kcat -F {properties} -t demo -P   (then: -C to consume)",
+                f"  Shell       . {var / 'demo.env'}   (SLUICE_URL, SLUICE_API_KEY, SLUICE_BOOTSTRAP, …: the "
+                "README's tour)",
             ]
         print("\n".join([
             "",
