@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# docs/decisions/pending-*.md are notes waiting to be filed into the guides and records, not pages yet.
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if not p.name.startswith("pending-"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
