@@ -6,11 +6,14 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console bench-stop clean-var
 
-$(STAMP): pyproject.toml setup.py dataplane/protocol/_columns.pyx dataplane/protocol/_encode.pyx \
+# editable_mode=compat: a .pth path entry rather than setuptools' import-hook finder, which pkgutil.iter_modules()
+# cannot see -- and that is how Spark discovers the `sluice` data source (pyspark_sluice). Makefile is a
+# prerequisite so a change of this line reinstalls.
+$(STAMP): Makefile pyproject.toml setup.py dataplane/protocol/_columns.pyx dataplane/protocol/_encode.pyx \
           controlplane/kafkarest/_split.pyx controlplane/kafkarest/_parse.pyx
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
 	@touch $(STAMP)
 
 # The web console (frontend/, React + Vite): built into frontend/dist when its sources changed; the ASGI app

@@ -177,7 +177,7 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # never holds up reconcile. ``sluice up`` runs one such worker; SPARK_MASTER picks the Spark master.
 SLUICE_REPORTS_QUEUE = os.environ.get("SLUICE_REPORTS_QUEUE", "reports")
 CELERY_TASK_ROUTES = {"reports.*": {"queue": SLUICE_REPORTS_QUEUE}}
-# Each tenant's share of the reports runner (docs/architecture.md, "The sandboxed runner"): runs at once (more
+# Each tenant's share of the reports runner (docs/decisions/0018-reports.md): runs at once (more
 # wait queued), runs waiting (more are refused with 429), one run's time, and its result's rows and bytes.
 # The runner (a JVM) starts when the reports worker is ready, so the first report does not wait for it; off, it
 # starts with the first run (test stacks that run no report).

@@ -216,7 +216,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_cluster_id: Any, demo_kafka_id: str,
             supervisor: Supervisor, console: Console) -> None:
     """Wait for the web port and the demo cluster, then print where everything is."""
-    from controlplane.clusters.bootstrap import demo_client_config, ready_bootstrap, write_demo_client_config
+    from controlplane.clusters.bootstrap import (
+        demo_client_config,
+        demo_shell_env,
+        ready_bootstrap,
+        write_demo_client_config,
+        write_demo_env,
+    )
 
     base = f"http://{args.host}:{args.port}"
     if not _wait_for_port(args.host, args.port, 30, supervisor.stopping):
@@ -227,12 +233,18 @@ def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_clu
         client = demo_client_config(bootstrap, demo.key_id, demo.secret)
         properties = var / "demo-client.properties"
         write_demo_client_config(properties, client)
+        write_demo_env(var / "demo.env", demo_shell_env(
+            url=base, bootstrap=bootstrap, key_id=demo.key_id, secret=demo.secret,
+            tenant_slug=demo.tenant_slug, kafka_cluster_id=demo_kafka_id, cluster_id=demo_cluster_id,
+            client_config=properties))
         kafka_lines = [
             f"  Kafka       {bootstrap}   (demo cluster, topic 'demo'; {client['security.protocol']}, "
             "API key = user/password)",
             f"  Client config (also in {properties}; local development only):",
             *(f"      {k}={v}" for k, v in client.items()),
             f"  Try Kafka   kcat -F {properties} -t demo -P   (then: -C to consume)",
+            f"  Shell       . {var / 'demo.env'}   (SLUICE_URL, SLUICE_API_KEY, SLUICE_BOOTSTRAP, …: the "
+            "README's tour)",
         ]
     console.line("\n".join([
         "",

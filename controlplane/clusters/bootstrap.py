@@ -6,6 +6,7 @@ Idempotent: created once (by name) and then left alone, whatever the user did to
 from __future__ import annotations
 
 import os
+import shlex
 import uuid
 from pathlib import Path
 
@@ -54,11 +55,29 @@ def write_demo_client_config(path: Path, config: dict[str, str]) -> None:
     Local development only: `sluice up`'s demo key is kept in clear under var/ so a first user can connect
     at once; a real key's secret is shown once and never stored.
     """
+    _write_private(path, "# The demo cluster of `sluice up` with the demo API key (local development only).\n"
+                   + "".join(f"{k}={v}\n" for k, v in config.items()))
+
+
+def demo_shell_env(*, url: str, bootstrap: str, key_id: str, secret: str, tenant_slug: str, kafka_cluster_id: str,
+                   cluster_id: uuid.UUID, client_config: Path) -> dict[str, str]:
+    """What the README's tour reads from the environment, so its commands run unchanged on any ports."""
+    return {"SLUICE_URL": url, "SLUICE_BOOTSTRAP": bootstrap, "SLUICE_API_KEY": f"{key_id}:{secret}",
+            "SLUICE_TENANT": tenant_slug, "SLUICE_CLUSTER": kafka_cluster_id, "SLUICE_CLUSTER_ID": str(cluster_id),
+            "SLUICE_CLIENT_CONFIG": str(client_config)}
+
+
+def write_demo_env(path: Path, env: dict[str, str]) -> None:
+    """``env`` as a file of shell ``export`` lines (``. var/demo.env``), private like the client config."""
+    _write_private(path, "# `sluice up`'s demo cluster and API key for a shell (local development only).\n"
+                   + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+
+
+def _write_private(path: Path, text: str) -> None:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        fh.write("# The demo cluster of `sluice up` with the demo API key (local development only).\n")
-        fh.writelines(f"{k}={v}\n" for k, v in config.items())
+        fh.write(text)
     os.replace(tmp, path)
 
 

@@ -14,7 +14,8 @@ The steps:
 
 Tokens signed with the old key are refused by each broker once it runs the new version; the control plane
 mints with the old key until ``Promote``, so during the roll an OAUTHBEARER login to an already rolled broker
-fails and is retried (docs/architecture.md says what that means for the REST Proxy and Spark).
+fails and is retried (docs/decisions/0013-kafka-credentials-and-internal-secrets.md says what that means for
+the REST Proxy and Spark).
 Without a rotation, a node whose version is not the current one (placed during a roll) is rolled the same way.
 """
 

@@ -3,7 +3,7 @@
 The ASGI fast paths (``streaming``: v3 ``records`` and ``records:batch``, v2 produce) hand a request's records
 to the cluster's :class:`~dataplane.client.producer.AsyncProducer`, one ``send`` per partition, and read
 their offsets back from each batch's base offset: no librdkafka call or delivery callback per record, which was
-most of a web process's CPU in ``records:batch`` (docs/architecture.md, "REST produce as batches"). The DRF
+most of a web process's CPU in ``records:batch`` (docs/decisions/0014-rest-proxy.md, "REST produce as batches"). The DRF
 views, which run on threads, keep the librdkafka producer of ``kafkarest.producer``; both write with
 ``acks=all`` and idempotence, act as the caller's principal, and partition keys with the Java client's murmur2.
 

@@ -2,9 +2,10 @@
 
 Why shared: a producer holds connections and batches records from many concurrent requests into one
 Produce request per partition, which is what makes REST produce cheap. Keys are partitioned with
-``murmur2_random`` -- the Java client's murmur2 -- so a key lands on the partition a Java, librdkafka or
-kafka-python producer would pick. Records are written with ``acks=all`` and idempotence on: a report of
-success means the record is replicated to the in-sync replicas.
+``murmur2_random`` -- the Java client's murmur2 -- so a key lands on the partition a Java or kafka-python producer
+would pick, and a librdkafka one configured with ``partitioner=murmur2_random`` (librdkafka's default,
+``consistent_random``, hashes with CRC32 and picks others). Records are written with ``acks=all`` and
+idempotence on: a report of success means the record is replicated to the in-sync replicas.
 
 Producers act as the caller's principal (``ClusterAccess.client_config``: an OAUTHBEARER token per principal on
 a SASL cluster), so the cluster's ACLs decide REST produce as they decide any Kafka client's: the pool keeps one

@@ -1,4 +1,4 @@
-// The WebSocket tail (/ws/clusters/{id}/topics/{topic}/tail, docs/architecture.md "WebSocket live tail") as the
+// The WebSocket tail (/ws/clusters/{id}/topics/{topic}/tail, docs/decisions/0015-live-tail.md) as the
 // console uses it: live tail and bounded browsing. Owned by one component; runs on the browser's main thread.
 
 export type Encoding = "utf-8" | "base64" | null;

@@ -192,19 +192,20 @@ def test_describe_configs_of_a_broker_lists_its_static_settings(broker: BrokerPr
     assert entries["log.retention.ms"].value is not None  # the dynamic topic defaults, under broker names
 
 
-def test_the_readme_lists_exactly_the_apis_and_versions_served() -> None:
+def test_the_compatibility_reference_lists_exactly_the_apis_and_versions_served() -> None:
     import re
     from pathlib import Path
 
     from dataplane.server import handlers  # noqa: F401  (registers every API)
     from dataplane.server.apis import REGISTRY
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    section = readme.split("### Kafka compatibility", 1)[1].split("\n\n", 3)[2]
+    reference = Path(__file__).resolve().parents[3] / "docs" / "reference" / "kafka-compatibility.md"
     listed = {int(key): (name, int(low), int(high))
-              for key, name, low, high in re.findall(r"^\| (\d+) \| (\w+) \| (\d+)\u2013(\d+) \|$", section, re.M)}
+              for key, name, low, high in re.findall(r"^\| (\d+) \| (\w+) \| (\d+)\u2013(\d+) \|$",
+                                                     reference.read_text(), re.M)}
     served = {a.key: (a.name, a.min_version, a.max_version) for a in REGISTRY.values()}
-    assert listed == served
+    table = "\n".join(f"| {key} | {name} | {low}\u2013{high} |" for key, (name, low, high) in sorted(served.items()))
+    assert listed == served, f"{reference} differs from the broker's registry; its table should be:\n{table}"
 
 
 def test_create_topics_and_partitions_with_manual_replica_assignments(broker: BrokerProcess) -> None:
