@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib.auth import authenticate, login, logout
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -15,10 +13,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.core.errors import ApplicationError
+from controlplane.core.serializers import StrictSerializer, bodiless
 from controlplane.tenancy import login_throttle
 
 
-class LoginSerializer(serializers.Serializer[Any]):
+class LoginSerializer(StrictSerializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=200, trim_whitespace=False, style={"input_type": "password"})
 
@@ -58,6 +57,7 @@ class LoginView(APIView):
 
 class LogoutView(APIView):
     @extend_schema(request=None, responses={204: None})
+    @bodiless
     def post(self, request: Request) -> Response:
         logout(request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from controlplane.core.actors import kafka_principal
+from controlplane.core.serializers import bodiless
 from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy import services
 from controlplane.tenancy.authentication import ServiceAccountIdentity
@@ -213,6 +214,7 @@ class MyInvitationViewSet(mixins.ListModelMixin, GenericViewSet):  # type: ignor
 
     @extend_schema(request=None, responses={200: TenantSerializer})
     @action(detail=True, methods=["post"])
+    @bodiless
     def accept(self, request: Request, pk: str) -> Response:
         """Join the tenant with the invitation's role."""
         membership = services.invitation_accept(invitation=self.get_object(), user=_user(request))
@@ -221,6 +223,7 @@ class MyInvitationViewSet(mixins.ListModelMixin, GenericViewSet):  # type: ignor
 
     @extend_schema(request=None, responses={204: None})
     @action(detail=True, methods=["post"])
+    @bodiless
     def decline(self, request: Request, pk: str) -> Response:
         services.invitation_decline(invitation=self.get_object(), user=_user(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
