@@ -28,8 +28,9 @@ def unknown_field_errors(given: Any, known: list[str]) -> dict[str, list[str]]:
     return {str(name): [message] for name in given if name not in known}
 
 
+# A request body whose unknown keys are a validation error, reported with any other field's errors. (A comment, not
+# a docstring: drf-spectacular would publish a docstring as every request body's description.)
 class StrictSerializer(serializers.Serializer[Any]):
-    """A request body whose unknown keys are a validation error (reported with any other field's errors)."""
 
     def to_internal_value(self, data: Any) -> Any:
         known = [name for name, field in self.fields.items() if not field.read_only]
