@@ -26,17 +26,18 @@ EXTRA = "sluice_unknown_field"
 WRITES = ("post", "put", "patch")
 
 
-def _write_operations() -> list[tuple[str, str, bool]]:
+def _write_operations() -> list[tuple[str, str]]:
+    """Every POST, PUT and PATCH of the management API, with a body or without (bodiless actions refuse one)."""
     schema = SchemaGenerator().get_schema(request=None, public=True)
-    return [(method, path, "requestBody" in op) for path, ops in schema["paths"].items()
-            if path.startswith("/api/v1/") for method, op in ops.items() if method in WRITES]
+    return [(method, path) for path, ops in schema["paths"].items()
+            if path.startswith("/api/v1/") for method in ops if method in WRITES]
 
 
 OPERATIONS = _write_operations()
 
 
 def test_the_walk_sees_the_api() -> None:
-    paths = {path for _, path, _ in OPERATIONS}
+    paths = {path for _, path in OPERATIONS}
     assert "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/" in paths
     assert len(OPERATIONS) >= 30
 
@@ -46,8 +47,8 @@ def _fill(path: str, values: dict[str, str]) -> str:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("method", "path", "has_body"), OPERATIONS, ids=[f"{m} {p}" for m, p, _ in OPERATIONS])
-def test_every_write_refuses_an_unknown_field(world_a: TenantWorld, method: str, path: str, has_body: bool) -> None:
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def test_every_write_refuses_an_unknown_field(world_a: TenantWorld, method: str, path: str) -> None:
     cluster = ClusterFactory(tenant=world_a.tenant)
     topic = TopicFactory(cluster=cluster, name="orders")
     acl = AclFactory(cluster=cluster)

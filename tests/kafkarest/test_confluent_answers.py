@@ -50,6 +50,9 @@ def scoped(rest_stack: RestStack) -> str:
     key = scoped_key(rest_stack, "member")
     rest_stack.create_topic("orders-v2-bodies", partitions=1)
     rest_stack.grant(key, "TOPIC", "orders-v2-bodies", "WRITE", "DESCRIBE")
+    until(lambda: rest_stack.request("POST", "/topics/orders-v2-bodies", raw=b'{"records": [{"value": "eA=="}]}',
+                                     headers={"Content-Type": BINARY}, key=key).status == 200,
+          "the cluster to apply the key's ACLs")  # from reconcile
     return key
 
 
