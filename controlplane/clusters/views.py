@@ -59,10 +59,11 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
 
     @extend_schema(request=ClusterWriteSerializer, responses={200: ClusterSerializer})
     def update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        cluster = self.get_object()  # first: another tenant's cluster is a 404, whatever the body
         data = ClusterWriteSerializer(data=request.data, partial=request.method == "PATCH")
         data.is_valid(raise_exception=True)
         given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
-        cluster = services.cluster_update(cluster=self.get_object(), actor=self.actor, **given)
+        cluster = services.cluster_update(cluster=cluster, actor=self.actor, **given)
         return Response(ClusterSerializer(cluster).data)
 
     @extend_schema(responses={200: BrokerViewSerializer(many=True)})

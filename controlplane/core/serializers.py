@@ -58,6 +58,8 @@ def bodiless(action: F) -> F:
 
     @wraps(action)
     def wrapper(self: Any, request: Request, *args: Any, **kwargs: Any) -> Any:
+        if unknown_field_errors(request.data, []) and getattr(self, "detail", False):
+            self.get_object()  # another tenant's object is a 404, whatever the body
         refuse_body(request)
         return action(self, request, *args, **kwargs)
 

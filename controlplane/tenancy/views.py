@@ -140,10 +140,10 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
     @extend_schema(request=MembershipUpdateSerializer, responses={200: MembershipSerializer})
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        membership = self.get_object()  # first: another tenant's membership is a 404, whatever the body
         data = MembershipUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = services.membership_update(membership=self.get_object(), actor=self.actor,
-                                                **data.validated_data)
+        membership = services.membership_update(membership=membership, actor=self.actor, **data.validated_data)
         return Response(MembershipSerializer(membership).data)
 
     @extend_schema(request=MembershipUpdateSerializer, responses={200: MembershipSerializer})
@@ -249,11 +249,10 @@ class ServiceAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
 
     @extend_schema(request=ServiceAccountWriteSerializer, responses={200: ServiceAccountSerializer})
     def update(self, request: Request, tenant_slug: str, pk: str) -> Response:
-        partial = request.method == "PATCH"
-        data = ServiceAccountWriteSerializer(data=request.data, partial=partial)
+        account = self.get_object()  # first: another tenant's account is a 404, whatever the body
+        data = ServiceAccountWriteSerializer(data=request.data, partial=request.method == "PATCH")
         data.is_valid(raise_exception=True)
-        account = services.service_account_update(account=self.get_object(), actor=self.actor,
-                                                  **data.validated_data)
+        account = services.service_account_update(account=account, actor=self.actor, **data.validated_data)
         return Response(ServiceAccountSerializer(account).data)
 
     @extend_schema(request=ServiceAccountWriteSerializer, responses={200: ServiceAccountSerializer})
@@ -324,9 +323,10 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
 
     @extend_schema(request=ApiKeyUpdateSerializer, responses={200: ApiKeySerializer})
     def partial_update(self, request: Request, tenant_slug: str, key_id: str) -> Response:
+        key = self.get_object()  # first: another tenant's key is a 404, whatever the body
         data = ApiKeyUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        key = services.api_key_update(api_key=self.get_object(), actor=self.actor, **data.validated_data)
+        key = services.api_key_update(api_key=key, actor=self.actor, **data.validated_data)
         return Response(ApiKeySerializer(key).data)
 
     @extend_schema(request=ApiKeyUpdateSerializer, responses={200: ApiKeySerializer})

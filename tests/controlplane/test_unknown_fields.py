@@ -7,20 +7,22 @@ serializer (controlplane.core.serializers) fails here.
 from __future__ import annotations
 
 import re
-import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from controlplane.clusters.models import Rebalance
 from controlplane.core.serializers import StrictSerializer, unknown_field_errors
-from controlplane.reports.models import Report
-from controlplane.streams.models import DEFAULT_PARTITIONS, Topic
-from controlplane.tenancy.models import Role
+from controlplane.reports.models import Report, ReportRun
+from controlplane.streams.models import DEFAULT_PARTITIONS, ClientQuota, Topic
+from controlplane.tenancy.models import Invitation, Membership, Role
 from tests.controlplane.conftest import TenantWorld
-from tests.controlplane.factories import AclFactory, ClusterFactory, TopicFactory
+from tests.controlplane.factories import AclFactory, ClusterFactory, TenantFactory, TopicFactory
 
 EXTRA = "sluice_unknown_field"
 WRITES = ("post", "put", "patch")
@@ -43,24 +45,43 @@ def test_the_walk_sees_the_api() -> None:
 
 
 def _fill(path: str, values: dict[str, str]) -> str:
-    return re.sub(r"\{(\w+)\}", lambda match: values.get(match.group(1), str(uuid.uuid4())), path)
+    return re.sub(r"\{(\w+)\}", lambda match: values[match.group(1)], path)
+
+
+def _world_objects(world: TenantWorld) -> dict[str, str]:
+    """Real rows for every path parameter, so each request gets past its lookups to the body check."""
+    cluster = ClusterFactory(tenant=world.tenant)
+    topic = TopicFactory(cluster=cluster, name="orders")
+    report = Report.objects.create(cluster=cluster, name="r", kind="top_keys", params={"topic": "orders", "limit": 1})
+    other = TenantFactory(slug="gamma")
+    owner = world.users[Role.OWNER]
+    invitation = Invitation.objects.create(tenant=other, email=owner.email,  # type: ignore[attr-defined]
+                                           invited_by="x", expires_at=timezone.now() + timedelta(days=1))
+    assert world.service_account is not None
+    return {
+        "tenant_slug": world.tenant.slug, "cluster_pk": str(cluster.pk), "name": topic.name,
+        "report_pk": str(report.pk), "group_id": "g", "key_id": world.keys[Role.VIEWER][0].key_id,
+        "/clusters/{id}/": str(cluster.pk),
+        "/acls/{id}/": str(AclFactory(cluster=cluster).pk),
+        "/quotas/{id}/": str(ClientQuota.objects.create(cluster=cluster, principal="User:*").pk),
+        "/rebalances/{id}/": str(Rebalance.objects.create(cluster=cluster).pk),
+        "/reports/{id}/": str(report.pk),
+        "/runs/{id}/": str(ReportRun.objects.create(report=report).pk),
+        "/invitations/{id}/": str(invitation.pk),
+        "/members/{id}/": str(Membership.objects.get(tenant=world.tenant, user=world.users[Role.VIEWER]).pk),
+        "/service-accounts/{id}/": str(world.service_account.pk),
+    }
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_every_write_refuses_an_unknown_field(world_a: TenantWorld, method: str, path: str) -> None:
-    cluster = ClusterFactory(tenant=world_a.tenant)
-    topic = TopicFactory(cluster=cluster, name="orders")
-    acl = AclFactory(cluster=cluster)
-    report = Report.objects.create(cluster=cluster, name="r", kind="top_keys", params={"topic": "orders", "limit": 1})
-    values = {"tenant_slug": world_a.tenant.slug, "cluster_pk": str(cluster.pk), "name": topic.name,
-              "report_pk": str(report.pk), "group_id": "g", "key_id": world_a.keys[Role.VIEWER][0].key_id}
-    if "/clusters/{id}/" in path:
-        values["id"] = str(cluster.pk)
-    elif "/acls/{id}/" in path:
-        values["id"] = str(acl.pk)
-    elif "/reports/{id}/" in path:
-        values["id"] = str(report.pk)
+    objects = _world_objects(world_a)
+    values = {name: value for name, value in objects.items() if not name.startswith("/")}
+    for segment, value in objects.items():
+        if segment.startswith("/") and segment in path:
+            values["id"] = value
+    assert "{id}" not in path or "id" in values, f"no object for {path}: add one to _world_objects"
     url = _fill(path, values)
     client = APIClient()  # signed in (the console's way): some actions refuse API keys
     client.force_login(world_a.users[Role.OWNER])  # type: ignore[arg-type]
