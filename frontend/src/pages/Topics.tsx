@@ -80,7 +80,7 @@ const createSchema = z.object({
   cleanup: z.enum(["delete", "compact"]),
 });
 
-function CreateTopic({ slug, cluster }: { slug: string; cluster: string }) {
+export function CreateTopic({ slug, cluster }: { slug: string; cluster: string }) {
   const queryClient = useQueryClient();
   const { register, handleSubmit, formState, reset } = useForm<z.input<typeof createSchema>>({
     resolver: zodResolver(createSchema), defaultValues: { partitions: API_DEFAULTS.topic.partitions, retention: "", cleanup: "delete" },
