@@ -12,6 +12,7 @@ from controlplane.clusters.views import ClusterViewSet, RebalanceViewSet
 from controlplane.core.console import NOT_CONSOLE, console_asset, console_index
 from controlplane.core.views import HealthView
 from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
+from controlplane.kafkarest.views import not_found as rest_not_found
 from controlplane.reports.views import ReportRunViewSet, ReportViewSet
 from controlplane.streams.views import AclViewSet, ClientQuotaViewSet, TopicViewSet
 from controlplane.tenancy.auth_views import JoinView, LoginView, LogoutView, PasswordChangeView
@@ -71,6 +72,9 @@ urlpatterns = [
     # REST Proxy v2 at the root of the host (/topics, /consumers, /brokers), as v2 clients build their paths:
     # for API keys scoped to one cluster.
     *rest_v2_root,
+    # Anything else under /kafka/ or a v2 root: the REST Proxy's 404 body (Confluent's), not the management API's
+    # nor the console's page.
+    re_path(r"^(?P<path>(?:kafka|topics|consumers|brokers)(?:/.*)?)$", rest_not_found, name="kafkarest-not-found"),
     # The web console (frontend/dist): hashed assets, then index.html for every client route (last: the API's
     # paths above always win).
     re_path(r"^assets/(?P<path>.+)$", console_asset, name="console-asset"),

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from controlplane.clusters.models import DEFAULT_REPLICATION_THROTTLE, Cluster, Plan, Rebalance
+from controlplane.core.serializers import StrictSerializer
 
 
 class ClusterSerializer(serializers.ModelSerializer[Cluster]):
@@ -17,14 +18,14 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
         read_only_fields = fields
 
 
-class ClusterWriteSerializer(serializers.Serializer[Any]):
+class ClusterWriteSerializer(StrictSerializer):
     name = serializers.CharField(max_length=64, trim_whitespace=False)
     plan = serializers.ChoiceField(choices=Plan.choices, default=Plan.BASIC)
     broker_count = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
     max_partitions = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
 
 
-class RebalanceWriteSerializer(serializers.Serializer[Any]):
+class RebalanceWriteSerializer(StrictSerializer):
     replication_throttle = serializers.IntegerField(
         required=False, min_value=0, max_value=2**62, default=DEFAULT_REPLICATION_THROTTLE,
         help_text="Bytes/s each broker may copy while partitions move (0: unlimited).")
@@ -81,7 +82,7 @@ class GroupDetailSerializer(serializers.Serializer[Any]):
     total_lag = serializers.IntegerField()
 
 
-class ResetOffsetsSerializer(serializers.Serializer[Any]):
+class ResetOffsetsSerializer(StrictSerializer):
     to = serializers.ChoiceField(choices=["earliest", "latest", "timestamp", "offset", "shift-by"])
     topic = serializers.CharField(required=False, allow_null=True, default=None,
                                   help_text="Reset this topic's partitions (default: every partition committed to).")

@@ -27,6 +27,7 @@ from controlplane.clusters.serializers import (
     ThroughputPointSerializer,
     ThroughputQuerySerializer,
 )
+from controlplane.core.serializers import bodiless
 from controlplane.core.viewsets import WHOLE_LIST, TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
 
@@ -58,10 +59,11 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
 
     @extend_schema(request=ClusterWriteSerializer, responses={200: ClusterSerializer})
     def update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        cluster = self.get_object()  # first: another tenant's cluster is a 404, whatever the body
         data = ClusterWriteSerializer(data=request.data, partial=request.method == "PATCH")
         data.is_valid(raise_exception=True)
         given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
-        cluster = services.cluster_update(cluster=self.get_object(), actor=self.actor, **given)
+        cluster = services.cluster_update(cluster=cluster, actor=self.actor, **given)
         return Response(ClusterSerializer(cluster).data)
 
     @extend_schema(responses={200: BrokerViewSerializer(many=True)})
@@ -107,6 +109,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
 
     @extend_schema(request=None, responses={202: ClusterSerializer})
     @action(detail=True, methods=["post"], url_path="rotate-secrets")
+    @bodiless
     def rotate_secrets(self, request: Request, tenant_slug: str, pk: str) -> Response:
         """Replace the cluster's internal password and token key (admins): brokers restart one at a time onto
         the new ones, then the old ones stop working. ``status.secrets`` shows the version and the roll;
@@ -174,18 +177,21 @@ class RebalanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Cluster
 
     @extend_schema(request=None, responses={200: RebalanceSerializer})
     @action(detail=True, methods=["post"])
+    @bodiless
     def approve(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
         """Carry out a ready proposal (409 when it is not ready or was approved already)."""
         return self._act(rebalancing.rebalance_approve)
 
     @extend_schema(request=None, responses={200: RebalanceSerializer})
     @action(detail=True, methods=["post"])
+    @bodiless
     def stop(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
         """Stop: partitions still moving go back to where they were."""
         return self._act(rebalancing.rebalance_stop)
 
     @extend_schema(request=None, responses={200: RebalanceSerializer})
     @action(detail=True, methods=["post"])
+    @bodiless
     def refresh(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
         """Compute a fresh proposal for a ready, stopped or failed rebalance."""
         return self._act(rebalancing.rebalance_refresh)

@@ -108,10 +108,11 @@ class ServiceWriteMixin(GenericViewSet):  # type: ignore[type-arg]
         return Response(self.get_serializer_class()(row).data, status=status.HTTP_201_CREATED)
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        instance = self.get_object()  # first: another tenant's object is a 404, whatever the body
         data = self.write_serializer_class(data=request.data, partial=request.method == "PATCH")
         data.is_valid(raise_exception=True)
         given = {k: v for k, v in data.validated_data.items() if k in data.initial_data}
-        return Response(self.get_serializer_class()(self.service_update(self.get_object(), given)).data)
+        return Response(self.get_serializer_class()(self.service_update(instance, given)).data)
 
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return self.update(request, *args, **kwargs)

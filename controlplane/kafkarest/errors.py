@@ -21,7 +21,9 @@ UNAUTHORIZED = 401
 FORBIDDEN = 403
 NOT_FOUND = 404
 PAYLOAD_TOO_LARGE = 413
+NOT_ACCEPTABLE = 406
 UNSUPPORTED_MEDIA_TYPE = 415
+UNPROCESSABLE_ENTITY = 422  # a constraint violation without a code of its own (rest-utils' mapper)
 TOPIC_NOT_FOUND = 40401
 PARTITION_NOT_FOUND = 40402
 CONSUMER_INSTANCE_NOT_FOUND = 40403
@@ -74,6 +76,8 @@ def as_rest_error(exc: Exception) -> RestError | None:
         return RestError(NOT_FOUND, "Not found.")
     if isinstance(exc, DjangoPermissionDenied):
         return RestError(FORBIDDEN, "Permission denied.")
+    if isinstance(exc, exceptions.NotAcceptable):
+        return RestError(NOT_ACCEPTABLE, "HTTP 406 Not Acceptable")
     if isinstance(exc, exceptions.Throttled):
         return RestError(RATE_LIMITED, _flatten(exc.detail))
     if isinstance(exc, exceptions.ValidationError):

@@ -26,6 +26,7 @@ from django.db import close_old_connections
 
 from controlplane.core import ratelimit
 from controlplane.kafkarest import batched, errors, fastjson
+from controlplane.kafkarest.accept import V2_OFFERS, V3_OFFERS, check_accept
 from controlplane.kafkarest.access import (
     Caller,
     ClusterAccess,
@@ -168,6 +169,7 @@ async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str
                    topic: str) -> tuple[AsyncProducer, str, str] | None:
     """Request checks shared by both paths; None once an error response has been sent."""
     try:
+        check_accept(_header(scope, b"accept") or None, V3_OFFERS)
         if not _header(scope, b"content-type").startswith("application/json"):
             raise RestError(errors.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json.")
         length = _header(scope, b"content-length")
@@ -216,6 +218,7 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
     try:
         # The cluster first: another tenant's is a 404 whatever else is wrong with the request.
         producer, _, count = await _producer(authorization, cluster_id, topic, v2_produce.ROOT_REFUSAL)
+        check_accept(_header(scope, b"accept") or None, V2_OFFERS)
         fmt = v2_produce.produce_format(_header(scope, b"content-type"))
         length = _header(scope, b"content-length")
         if length and int(length) > MAX_BODY_BYTES:

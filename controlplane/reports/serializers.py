@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from controlplane.core.serializers import StrictSerializer
 from controlplane.reports.models import DEFAULT_KEEP_RUNS, Kind, Report, ReportRun
 from controlplane.reports.retention import expires_at
 
@@ -40,7 +41,7 @@ _PARAMS_HELP = ("sql: {\"sql\": \"SELECT …\", \"topics\": [\"orders\"], \"star
                 "consumer_lag: {\"topic\", \"group\", \"window\": \"1 minute\"}.")
 
 
-class ReportCreateSerializer(serializers.Serializer[Any]):
+class ReportCreateSerializer(StrictSerializer):
     name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$", max_length=128)
     description = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
     kind = serializers.ChoiceField(choices=Kind.choices)
@@ -58,7 +59,7 @@ class ReportCreateSerializer(serializers.Serializer[Any]):
                                                    f"older than SLUICE_REPORT_RESULT_DAYS).")
 
 
-class ReportUpdateSerializer(serializers.Serializer[Any]):
+class ReportUpdateSerializer(StrictSerializer):
     name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,127}$", max_length=128, required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     params = serializers.JSONField(required=False)

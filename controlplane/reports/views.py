@@ -21,6 +21,7 @@ from rest_framework.response import Response
 
 from controlplane.clusters.views import ClusterChildViewSet
 from controlplane.core.errors import ApplicationError, ValidationFailed
+from controlplane.core.serializers import bodiless
 from controlplane.reports import selectors, services
 from controlplane.reports.models import Report, ReportRun, RunStatus
 from controlplane.reports.serializers import (
@@ -76,6 +77,7 @@ class ReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChi
 
     @extend_schema(request=None, responses={202: ReportRunSerializer})
     @action(detail=True, methods=["post"])
+    @bodiless
     def run(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
         """Run now: queue a run of the report as it is defined now."""
         run = services.run_request(report=self.get_object(), actor=self.actor)
@@ -121,6 +123,7 @@ class ReportRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Cluster
 
     @extend_schema(request=None, responses={200: ReportRunSerializer})
     @action(detail=True, methods=["post"])
+    @bodiless
     def cancel(self, request: Request, tenant_slug: str, cluster_pk: str, report_pk: str, pk: str) -> Response:
         """Cancel a queued or running run (Spark's jobs are interrupted); 409 when it has finished."""
         run = services.run_cancel(run=self.get_object(), actor=self.actor)

@@ -8,6 +8,10 @@ from django.db import models
 
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
+# A new topic's partition count when the request names none: the API's, published as the schema's default,
+# which the console's create form reads (frontend/src/api/defaults.ts is checked against the schema).
+DEFAULT_PARTITIONS = 6
+
 
 def _choices(enum: type) -> list[tuple[str, str]]:
     return [(member.name, member.name) for member in enum]  # type: ignore[attr-defined]

@@ -6,7 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.streams.models import AclBinding, ClientQuota, Topic
+from controlplane.core.serializers import StrictSerializer
+from controlplane.streams.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
 
@@ -20,15 +21,16 @@ class TopicSerializer(serializers.ModelSerializer[Topic]):
         read_only_fields = fields
 
 
-class TopicCreateSerializer(serializers.Serializer[Any]):
+class TopicCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=300, trim_whitespace=False)
-    partitions = serializers.IntegerField(required=False, allow_null=True, default=None)
+    partitions = serializers.IntegerField(required=False, allow_null=True, default=DEFAULT_PARTITIONS,
+                                          help_text="Null: the default.")
     replication_factor = serializers.IntegerField(required=False, allow_null=True, default=None)
     configs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict,
                                     help_text="Kafka topic configs, e.g. {\"retention.ms\": \"86400000\"}.")
 
 
-class TopicUpdateSerializer(serializers.Serializer[Any]):
+class TopicUpdateSerializer(StrictSerializer):
     partitions = serializers.IntegerField(required=False)
     configs = serializers.DictField(child=serializers.JSONField(allow_null=True), required=False,
                                     help_text="PATCH merges (null removes an override); PUT replaces.")
@@ -46,7 +48,7 @@ class AclSerializer(serializers.ModelSerializer[AclBinding]):
         read_only_fields = fields
 
 
-class AclWriteSerializer(serializers.Serializer[Any]):
+class AclWriteSerializer(StrictSerializer):
     principal = serializers.CharField(max_length=300)
     resource_type = serializers.ChoiceField(choices=_names(ResourceType))
     pattern_type = serializers.ChoiceField(choices=_names(PatternType), default="LITERAL")
@@ -64,7 +66,7 @@ class ClientQuotaSerializer(serializers.ModelSerializer[ClientQuota]):
         read_only_fields = fields
 
 
-class ClientQuotaWriteSerializer(serializers.Serializer[Any]):
+class ClientQuotaWriteSerializer(StrictSerializer):
     principal = serializers.CharField(max_length=300, allow_null=True, required=False, default=None, help_text=(
         "The service account's or member's principal ('User:sa-…', 'User:u-…'); its API keys act as it. "
         "Null: every principal of the cluster that has no quota of its own (Kafka's default user)."))
@@ -93,7 +95,7 @@ class PartitionViewSerializer(serializers.Serializer[Any]):
     end_offset = serializers.IntegerField()
 
 
-class DeleteRecordsSerializer(serializers.Serializer[Any]):
+class DeleteRecordsSerializer(StrictSerializer):
     partitions = serializers.DictField(child=serializers.IntegerField(min_value=-1),
                                        help_text='Partition -> offset to delete below, e.g. {"0": 100}; -1: all.')
 

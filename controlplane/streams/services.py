@@ -16,7 +16,7 @@ from controlplane.clusters.services import request_reconcile
 from controlplane.core.actors import Actor, kafka_principal
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
-from controlplane.streams.models import AclBinding, ClientQuota, Topic
+from controlplane.streams.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
 from controlplane.streams.selectors import cluster_partition_count
 from controlplane.tenancy.models import Membership, ServiceAccount
 from dataplane.config.topic import ConfigError, validate_topic_configs
@@ -30,8 +30,6 @@ from dataplane.security.acl import (
     ResourceType,
     validate_binding,
 )
-
-DEFAULT_PARTITIONS = 6
 
 
 def _check_name(name: str) -> None:

@@ -65,9 +65,10 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChil
 
     @extend_schema(request=TopicUpdateSerializer, responses={200: TopicSerializer})
     def update(self, request: Request, tenant_slug: str, cluster_pk: str, name: str) -> Response:
+        topic = self.get_object()  # first: another tenant's topic is a 404, whatever the body
         data = TopicUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        topic = services.topic_update(topic=self.get_object(), actor=self.actor,
+        topic = services.topic_update(topic=topic, actor=self.actor,
                                       replace_configs=request.method == "PUT", **data.validated_data)
         return Response(TopicSerializer(topic).data)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from django.contrib.auth import authenticate, login, logout, update_session_auth_hash
 from django.contrib.auth.models import User
@@ -17,12 +17,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.core.errors import ApplicationError, ValidationFailed
+from controlplane.core.serializers import StrictSerializer, bodiless
 from controlplane.tenancy import login_throttle
 from controlplane.tenancy.serializers import InvitationJoinSerializer, TenantSerializer
 from controlplane.tenancy.services import invitation_join, user_password_change
 
 
-class LoginSerializer(serializers.Serializer[Any]):
+class LoginSerializer(StrictSerializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=200, trim_whitespace=False, style={"input_type": "password"})
 
@@ -62,12 +63,13 @@ class LoginView(APIView):
 
 class LogoutView(APIView):
     @extend_schema(request=None, responses={204: None})
+    @bodiless
     def post(self, request: Request) -> Response:
         logout(request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class PasswordChangeSerializer(serializers.Serializer[Any]):
+class PasswordChangeSerializer(StrictSerializer):
     current_password = serializers.CharField(max_length=200, trim_whitespace=False,
                                              style={"input_type": "password"})
     new_password = serializers.CharField(max_length=200, trim_whitespace=False, style={"input_type": "password"})

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.core.actors import kafka_principal
+from controlplane.core.serializers import StrictSerializer
 from controlplane.tenancy.models import ApiKey, Invitation, InvitationState, Membership, Role, ServiceAccount, Tenant
 
 NON_OWNER_ROLES = [c for c in Role.choices if c[0] != Role.OWNER]
@@ -27,12 +26,12 @@ class TenantSerializer(serializers.ModelSerializer[Tenant]):
         return roles.get(tenant.pk)
 
 
-class TenantCreateSerializer(serializers.Serializer[Any]):
+class TenantCreateSerializer(StrictSerializer):
     slug = serializers.CharField(max_length=63, trim_whitespace=False)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class TenantUpdateSerializer(serializers.Serializer[Any]):
+class TenantUpdateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200)
 
 
@@ -81,13 +80,13 @@ class InvitationCreatedSerializer(InvitationSerializer):
         read_only_fields = fields
 
 
-class InvitationJoinSerializer(serializers.Serializer[Any]):
+class InvitationJoinSerializer(StrictSerializer):
     token = serializers.CharField(max_length=200)
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=200, trim_whitespace=False, style={"input_type": "password"})
 
 
-class InvitationCreateSerializer(serializers.Serializer[Any]):
+class InvitationCreateSerializer(StrictSerializer):
     email = serializers.EmailField()
     role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
 
@@ -104,7 +103,7 @@ class MyInvitationSerializer(serializers.ModelSerializer[Invitation]):
         read_only_fields = fields
 
 
-class MembershipUpdateSerializer(serializers.Serializer[Any]):
+class MembershipUpdateSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
 
 
@@ -117,7 +116,7 @@ class ServiceAccountSerializer(serializers.ModelSerializer[ServiceAccount]):
         read_only_fields = fields
 
 
-class ServiceAccountWriteSerializer(serializers.Serializer[Any]):
+class ServiceAccountWriteSerializer(StrictSerializer):
     name = serializers.RegexField(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}\Z", max_length=64, trim_whitespace=False,
                                   error_messages={"invalid": "Use 1-64 letters, digits, '.', '_' or '-'."})
     description = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
@@ -164,7 +163,7 @@ class IssuedApiKeySerializer(ApiKeySerializer):
         return str(self.context["secret"])
 
 
-class ApiKeyCreateSerializer(serializers.Serializer[Any]):
+class ApiKeyCreateSerializer(StrictSerializer):
     description = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
     service_account = serializers.UUIDField(required=False, allow_null=True, default=None,
                                             help_text="Owner service account; omit for a key of your own.")
@@ -174,5 +173,5 @@ class ApiKeyCreateSerializer(serializers.Serializer[Any]):
                                               "(/topics, /consumers, /brokers).")
 
 
-class ApiKeyUpdateSerializer(serializers.Serializer[Any]):
+class ApiKeyUpdateSerializer(StrictSerializer):
     description = serializers.CharField(max_length=500, allow_blank=True)

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from controlplane.core.actors import kafka_principal
+from controlplane.core.serializers import bodiless
 from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy import services
 from controlplane.tenancy.authentication import ServiceAccountIdentity
@@ -140,10 +141,10 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
     @extend_schema(request=MembershipUpdateSerializer, responses={200: MembershipSerializer})
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        membership = self.get_object()  # first: another tenant's membership is a 404, whatever the body
         data = MembershipUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = services.membership_update(membership=self.get_object(), actor=self.actor,
-                                                **data.validated_data)
+        membership = services.membership_update(membership=membership, actor=self.actor, **data.validated_data)
         return Response(MembershipSerializer(membership).data)
 
     @extend_schema(request=MembershipUpdateSerializer, responses={200: MembershipSerializer})
@@ -217,6 +218,7 @@ class MyInvitationViewSet(mixins.ListModelMixin, GenericViewSet):  # type: ignor
 
     @extend_schema(request=None, responses={200: TenantSerializer})
     @action(detail=True, methods=["post"])
+    @bodiless
     def accept(self, request: Request, pk: str) -> Response:
         """Join the tenant with the invitation's role."""
         membership = services.invitation_accept(invitation=self.get_object(), user=_user(request))
@@ -225,6 +227,7 @@ class MyInvitationViewSet(mixins.ListModelMixin, GenericViewSet):  # type: ignor
 
     @extend_schema(request=None, responses={204: None})
     @action(detail=True, methods=["post"])
+    @bodiless
     def decline(self, request: Request, pk: str) -> Response:
         services.invitation_decline(invitation=self.get_object(), user=_user(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -250,11 +253,10 @@ class ServiceAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
 
     @extend_schema(request=ServiceAccountWriteSerializer, responses={200: ServiceAccountSerializer})
     def update(self, request: Request, tenant_slug: str, pk: str) -> Response:
-        partial = request.method == "PATCH"
-        data = ServiceAccountWriteSerializer(data=request.data, partial=partial)
+        account = self.get_object()  # first: another tenant's account is a 404, whatever the body
+        data = ServiceAccountWriteSerializer(data=request.data, partial=request.method == "PATCH")
         data.is_valid(raise_exception=True)
-        account = services.service_account_update(account=self.get_object(), actor=self.actor,
-                                                  **data.validated_data)
+        account = services.service_account_update(account=account, actor=self.actor, **data.validated_data)
         return Response(ServiceAccountSerializer(account).data)
 
     @extend_schema(request=ServiceAccountWriteSerializer, responses={200: ServiceAccountSerializer})
@@ -325,9 +327,10 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
 
     @extend_schema(request=ApiKeyUpdateSerializer, responses={200: ApiKeySerializer})
     def partial_update(self, request: Request, tenant_slug: str, key_id: str) -> Response:
+        key = self.get_object()  # first: another tenant's key is a 404, whatever the body
         data = ApiKeyUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        key = services.api_key_update(api_key=self.get_object(), actor=self.actor, **data.validated_data)
+        key = services.api_key_update(api_key=key, actor=self.actor, **data.validated_data)
         return Response(ApiKeySerializer(key).data)
 
     @extend_schema(request=ApiKeyUpdateSerializer, responses={200: ApiKeySerializer})

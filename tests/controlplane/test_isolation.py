@@ -153,34 +153,32 @@ def test_tenant_list_shows_only_the_callers_tenants(world_a: TenantWorld, world_
     assert [t["slug"] for t in body["results"]] == ["beta"]
 
 
-def test_body_fields_naming_other_tenants_are_ignored(world_a: TenantWorld, world_b: TenantWorld) -> None:
+def test_body_fields_naming_other_tenants_are_refused(world_a: TenantWorld, world_b: TenantWorld) -> None:
     objects = _objects(world_a)
     a_cluster = objects[Cluster]
     b_cluster = ClusterFactory(tenant=world_b.tenant)
     owner_b = world_b.client(Role.OWNER)
-    sneaky = {"tenant": world_a.tenant.slug, "tenant_id": world_a.tenant.pk, "cluster": str(a_cluster.pk),
-              "cluster_id": str(a_cluster.pk), "id": str(a_cluster.pk)}
+    sneaky = {"tenant": world_a.tenant.slug, "tenant_id": world_a.tenant.pk, "cluster_id": str(a_cluster.pk),
+              "id": str(a_cluster.pk)}
+    before = (Topic.objects.count(), Cluster.objects.count(), ServiceAccount.objects.count(),
+              AclBinding.objects.count())
 
-    response = owner_b.post(f"{world_b.base}/clusters/{b_cluster.pk}/topics", {"name": "t1", **sneaky},
-                            format="json")
+    # Keys the endpoint does not know are refused by name (never read, let alone followed), and nothing is made.
+    for url, body in [(f"{world_b.base}/clusters/{b_cluster.pk}/topics", {"name": "t1", "cluster": "x"}),
+                      (f"{world_b.base}/clusters", {"name": "c-new"}),
+                      (f"{world_b.base}/service-accounts", {"name": "svc"}),
+                      (f"{world_b.base}/clusters/{b_cluster.pk}/acls",
+                       {"principal": "User:*", "resource_type": "TOPIC", "resource_name": "t1", "operation": "READ"})]:
+        response = owner_b.post(url, {**body, **sneaky}, format="json")
+        assert response.status_code == 400, (url, response.json())
+        assert set(sneaky) <= set(response.json()["extra"]["fields"]), url
+    assert (Topic.objects.count(), Cluster.objects.count(), ServiceAccount.objects.count(),
+            AclBinding.objects.count()) == before
+
+    # Without them, B's objects land in B, whatever A has.
+    response = owner_b.post(f"{world_b.base}/clusters/{b_cluster.pk}/topics", {"name": "t1"}, format="json")
     assert response.status_code == 201, response.json()
-    topic = Topic.objects.get(name="t1")
-    assert topic.cluster_id == b_cluster.pk and topic.pk != a_cluster.pk
-
-    response = owner_b.post(f"{world_b.base}/clusters", {"name": "c-new", **sneaky}, format="json")
-    assert response.status_code == 201
-    assert Cluster.objects.get(pk=response.json()["id"]).tenant_id == world_b.tenant.pk
-    assert response.json()["id"] != str(a_cluster.pk)
-
-    response = owner_b.post(f"{world_b.base}/service-accounts", {"name": "svc", **sneaky}, format="json")
-    assert response.status_code == 201
-    assert ServiceAccount.objects.get(pk=response.json()["id"]).tenant_id == world_b.tenant.pk
-
-    response = owner_b.post(f"{world_b.base}/clusters/{b_cluster.pk}/acls",
-                            {"principal": "User:*", "resource_type": "TOPIC", "resource_name": "t1",
-                             "operation": "READ", **sneaky}, format="json")
-    assert response.status_code == 201
-    assert AclBinding.objects.get(pk=response.json()["id"]).cluster_id == b_cluster.pk
+    assert Topic.objects.get(name="t1").cluster_id == b_cluster.pk
 
     # A key for one of A's service accounts cannot be minted from B.
     response = owner_b.post(f"{world_b.base}/api-keys", {"service_account": str(world_a.service_account.pk)},

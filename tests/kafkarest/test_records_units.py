@@ -107,3 +107,28 @@ def test_records_never_acknowledged_are_reported_retriable_when_the_wait_ends() 
         return produced.report(0, "c")
 
     assert asyncio.run(main())["error_code"] == KAFKA_RETRIABLE
+
+
+@pytest.mark.parametrize(("raw", "code"), [
+    (b'{"records": []}', 422),
+    (b"{}", 422),
+    (b'{"records": null}', 422),
+    (b"{", 400),
+    (b"[]", 400),
+    (b'{"records": 1}', 400),
+    (b'{"records": [1]}', 400),
+    (b'{"records": [{"value": "%%"}]}', 42206),
+])
+def test_v2_produce_bodies_are_refused_with_confluents_codes(raw: bytes, code: int) -> None:
+    from controlplane.kafkarest.v2.produce import parse_records
+    with pytest.raises(RestError) as refused:
+        parse_records("binary", raw)
+    assert refused.value.error_code == code
+
+
+def test_v2_commit_positions_take_metadata_only_when_given() -> None:
+    from controlplane.kafkarest.v2.consumers import _commit_position
+    plain = _commit_position({"topic": "t", "partition": 0, "offset": 4})
+    assert (plain.topic, plain.partition, plain.offset, plain.metadata) == ("t", 0, 5, None)
+    noted = _commit_position({"topic": "t", "partition": 1, "offset": 0, "metadata": "m"})
+    assert (noted.offset, noted.metadata) == (1, "m")

@@ -212,7 +212,8 @@ def test_consumer_errors(rest_stack: RestStack) -> None:
                    {"auto.commit.enable": "maybe"}, {"fetch.min.bytes": "lots"}, {"name": "bad/name"},
                    {"consumer.request.timeout.ms": 10**9}):
         assert _error(v2(rest_stack, "POST", f"/consumers/{group}", config)) == 42204, config
-    for path, body in [("/subscription", {}), ("/subscription", {"topics": "t"}), ("/subscription", [1]),
+    assert _error(v2(rest_stack, "POST", instance + "/subscription", [1])) == 400  # not an object: as Confluent's
+    for path, body in [("/subscription", {}), ("/subscription", {"topics": "t"}),
                        ("/subscription", {"topic_pattern": "("}), ("/assignments", {"partitions": [{"topic": "t"}]}),
                        ("/positions", {}), ("/positions", {"timestamps": [{"topic": "t", "partition": 0}]}),
                        ("/offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": -1}]})]:

@@ -78,6 +78,16 @@ def _tp(entry: dict[str, Any]) -> tuple[str, int]:
     return str(entry["topic"]), int(entry["partition"])
 
 
+def _commit_position(entry: dict[str, Any]) -> TopicPartition:
+    """Where to commit for a given entry: the next record to read. Metadata is optional in the body, and
+    librdkafka's ``TopicPartition`` takes a string or nothing (``None`` is a TypeError)."""
+    position = int(entry["offset"]) + 1
+    metadata = entry.get("metadata")
+    if metadata is None:
+        return TopicPartition(*_tp(entry), position)
+    return TopicPartition(*_tp(entry), position, metadata=metadata)
+
+
 def _kafka_error(exc: KafkaException) -> RestError:
     error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     if error is None:
@@ -354,8 +364,7 @@ class ConsumerInstance:
     def _op_commit(self, offsets: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         if offsets:
             # As Confluent's: a given offset is the last record consumed; the commit is the next one to read.
-            self._consumer.commit(offsets=[TopicPartition(*_tp(o), int(o["offset"]) + 1, metadata=o.get("metadata"))
-                                           for o in offsets], asynchronous=False)
+            self._consumer.commit(offsets=[_commit_position(o) for o in offsets], asynchronous=False)
             return []
         try:
             self._consumer.commit(asynchronous=False)

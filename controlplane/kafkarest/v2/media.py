@@ -1,19 +1,16 @@
 """v2 media types: what request bodies are read as, and the answer's Content-Type.
 
 Confluent's v2 clients send ``application/vnd.kafka.v2+json`` (or an embedded-format type such as
-``application/vnd.kafka.binary.v2+json``) and often ``Accept`` the same; any ``Accept`` is answered with
-``application/vnd.kafka.v2+json`` (records: their embedded format's type), as Confluent does, rather than
-refused with 406 -- only a records read checks ``Accept``, to choose the format (40601 on a mismatch).
+``application/vnd.kafka.binary.v2+json``) and often ``Accept`` the same. An ``Accept`` that admits none of
+``kafkarest.accept.V2_OFFERS`` is a 406, as Confluent's; the others are answered with
+``application/vnd.kafka.v2+json`` (records: their embedded format's type). A records read also reads
+``Accept`` to choose the format (40601 on a mismatch).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
-from rest_framework.renderers import BaseRenderer, JSONRenderer
-from rest_framework.request import Request
+from rest_framework.renderers import JSONRenderer
 
 from controlplane.kafkarest.views import BoundedJSONParser
 
@@ -31,18 +28,6 @@ PARSERS: list[type[BaseParser]] = [_parser(V2_JSON), *(_parser(f"application/vnd
 
 class V2Renderer(JSONRenderer):
     media_type = V2_JSON
-
-
-class V2Negotiation(BaseContentNegotiation):
-    """Bodies as JSON of any v2 type; answers always in the view's first renderer (``V2_JSON``)."""
-
-    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
-        return DefaultContentNegotiation().select_parser(request, parsers)
-
-    def select_renderer(self, request: Request, renderers: Iterable[BaseRenderer],
-                        format_suffix: str | None = None) -> tuple[BaseRenderer, str]:
-        renderer = next(iter(renderers))
-        return renderer, str(renderer.media_type)
 
 
 def accepted_format(accept: str | None) -> str:

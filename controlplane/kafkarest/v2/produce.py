@@ -2,7 +2,8 @@
 
 The format comes from the request's Content-Type, as in Confluent's REST Proxy. Records go through the
 process's shared producer (``kafkarest.producer.pool``), so a v2 record is partitioned and acknowledged
-exactly like a v3 or a Kafka-client one. A malformed body refuses the whole request (42206); a record the
+exactly like a v3 or a Kafka-client one. A body that is not JSON, or not the request's shape, is a 400 (as
+Confluent's); no records, 422; a bad value, 42206 -- each refuses the whole request. A record the
 cluster refuses gets its own ``error_code`` and ``error`` in the answer, the others are still written.
 """
 
@@ -16,8 +17,10 @@ from controlplane.kafkarest import fastjson
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.batched import Produced
 from controlplane.kafkarest.errors import (
+    BAD_REQUEST,
     INVALID_PAYLOAD,
     PARTITION_NOT_FOUND,
+    UNPROCESSABLE_ENTITY,
     UNSUPPORTED_MEDIA_TYPE,
     UNSUPPORTED_SCHEMA,
     RestError,
@@ -80,16 +83,20 @@ def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
     except fastjson.Refused as exc:
         raise _payload_error(f"the body is refused: {exc}.") from exc
     except (ValueError, UnicodeDecodeError) as exc:
-        raise _payload_error("the body is not valid JSON.") from exc
-    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
-        raise _payload_error("the body must be an object with a 'records' list.")
+        # As Confluent's proxy answers a JSON parse error: 400, error_code 400.
+        raise RestError(BAD_REQUEST, f"The body is not valid JSON: {exc}.") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("records") or [], list):
+        raise RestError(BAD_REQUEST, "The body must be an object with a 'records' list.")
+    if not body.get("records"):
+        # Confluent's ProduceRequest declares records @NotEmpty: a constraint violation, 422 with error_code 422.
+        raise RestError(UNPROCESSABLE_ENTITY, "records must not be empty")
     if body.get("key_schema") is not None or body.get("value_schema") is not None \
             or body.get("key_schema_id") is not None or body.get("value_schema_id") is not None:
         raise RestError(UNSUPPORTED_SCHEMA, "Schemas need a schema registry, which this service does not run.")
     records = []
     for index, record in enumerate(body["records"]):
         if not isinstance(record, dict):
-            raise _payload_error(f"records[{index}] must be an object.")
+            raise RestError(BAD_REQUEST, f"records[{index}] must be an object.")
         partition = record.get("partition")
         if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool) or partition < 0):
             raise _payload_error(f"records[{index}].partition must be a non-negative integer.")

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from controlplane.kafkarest.access import ClusterAccess
-from controlplane.kafkarest.errors import INVALID_CONSUMER_CONFIG, INVALID_PAYLOAD, RestError
+from controlplane.kafkarest.errors import BAD_REQUEST, INVALID_CONSUMER_CONFIG, INVALID_PAYLOAD, RestError
 from controlplane.kafkarest.records import parse_timestamp
 from controlplane.kafkarest.v2.consumers import FORMATS, InstanceConfig, InstanceKey
 from controlplane.kafkarest.v2.routing import router
@@ -30,6 +30,11 @@ def _config_error(message: str) -> RestError:
 
 def _payload_error(message: str) -> RestError:
     return RestError(INVALID_PAYLOAD, f"Payload error. {message}")
+
+
+def _shape_error(message: str) -> RestError:
+    """A body that does not map onto the request's type (Confluent's proxy: Jackson's mapping error, a 400)."""
+    return RestError(BAD_REQUEST, message)
 
 
 def _int_setting(body: dict[str, Any], name: str, low: int, high: int, default: int) -> int:
@@ -80,7 +85,7 @@ def consumer_create(*, access: ClusterAccess, group: str, body: Any) -> str:
     if body is None:
         body = {}
     if not isinstance(body, dict):
-        raise _payload_error("the body must be a JSON object.")
+        raise _shape_error("The body must be a JSON object.")
     name, config = parse_instance_config(body)
     router.create(InstanceKey(access.kafka_cluster_id, group, name), access.client_config(), config, access.principal,
                   access.credential)
@@ -96,11 +101,15 @@ def consumer_call(*, access: ClusterAccess, group: str, instance: str, op: str, 
 
 
 def _list(body: Any, field: str, *, required: bool = True) -> list[Any]:
+    if body is not None and not isinstance(body, dict):
+        raise _shape_error("The body must be a JSON object.")
     value = body.get(field) if isinstance(body, dict) else None
-    if value is None and not required:
-        return []
+    if value is None:
+        if not required:
+            return []
+        raise _payload_error(f"'{field}' is required.")
     if not isinstance(value, list):
-        raise _payload_error(f"'{field}' must be a list.")
+        raise _shape_error(f"'{field}' must be a list.")
     return value
 
 
@@ -134,7 +143,7 @@ def parse_partitions(body: Any) -> list[dict[str, Any]]:
 
 def parse_subscription(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
-        raise _payload_error("the body must be a JSON object.")
+        raise _shape_error("The body must be a JSON object.")
     topics, pattern = body.get("topics"), body.get("topic_pattern")
     if topics is not None and (not isinstance(topics, list) or not all(isinstance(t, str) and t for t in topics)):
         raise _payload_error("'topics' must be a list of topic names.")

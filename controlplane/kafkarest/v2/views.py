@@ -16,11 +16,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.kafkarest import fastjson
+from controlplane.kafkarest.accept import V2_OFFERS
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import BAD_REQUEST, PARTITION_NOT_FOUND, RestError
 from controlplane.kafkarest.v2 import metadata, services
 from controlplane.kafkarest.v2 import serializers as s
-from controlplane.kafkarest.v2.media import PARSERS, V2Negotiation, V2Renderer, accepted_format, records_media
+from controlplane.kafkarest.v2.media import PARSERS, V2Renderer, accepted_format, records_media
 from controlplane.kafkarest.v2.produce import ROOT_REFUSAL, produce_format, produce_records
 from controlplane.kafkarest.v3.serializers import ErrorSerializer
 from controlplane.kafkarest.views import KafkaRestView
@@ -46,7 +47,7 @@ class V2View(KafkaRestView):
 
     parser_classes = PARSERS
     renderer_classes = [V2Renderer]
-    content_negotiation_class = V2Negotiation
+    accept_offers = V2_OFFERS
     schema = V2Schema()
     access: ClusterAccess
 

@@ -3224,7 +3224,11 @@ export interface components {
         };
         TopicCreateRequest: {
             name: string;
-            partitions?: number | null;
+            /**
+             * @description Null: the default.
+             * @default 6
+             */
+            partitions: number | null;
             replication_factor?: number | null;
             /** @description Kafka topic configs, e.g. {"retention.ms": "86400000"}. */
             configs?: {

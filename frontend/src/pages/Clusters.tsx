@@ -5,6 +5,7 @@ import { useForm } from "react-hook-form";
 import { Link, NavLink, Outlet, useParams } from "react-router";
 import { z } from "zod";
 import { api, type Schemas, unwrap } from "../api/client";
+import { API_DEFAULTS } from "../api/defaults";
 import { DataTable, ErrorText, Loading, ReadyBadge, when } from "../components/ui";
 import { useTenant } from "../session";
 
@@ -51,7 +52,7 @@ export function ClustersPage() {
 function CreateCluster({ slug }: { slug: string }) {
   const queryClient = useQueryClient();
   const { register, handleSubmit, formState, reset } = useForm<CreateForm>({
-    resolver: zodResolver(createSchema), defaultValues: { plan: "basic", broker_count: "" },
+    resolver: zodResolver(createSchema), defaultValues: { plan: API_DEFAULTS.cluster.plan, broker_count: "" },
   });
   const create = useMutation({
     mutationFn: (form: z.output<typeof createSchema>) =>

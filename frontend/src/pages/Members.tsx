@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
 import { useState } from "react";
 import { api, type Role, type Schemas, unwrap } from "../api/client";
+import { API_DEFAULTS } from "../api/defaults";
 import { ConfirmButton, DataTable, ErrorText, Loading, when } from "../components/ui";
 import { useTenant } from "../session";
 
@@ -58,7 +59,7 @@ export function MembersPage() {
 
 function Invite({ slug, onDone }: { slug: string; onDone: () => void }) {
   const [email, setEmail] = useState("");
-  const [role, setRole] = useState<Role>("member");
+  const [role, setRole] = useState<Role>(API_DEFAULTS.invitation.role);
   const [sent, setSent] = useState<Schemas["InvitationCreated"] | null>(null);
   const invite = useMutation({
     mutationFn: () => unwrap(api.POST("/api/v1/tenants/{tenant_slug}/invitations/", { params: { path: { tenant_slug: slug } }, body: { email, role } })),

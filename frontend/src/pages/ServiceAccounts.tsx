@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
 import { useState } from "react";
 import { api, type Schemas, unwrap } from "../api/client";
+import { API_DEFAULTS } from "../api/defaults";
 import { ConfirmButton, DataTable, ErrorText, Loading, when } from "../components/ui";
 import { useTenant } from "../session";
 
@@ -77,7 +78,7 @@ export function ServiceAccountsPage() {
 function CreateAccount({ slug, onDone }: { slug: string; onDone: () => void }) {
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
-  const [role, setRole] = useState<Schemas["ServiceAccountRoleEnum"]>("member");
+  const [role, setRole] = useState<Schemas["ServiceAccountRoleEnum"]>(API_DEFAULTS.serviceAccount.role);
   const create = useMutation({
     mutationFn: () => unwrap(api.POST("/api/v1/tenants/{tenant_slug}/service-accounts/", { params: { path: { tenant_slug: slug } }, body: { name, description, role } })),
     onSuccess: () => { setName(""); setDescription(""); onDone(); },

@@ -8,6 +8,7 @@ import { useForm } from "react-hook-form";
 import { Link, useParams, useSearchParams } from "react-router";
 import { z } from "zod";
 import { api, type Schemas, unwrap } from "../api/client";
+import { API_DEFAULTS } from "../api/defaults";
 import { DataTable, ErrorText, ReadyBadge, when } from "../components/ui";
 import { useTenant } from "../session";
 
@@ -79,10 +80,10 @@ const createSchema = z.object({
   cleanup: z.enum(["delete", "compact"]),
 });
 
-function CreateTopic({ slug, cluster }: { slug: string; cluster: string }) {
+export function CreateTopic({ slug, cluster }: { slug: string; cluster: string }) {
   const queryClient = useQueryClient();
   const { register, handleSubmit, formState, reset } = useForm<z.input<typeof createSchema>>({
-    resolver: zodResolver(createSchema), defaultValues: { partitions: 3, retention: "", cleanup: "delete" },
+    resolver: zodResolver(createSchema), defaultValues: { partitions: API_DEFAULTS.topic.partitions, retention: "", cleanup: "delete" },
   });
   const create = useMutation({
     mutationFn: (form: z.output<typeof createSchema>) => {
