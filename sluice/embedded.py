@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -54,7 +55,9 @@ def free_port_range(count: int) -> tuple[int, int]:
     For servers started later (brokers an agent places, ``sluice up``'s broker pool). Not kernel-chosen ports:
     while a broker on an ephemeral port is down, a client retrying it can be given that very port as its source and
     connect to itself (TCP simultaneous open), and the restarted broker cannot bind until that client lets go. The
-    search starts at a slot derived from the pid, so parallel test workers and benches start apart.
+    search starts at a slot derived from the pid, so parallel test workers and benches start apart, and a range this
+    process handed out recently is never handed out again while its server may still be starting (threads starting
+    brokers together were given the same port).
     """
     low = 32768
     with contextlib.suppress(OSError, ValueError, IndexError):
@@ -63,19 +66,34 @@ def free_port_range(count: int) -> tuple[int, int]:
     first_slot = os.getpid() % slots
     for i in range(slots):
         first = 20000 + ((first_slot + i * 7) % slots) * count
+        ports = range(first, first + count)
         socks: list[socket.socket] = []
-        try:
-            for port in range(first, first + count):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
+        with _HANDED_OUT_LOCK:
+            if any(port in _HANDED_OUT for port in ports):
+                continue
+            try:
+                for port in ports:
+                    sock = socket.socket()
+                    socks.append(sock)
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            finally:
+                for sock in socks:
+                    sock.close()
+            _HANDED_OUT.update(ports)
+            _HANDED_OUT_ORDER.extend(ports)
+            while len(_HANDED_OUT_ORDER) > _HANDED_OUT_KEPT:
+                _HANDED_OUT.discard(_HANDED_OUT_ORDER.pop(0))
             return first, first + count - 1
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
     raise RuntimeError("no free port range below the ephemeral range")
+
+
+# Ports free_port_range handed out lately, in this process: not handed out again until 512 later ones were.
+_HANDED_OUT_KEPT = 512
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_ORDER: list[int] = []
+_HANDED_OUT_LOCK = threading.Lock()
 
 
 def private_dir(path: Path) -> Path:

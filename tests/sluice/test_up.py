@@ -167,8 +167,9 @@ def _read_until(proc: subprocess.Popen[str], marker: str) -> str:
 
 
 def _call(port: int, path: str, key: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST" if body else "GET",
-                                     data=json.dumps(body).encode() if body else None,
+    """POST ``body`` (``{}``: an empty one) or, with none, GET."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="GET" if body is None else "POST",
+                                     data=None if body is None else json.dumps(body).encode(),
                                      headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -328,7 +329,7 @@ def test_up_serves_the_api_and_a_kafka_endpoint_stops_cleanly_and_keeps_data(sta
         reports = f"/api/v1/tenants/demo/clusters/{clusters['results'][0]['id']}/reports"
         status, made = _call(port, reports, key, {"name": "keys", "kind": "top_keys", "params": {"topic": "demo"}})
         assert status == 201, made
-        status, run = _call(port, f"{reports}/{made['id']}/run", key, {"now": True})
+        status, run = _call(port, f"{reports}/{made['id']}/run", key, {})
         assert status == 202, run
         deadline = time.monotonic() + 300
         while run["status"] in ("queued", "running") and time.monotonic() < deadline:
