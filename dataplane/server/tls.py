@@ -46,7 +46,10 @@ class TlsSession:
 
     def receive(self, data: bytes) -> bytes:
         """Feed ciphertext read from the socket; the plaintext it completes (often b'': a partial record, or
-        handshake messages only). Raises TlsError when the peer's bytes are not TLS we accept."""
+        handshake messages only). Raises TlsError when the peer's bytes are not TLS we accept. Anything after
+        the peer's close_notify is ignored."""
+        if self.closed:
+            return b""
         self._incoming.write(data)
         self._follow_records(data)
         try:
@@ -71,8 +74,12 @@ class TlsSession:
         return None  # Kafka clients close TCP without close_notify; between records that loses nothing
 
     def encrypt(self, data: bytes | bytearray | memoryview) -> bytes:
-        """``data`` as TLS records, together with anything else waiting to be sent (in order)."""
-        if data:
+        """``data`` as TLS records, together with anything else waiting to be sent (in order).
+
+        After the peer's close_notify (answered with ours) nothing more can be sent: a response still on its way
+        to a client that closed is dropped, as a write to a closed socket would be, not reported as a TLS failure.
+        """
+        if data and not self.closed:
             try:
                 self._tls.write(data)
             except ssl.SSLError as exc:
