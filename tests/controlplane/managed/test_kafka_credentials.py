@@ -277,6 +277,16 @@ def _kcat(bootstrap: str, key_id: str, secret: str, mechanism: str, *args: str, 
     return done.stdout.splitlines()
 
 
+def _ready_with_owner_key(world: Any, cluster_id: str, stack: Stack) -> tuple[str, Any, str]:
+    """(bootstrap, key, secret) once the cluster is Ready and the owner's key logs in to it."""
+    body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
+                    lambda: _status(world, cluster_id)["status"])
+    bootstrap = body["status"]["bootstrap_servers"]
+    key, secret = world.keys[Role.OWNER]
+    _eventually(lambda: _logs_in(bootstrap, key.key_id, secret), "the key to log in", stack)
+    return bootstrap, key, secret
+
+
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (`make kcat` installs Debian's)")
 @pytest.mark.django_db(transaction=True)
 def test_kcat_produces_and_consumes_with_an_api_key(stack: Stack) -> None:
@@ -284,11 +294,7 @@ def test_kcat_produces_and_consumes_with_an_api_key(stack: Stack) -> None:
     world = make_world(f"c{uuid.uuid4().hex[:6]}")
     cluster_id = _create_cluster(world, "kcat")
     try:
-        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
-                        lambda: _status(world, cluster_id)["status"])
-        bootstrap = body["status"]["bootstrap_servers"]
-        key, secret = world.keys[Role.OWNER]
-        _eventually(lambda: _logs_in(bootstrap, key.key_id, secret), "the key to log in", stack)
+        bootstrap, key, secret = _ready_with_owner_key(world, cluster_id, stack)
         for mechanism in MECHANISMS:
             topic = f"kcat-{mechanism.lower()}"
             _api(world, "post", f"/clusters/{cluster_id}/topics", {"name": topic, "partitions": 2})
@@ -327,11 +333,7 @@ def test_the_plans_partition_limit_holds_over_the_kafka_protocol(stack: Stack) -
     assert created.status_code == 201, created.content
     cluster_id = str(created.json()["id"])
     try:
-        body = wait_for(lambda: _ready(world, cluster_id), 90, "Ready", stack,
-                        lambda: _status(world, cluster_id)["status"])
-        bootstrap = body["status"]["bootstrap_servers"]
-        key, secret = world.keys[Role.OWNER]
-        _eventually(lambda: _logs_in(bootstrap, key.key_id, secret), "the key to log in", stack)
+        bootstrap, key, secret = _ready_with_owner_key(world, cluster_id, stack)
         admin = AdminClient(_config(bootstrap, key.key_id, secret, "SCRAM-SHA-512"))
         [fits] = admin.create_topics([NewTopic("fits", 3)]).values()
         fits.result(30)
