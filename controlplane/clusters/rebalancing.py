@@ -9,6 +9,7 @@ one AlterPartitionReassignments batch, followed until nothing is moving, then a 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any
 
 from django.db import transaction
@@ -122,6 +123,21 @@ def _key(topic: str, partition: int) -> str:
     return f"{topic}/{partition}"
 
 
+def not_yet_proposable(wanted: int, nodes: Collection[int], registered: Collection[int]) -> str | None:
+    """Why a proposal must wait, or None: it is computed over the brokers the spec asks for, once they serve.
+
+    A pass that observed the cluster before a scale-out was committed would otherwise balance over the old
+    brokers and conclude there is nothing to move; a broker the control plane placed but that has not yet
+    registered with the cluster cannot take replicas either.
+    """
+    if len(nodes) != wanted:
+        return f"Waiting for the cluster to have its {wanted} broker(s) ({len(nodes)} placed)."
+    missing = sorted(set(nodes) - set(registered))
+    if missing:
+        return f"Waiting for broker(s) {', '.join(map(str, missing))} to register with the cluster."
+    return None
+
+
 def proposal_for(cluster: Cluster, admin: ClusterAdmin) -> Proposal:
     nodes = BrokerNode.objects.filter(cluster=cluster, removal_requested_at__isnull=True)
     sizes: dict[tuple[str, int], int] = {}
@@ -203,6 +219,14 @@ def _step(cluster: Cluster, admin: ClusterAdmin, rebalance: Rebalance) -> bool:
     if rebalance.state in (RebalanceState.NEW, RebalanceState.PENDING_PROPOSAL):
         if admin.list_reassignments():
             _set(rebalance, RebalanceState.PENDING_PROPOSAL, "Waiting for partitions already moving.")
+            return True
+        spec = Cluster.objects.values_list("spec", flat=True).get(pk=cluster.pk)  # the pass's copy may be older
+        placed = BrokerNode.objects.filter(cluster=cluster, removal_requested_at__isnull=True) \
+            .values_list("node_id", flat=True)
+        waiting = not_yet_proposable(int(spec.get("broker_count", 0)), list(placed),
+                                     [b.node_id for b in admin.describe_cluster().brokers])
+        if waiting:
+            _set(rebalance, RebalanceState.PENDING_PROPOSAL, waiting)
             return True
         proposal = proposal_for(cluster, admin)
         if proposal.is_empty:
