@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from dataplane.cluster.store import PartitionState
+from dataplane.protocol.control import build_marker
 from dataplane.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from dataplane.replication.leader import LeaderState
 from dataplane.storage import AppendInfo, FileRegion, Log, TimestampAndOffset, WouldBlock
@@ -55,7 +56,9 @@ class ReadResult(NamedTuple):
     region: FileRegion | None
     high_watermark: int
     log_start_offset: int
-    visible_end: int  # the high watermark (consumers) or log end (followers) the read stopped at
+    visible_end: int  # the high watermark (consumers), LSO (read_committed) or log end (followers) it stopped at
+    last_stable_offset: int = -1
+    aborted: tuple[tuple[int, int], ...] | None = None  # read_committed: (producer id, first offset) to skip
 
 
 class Partition:
@@ -175,6 +178,25 @@ class Partition:
             self.maybe_advance_high_watermark()
         return info
 
+    async def write_txn_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
+                               coordinator_epoch: int) -> int:
+        """Append the marker ending ``producer_id``'s transaction here; its offset (the caller waits for
+        ``wait_for_replication(offset + 1)``: markers are written with acks=all)."""
+        self.require_leader()
+        marker = build_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                              timestamp=int(now_ms()))
+        async with self._lock:
+            self.require_leader()
+            info = await asyncio.to_thread(self.log.append_as_leader, marker, self.leader_epoch, control=True)
+        self._wake(self._replica_watchers)
+        self.maybe_advance_high_watermark()
+        return info.last_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Offsets below it are decided (KIP-98): no open transaction starts below it; never above the HW."""
+        return self.log.first_unstable_offset(self.high_watermark)
+
     async def wait_for_replication(self, end: int, timeout: float) -> None:
         """acks=all: until the high watermark reaches ``end``, then the ISR must still be large enough.
 
@@ -218,6 +240,7 @@ class Partition:
         if offset == self.high_watermark:
             return
         self.high_watermark = offset
+        self.log.first_unstable_offset(offset)  # closed transactions it passed stop bounding the LSO
         still: list[tuple[int, asyncio.Future[None]]] = []
         for wanted, future in self._waiters:
             if offset >= wanted:
@@ -230,17 +253,21 @@ class Partition:
 
     # ------------------------------------------------------------------ reads (leader)
 
-    async def read(self, fetch_offset: int, max_bytes: int, *, to_log_end: bool) -> ReadResult:
-        """Whole batches from ``fetch_offset``: to the log end for followers, below the high watermark otherwise.
+    async def read(self, fetch_offset: int, max_bytes: int, *, to_log_end: bool,
+                   committed: bool = False) -> ReadResult:
+        """Whole batches from ``fetch_offset``: to the log end for followers, below the high watermark for
+        read_uncommitted consumers, below the last stable offset for read_committed ones (with the aborted
+        transactions overlapping what is returned).
 
         Raises OFFSET_OUT_OF_RANGE outside the log. Skips the read when nothing
         is visible yet (a long poll comes back here often).
         """
         log = self.log
-        up_to = self.visible_end(to_log_end=to_log_end)
         high_watermark = self.high_watermark
+        stable = self.last_stable_offset
+        up_to = stable if committed and not to_log_end else self.visible_end(to_log_end=to_log_end)
         if log.log_start_offset <= fetch_offset and up_to <= fetch_offset <= log.log_end_offset:
-            return ReadResult(None, high_watermark, log.log_start_offset, up_to)
+            return ReadResult(None, high_watermark, log.log_start_offset, up_to, stable, () if committed else None)
         region: FileRegion | None = None
         if fetch_offset >= log.active_segment_base:
             # The tail was written moments ago and sits in the page cache: a few header preads, cheaper
@@ -249,10 +276,17 @@ class Partition:
                 region = log.read(fetch_offset, max(max_bytes, 1), up_to, blocking=False)
         if region is None:
             region = await asyncio.to_thread(log.read, fetch_offset, max(max_bytes, 1), up_to)
-        return ReadResult(region if region.length else None, high_watermark, log.log_start_offset, up_to)
+        aborted = None
+        if committed:
+            aborted = tuple((a.producer_id, a.first_offset) for a in log.collect_aborted(fetch_offset, up_to)) \
+                if region.length else ()
+        return ReadResult(region if region.length else None, high_watermark, log.log_start_offset, up_to, stable,
+                          aborted)
 
-    def visible_end(self, *, to_log_end: bool) -> int:
-        return self.log.log_end_offset if to_log_end else self.high_watermark
+    def visible_end(self, *, to_log_end: bool, committed: bool = False) -> int:
+        if to_log_end:
+            return self.log.log_end_offset
+        return self.last_stable_offset if committed else self.high_watermark
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets by time, among offsets consumers may see (below the high watermark)."""

@@ -31,6 +31,7 @@ from dataplane.protocol.records import (
 )
 from dataplane.storage.config import LogConfig
 from dataplane.storage.segment import CLEANED_SUFFIX, BatchPlacement, LogSegment
+from dataplane.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from dataplane.storage.log import Log
@@ -56,6 +57,7 @@ class CleaningPlan:
     dirty_end: int  # base of the active segment: the pass cleans below it
     layout_version: int  # the swap happens only if the log's is still this
     now_ms: int
+    aborted: tuple[AbortedTxn, ...] = ()  # aborted transactions below dirty_end: their records go, unmapped
 
 
 class Cleanable(Protocol):
@@ -102,8 +104,8 @@ def compact(log: Cleanable, *, max_map_keys: int = 4_000_000) -> CleanResult | N
             snapshot = snapshot[:i]
             break
         for batch in _segment_batches(seg, size):
-            if batch.header.is_control:
-                continue
+            if batch.header.is_control or _aborted(batch.header, plan.aborted):
+                continue  # an aborted record must never shadow a committed one
             for r in batch.records:
                 if r.key is not None and r.offset >= first_dirty:
                     offset_map[r.key] = r.offset
@@ -135,6 +137,9 @@ def _clean_segment(plan: CleaningPlan, seg: LogSegment, size: int, offset_map: d
     data = seg.pread(0, size)
     for pos, h in iter_batch_headers(data):
         raw = data[pos : pos + h.size]
+        if _aborted(h, plan.aborted):
+            changed = True  # Kafka's cleaner discards aborted transactions' records (their markers stay)
+            continue
         kept_raw = raw if h.is_control else _filter_batch(decode_batch(raw), raw, offset_map, drop_tombstones)
         if kept_raw is not raw:
             changed = True
@@ -155,6 +160,13 @@ def _clean_segment(plan: CleaningPlan, seg: LogSegment, size: int, offset_map: d
     cleaned.seal()
     cleaned.flush()
     return cleaned
+
+
+def _aborted(h: BatchHeader, aborted: Sequence[AbortedTxn]) -> bool:
+    """Whether a transactional data batch belongs to an aborted transaction."""
+    if not h.is_transactional or h.is_control or not aborted:
+        return False
+    return any(a.producer_id == h.producer_id and a.first_offset <= h.base_offset < a.last_offset for a in aborted)
 
 
 def _segment_batches(seg: LogSegment, size: int) -> Iterator[RecordBatch]:

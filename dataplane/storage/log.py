@@ -7,7 +7,8 @@ On-disk format of a partition directory (``<topic>-<partition>/``):
 * ``log-start-offset-checkpoint`` — first readable offset (DeleteRecords, retention);
 * ``leader-epoch-checkpoint`` — epoch → start offset, see :mod:`epoch_cache`;
 * ``cleaner-offset-checkpoint`` — first offset compaction has not yet cleaned;
-* ``<offset:020d>.snapshot`` — idempotent-producer state, see :mod:`producer_state`;
+* ``<offset:020d>.snapshot`` — producer state (idempotence, open transactions), see :mod:`producer_state`;
+* ``aborted-transactions.index`` — aborted transactions for read_committed reads, see :mod:`txn_index`;
 * ``.clean_shutdown`` — present only while the log is closed cleanly; it lets the next
   open skip the recovery scan. It is removed as soon as the log is opened.
 
@@ -48,6 +49,7 @@ from typing import NamedTuple
 
 import crc32c as crc32c_module
 
+from dataplane.protocol.control import Marker, marker_at
 from dataplane.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -58,8 +60,10 @@ from dataplane.protocol.errors import (
     UnexpectedAppendOffsetError,
 )
 from dataplane.protocol.records import (
+    ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     CODEC_MASK,
+    CONTROL_MASK,
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -101,6 +105,7 @@ from dataplane.storage.segment import (
     BatchPlacement,
     LogSegment,
 )
+from dataplane.storage.txn_index import AbortedTxn
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -216,7 +221,7 @@ class Log:
         self._cleaner_offset = min(max(loaded.cleaner_offset, self._log_start), leo)
         self._epochs.truncate_from_end(leo)
         self._epochs.truncate_from_start(self._log_start)
-        self._producers.load(self._log_start, leo, self._local.headers)
+        self._producers.load(self._log_start, leo, self._local.headers, self._marker_in_log)
         self._write_checkpoints()  # the epochs, if loading changed them
         if loaded.had_clean_shutdown:
             remove_clean_shutdown_marker(directory)
@@ -292,8 +297,10 @@ class Log:
     # ------------------------------------------------------------------ append
 
     def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int, *,
-                         blocking: bool = True) -> AppendInfo:
+                         blocking: bool = True, control: bool = False) -> AppendInfo:
         """Validate client batches, assign offsets and the leader epoch, and append them.
+
+        ``control``: the batch may be a transaction marker (a coordinator's write; clients may not send one).
 
         ``blocking=False`` is for the broker's event loop: the call then neither waits for
         the lock nor fsyncs, and raises :class:`WouldBlock` (having changed nothing) when it
@@ -301,7 +308,8 @@ class Log:
         """
         n = len(batches)
         if self._fast_path and n >= HEADER_SIZE and batch_length_at(batches) + LOG_OVERHEAD == n \
-                and _MAX_TIMESTAMP.unpack_from(batches, MAX_TIMESTAMP_OFFSET)[0] >= 0:
+                and _MAX_TIMESTAMP.unpack_from(batches, MAX_TIMESTAMP_OFFSET)[0] >= 0 \
+                and not batches[ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:
             return self._append_single_as_leader(batches, leader_epoch, blocking)
         summary = validate_batches(batches, strict_offsets=True)
         self._check_sizes(summary)
@@ -314,13 +322,18 @@ class Log:
         idempotent = [h for _, h in summary.headers if h.producer_id != NO_PRODUCER_ID]
         if idempotent and len(summary.headers) > 1:
             raise InvalidRecordError("an idempotent produce must carry exactly one batch per partition")
+        marker = None
+        if any(h.is_control for _, h in summary.headers):
+            if not control:
+                raise InvalidRecordError("control batches are written by transaction coordinators only")
+            marker = marker_at(batches, *summary.headers[0])
         mv = memoryview(batches)
         if not self._lock.acquire(blocking):
             raise WouldBlock("lock")
         try:
             self._check_open()
             if idempotent:
-                duplicate = self._producers.check(idempotent[0])
+                duplicate = self._producers.check(idempotent[0], marker)
                 if duplicate is not None:
                     return AppendInfo.of_duplicate(duplicate, self._log_start)
             local = self._local
@@ -356,7 +369,7 @@ class Log:
                 offset = batch_last + 1
             local.append(iov, placements, last)
             if idempotent:
-                self._producers.update(idempotent[0], first)
+                self._producers.update(idempotent[0], first, marker)
             if new_epoch:
                 self._epochs.assign(leader_epoch, first)
             info = AppendInfo(first, last, max_ts, offset_of_max, now if log_append else -1,
@@ -457,11 +470,11 @@ class Log:
             new_epoch, need_flush = self._make_room_locked(summary.total_size, first, last, now, max_epoch, blocking)
             data = batches if not isinstance(batches, memoryview) else bytes(batches)
             local.append(data, placements, last)
-            for h in headers:
+            for pos, h in summary.headers:
                 if h.partition_leader_epoch >= 0:
                     self._epochs.assign(h.partition_leader_epoch, h.base_offset)
                 if h.producer_id != NO_PRODUCER_ID:
-                    self._producers.update(h, h.base_offset)
+                    self._producers.update(h, h.base_offset, marker_at(batches, pos, h) if h.is_control else None)
             info = AppendInfo(first, last, max_ts, offset_of_max, -1, self._log_start,
                               last + 1 - first, summary.total_size)
         finally:
@@ -566,6 +579,33 @@ class Log:
                         yield r
                 pos = max(pos, b.header.next_offset)
 
+    # ------------------------------------------------------------------ transactions
+
+    def first_unstable_offset(self, high_watermark: int) -> int:
+        """The last stable offset for ``high_watermark``: below the first record of any transaction that is
+        open, or closed by a marker the high watermark has not passed (never above ``high_watermark``)."""
+        producers = self._producers
+        if not producers.ongoing and not producers.unreplicated:
+            return high_watermark  # no transaction here: the common case, without the lock
+        with self._lock:
+            self._producers.forget_replicated(high_watermark)
+            return self._producers.first_unstable_offset(high_watermark)
+
+    def collect_aborted(self, start: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start, upper)``, for a read_committed fetch."""
+        with self._lock:
+            return self._producers.aborted.collect(start, upper)
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its transaction open in this log."""
+        with self._lock:
+            return self._producers.open_transactions()
+
+    def _marker_in_log(self, header: BatchHeader) -> Marker | None:
+        """The marker of a control batch already in the log (the producer state's replay)."""
+        data = self._local.read(header.base_offset, 1, header.next_offset, True).read_bytes()
+        return marker_at(data, 0, header) if data else None
+
     def producer_batch(self, producer_id: int) -> BatchMetadata | None:
         """The last batch the log holds of ``producer_id`` (None if it has none): tests and tools."""
         with self._lock:
@@ -610,6 +650,7 @@ class Log:
                 snapshots = self._producers.take_unsynced()
             for seg, pending in work:
                 seg.sync(pending)
+            self._producers.aborted.fsync()
             ProducerStateManager.sync_snapshots(snapshots)
             with self._lock:
                 local.recovery_point = max(local.recovery_point, target)
@@ -668,6 +709,7 @@ class Log:
                 self._local.recovery_point = leo
             for seg, pending in work:
                 seg.sync(pending, fsync_indexes=True)
+            self._producers.aborted.fsync()
             ProducerStateManager.sync_snapshots(snapshots)
             self._write_checkpoints(RECOVERY_POINT_FILE, LOG_START_FILE, CLEANER_FILE)
             (self.dir / CLEAN_SHUTDOWN_FILE).touch()
@@ -727,7 +769,7 @@ class Log:
                     self._cleaner_offset = min(self._cleaner_offset, offset)
                     self._epochs.truncate_from_end(offset)
                     # Kafka's truncateTo: snapshots above the new end go, the state comes back from the log.
-                    self._producers.load(self._log_start, offset, local.headers)
+                    self._producers.load(self._log_start, offset, local.headers, self._marker_in_log)
             delete_segment_files(self.dir, doomed)
             self._write_checkpoints(*((RECOVERY_POINT_FILE, LOG_START_FILE) if full else ()))
 
@@ -824,12 +866,19 @@ class Log:
             segments = self._local.segments
             if self._closed or not self.config.compact or len(segments) < 2:
                 return None
+            # Only below every open (or not yet settled) transaction: its outcome decides what may go.
+            unsettled = self._producers.first_unsettled_offset(self._local.next_offset)
+            sealed = [s for s in segments.sealed if s.next_offset <= unsettled]
+            if not sealed:
+                return None
+            dirty_end = min(segments.active.base_offset, sealed[-1].next_offset)
             return CleaningPlan(
                 directory=self.dir,
                 config=self.config,
-                segments=tuple((s, s.size) for s in segments.sealed),
+                segments=tuple((s, s.size) for s in sealed),
                 first_dirty=max(self._cleaner_offset, self._log_start),
-                dirty_end=segments.active.base_offset,
+                dirty_end=dirty_end,
+                aborted=tuple(self._producers.aborted.collect(self._log_start, dirty_end)),
                 layout_version=self._local.layout_version,
                 now_ms=self._time(),
             )

@@ -22,6 +22,14 @@ plus the batches after it (``UnifiedLog.truncateTo`` / ``loadProducerState``),
 so a snapshot can never describe batches a truncation removed. Snapshots
 below the first segment are pruned with the segments.
 
+Transactions (KIP-98): a transactional batch opens the producer's transaction in this partition at its first
+offset, and an end-transaction marker (a control batch, :mod:`dataplane.protocol.control`) closes it. A marker
+may carry a higher epoch than the producer's (KIP-890 part 2: the coordinator bumps the epoch at every
+transaction end), which then becomes the producer's epoch, so a late batch of the old epoch is refused. The
+first offset of every open transaction, and of every closed one whose marker the high watermark has not yet
+passed, bounds the last stable offset; aborted transactions go to the :mod:`txn_index`. A client batch with no
+sequence (a coordinator's own transactional write) is neither deduplicated nor sequence-checked.
+
 Owned by one :class:`~dataplane.storage.log.Log` and called only under its
 lock, from whichever thread holds it; it fsyncs nothing itself while called
 that way (``sync_snapshots`` is for the log's flush, outside the lock).
@@ -38,9 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from dataplane.protocol.control import Marker
 from dataplane.protocol.errors import ErrorCode, KafkaError
-from dataplane.protocol.records import NO_PRODUCER_ID, BatchHeader
+from dataplane.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 from dataplane.storage.checkpoints import fsync_dir
+from dataplane.storage.txn_index import AbortedTxn, AbortedTxnIndex
 
 MAX_CACHED_BATCHES = 5  # Kafka's NUM_BATCHES_TO_RETAIN, and max.in.flight for idempotent producers
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -49,6 +59,8 @@ _INT32_MAX = 2**31 - 1
 
 # (start, end) -> headers of the log's batches with last offset >= start and base offset < end
 HeaderSource = Callable[[int, int], Iterable[BatchHeader]]
+# the marker of a control batch in the log (its header given); None for a control batch that is no marker
+MarkerSource = Callable[[BatchHeader], Marker | None]
 
 
 class BatchMetadata(NamedTuple):
@@ -62,6 +74,15 @@ class BatchMetadata(NamedTuple):
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    txn_first: int = -1  # first offset of the producer's open transaction here; -1: none open
+    coordinator_epoch: int = -1  # of the last marker written for it
+
+
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    commit: bool
 
 
 def next_sequence(sequence: int, increment: int = 1) -> int:
@@ -85,14 +106,20 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.producers: dict[int, ProducerEntry] = {}
+        self.aborted = AbortedTxnIndex(directory)
+        # (first offset, marker offset) of closed transactions whose marker the high watermark has not passed
+        self.unreplicated: list[tuple[int, int]] = []
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction (entries' txn_first)
         self._unsynced: set[Path] = set()
 
     # ------------------------------------------------------------------ the rules
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
+    def check(self, header: BatchHeader, marker: Marker | None = None) -> BatchMetadata | None:
         """Validate a batch about to be appended; the duplicate's metadata if it was appended before.
 
-        Raises KafkaError with INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER.
+        Raises KafkaError with INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE (a
+        non-transactional batch while the producer's transaction is open) or TRANSACTION_COORDINATOR_FENCED (a
+        marker from an older coordinator than the last one; -1, an administrator's abort, is not checked).
         """
         if header.producer_id == NO_PRODUCER_ID:
             return None
@@ -102,6 +129,16 @@ class ProducerStateManager:
         if header.producer_epoch < entry.epoch:
             raise KafkaError(f"producer {header.producer_id} epoch {header.producer_epoch} is older than the "
                              f"current epoch {entry.epoch}", code=ErrorCode.INVALID_PRODUCER_EPOCH)
+        if header.is_control:
+            if marker is not None and 0 <= marker.coordinator_epoch < entry.coordinator_epoch:
+                raise KafkaError(f"a marker from coordinator epoch {marker.coordinator_epoch}, older than "
+                                 f"{entry.coordinator_epoch}", code=ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+            return None
+        if not header.is_transactional and entry.txn_first >= 0 and header.producer_epoch == entry.epoch:
+            raise KafkaError(f"producer {header.producer_id} sent a non-transactional batch while its "
+                             "transaction is open", code=ErrorCode.INVALID_TXN_STATE)
+        if header.base_sequence == NO_SEQUENCE:
+            return None  # a coordinator's write (Kafka checks sequences of client batches only)
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise KafkaError(f"producer {header.producer_id} started epoch {header.producer_epoch} at "
@@ -118,25 +155,73 @@ class ProducerStateManager:
                              code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return None
 
-    def update(self, header: BatchHeader, first_offset: int) -> None:
-        """Record an appended batch (``first_offset`` is the offset the log gave it)."""
+    def update(self, header: BatchHeader, first_offset: int, marker: Marker | None = None) -> CompletedTxn | None:
+        """Record an appended batch (``first_offset`` is the offset the log gave it); for a marker, the
+        transaction it closed (None if none was open here)."""
         if header.producer_id == NO_PRODUCER_ID:
-            return
+            return None
         entry = self.producers.get(header.producer_id)
-        if entry is None or entry.epoch != header.producer_epoch:
-            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
-        entry.batches.append(BatchMetadata(header.base_sequence, last_sequence(header), first_offset,
-                                           first_offset + header.last_offset_delta))
+        if entry is None or entry.epoch < header.producer_epoch:
+            txn_first = entry.txn_first if entry is not None else -1  # a marker's bumped epoch closes it below
+            coordinator_epoch = entry.coordinator_epoch if entry is not None else -1
+            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch, txn_first=txn_first,
+                                                                       coordinator_epoch=coordinator_epoch)
+        if header.is_control:
+            if marker is None:
+                return None
+            if marker.coordinator_epoch >= 0:
+                entry.coordinator_epoch = marker.coordinator_epoch
+            if entry.txn_first < 0:
+                return None
+            done = CompletedTxn(header.producer_id, entry.txn_first, first_offset, marker.commit)
+            entry.txn_first = -1
+            self.ongoing.pop(header.producer_id, None)
+            self.unreplicated.append((done.first_offset, done.last_offset))
+            if not done.commit:
+                self.aborted.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                               self.first_unstable_offset(done.last_offset + 1)))
+            return done
+        if header.is_transactional and entry.txn_first < 0:
+            entry.txn_first = self.ongoing[header.producer_id] = first_offset
+        if header.base_sequence != NO_SEQUENCE:
+            entry.batches.append(BatchMetadata(header.base_sequence, last_sequence(header), first_offset,
+                                               first_offset + header.last_offset_delta))
+        return None
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
+    def first_unstable_offset(self, high_watermark: int) -> int:
+        """The first offset of an open transaction, or of a closed one whose marker is not below
+        ``high_watermark``; ``high_watermark`` if there is none (the last stable offset is never above it)."""
+        first = min(high_watermark, *self.ongoing.values()) if self.ongoing else high_watermark
+        for txn_first, marker in self.unreplicated:
+            if marker >= high_watermark:
+                first = min(first, txn_first)
+        return first
+
+    def first_unsettled_offset(self, log_end: int) -> int:
+        """The first offset of an open transaction or of one whose marker may still be truncated away; the
+        cleaner stops below it (``log_end`` if none)."""
+        firsts = [*self.ongoing.values(), *(first for first, _ in self.unreplicated)]
+        return min([log_end, *firsts])
+
+    def forget_replicated(self, high_watermark: int) -> None:
+        """Closed transactions whose marker is below the high watermark no longer bound the LSO."""
+        if self.unreplicated and self.unreplicated[0][1] < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction here (DescribeProducers, tools, tests)."""
+        return dict(self.ongoing)
+
+    def replay(self, headers: Iterable[BatchHeader], markers: MarkerSource | None = None) -> None:
         """Apply batches already in the log (their base offsets are final)."""
         for header in headers:
             if header.producer_id != NO_PRODUCER_ID:
-                self.update(header, header.base_offset)
+                marker = markers(header) if header.is_control and markers is not None else None
+                self.update(header, header.base_offset, marker)
 
     # ------------------------------------------------------------------ loading and truncation
 
-    def load(self, log_start: int, log_end: int, headers: HeaderSource) -> None:
+    def load(self, log_start: int, log_end: int, headers: HeaderSource, markers: MarkerSource | None = None) -> None:
         """Rebuild the state of the log ``[log_start, log_end)``: at open, and after every truncation.
 
         Snapshots above ``log_end`` describe batches the log no longer has (a
@@ -147,6 +232,9 @@ class ProducerStateManager:
         with contextlib.suppress(FileNotFoundError):
             (self.dir / LEGACY_SNAPSHOT_NAME).unlink()
         self.producers = {}
+        self.unreplicated = []
+        self.ongoing = {}
+        self.aborted.load(log_start, log_end)
         offsets = self.snapshot_offsets()
         for offset in offsets:
             if offset > log_end or offset < log_start:
@@ -156,14 +244,18 @@ class ProducerStateManager:
             loaded = self._read_snapshot(offset)
             if loaded is not None:
                 self.producers, start = loaded, offset
+                self.ongoing = {pid: e.txn_first for pid, e in loaded.items() if e.txn_first >= 0}
                 break
-            self._delete_snapshot(offset)  # torn or unreadable: an older one, or a longer scan
+            self._delete_snapshot(offset)  # torn, unreadable, or ahead of the aborted index: older, or a longer scan
         if start < log_end:
-            self.replay(headers(start, log_end))
+            self.replay(headers(start, log_end), markers)
 
     def clear(self) -> None:
         """The log was emptied (and restarts at some offset): no state, no snapshots."""
         self.producers = {}
+        self.unreplicated = []
+        self.ongoing = {}
+        self.aborted.clear()
         for offset in self.snapshot_offsets():
             self._delete_snapshot(offset)
 
@@ -172,6 +264,7 @@ class ProducerStateManager:
         for found in self.snapshot_offsets():
             if found < offset:
                 self._delete_snapshot(found)
+        self.aborted.prune_below(offset)
 
     # ------------------------------------------------------------------ snapshots
 
@@ -185,8 +278,11 @@ class ProducerStateManager:
 
     def take_snapshot(self, offset: int, *, sync: bool = False) -> None:
         """Write the state as of ``offset`` (the log end now); fsynced by ``sync_snapshots`` unless ``sync``."""
-        body = {"offset": offset, "producers": {
-            str(pid): [entry.epoch, [list(b) for b in entry.batches]] for pid, entry in self.producers.items()}}
+        # "aborted": the newest abort marker indexed then; a snapshot whose aborted index lost it (a crash before
+        # the index was fsynced) is not used, so the replay from an older one indexes that abort again.
+        body = {"offset": offset, "aborted": self.aborted.last_marker(), "producers": {
+            str(pid): [entry.epoch, [list(b) for b in entry.batches], entry.txn_first, entry.coordinator_epoch]
+            for pid, entry in self.producers.items()}}
         path = self.dir / snapshot_name(offset)
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w") as out:
@@ -228,10 +324,15 @@ class ProducerStateManager:
             body = json.loads((self.dir / snapshot_name(offset)).read_text())
             if int(body["offset"]) != offset:
                 return None
+            aborted = int(body.get("aborted", -1))
+            if aborted >= 0 and not self.aborted.holds(aborted):
+                return None
             producers: dict[int, ProducerEntry] = {}
-            for pid, (epoch, batches) in body["producers"].items():
+            for pid, (epoch, batches, *txn) in body["producers"].items():
                 entry = producers[int(pid)] = ProducerEntry(int(epoch))
                 entry.batches.extend(BatchMetadata(*map(int, b)) for b in batches)
+                if txn:  # written by a version that knows transactions
+                    entry.txn_first, entry.coordinator_epoch = int(txn[0]), int(txn[1])
             return producers
         except (OSError, ValueError, KeyError, TypeError):
             return None
