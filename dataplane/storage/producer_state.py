@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dataplane.protocol.errors import ErrorCode, KafkaError
-from dataplane.protocol.records import NO_PRODUCER_ID, BatchHeader
+from dataplane.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 from dataplane.storage.checkpoints import fsync_dir
 
 MAX_CACHED_BATCHES = 5  # Kafka's NUM_BATCHES_TO_RETAIN, and max.in.flight for idempotent producers
@@ -102,6 +102,8 @@ class ProducerStateManager:
         if header.producer_epoch < entry.epoch:
             raise KafkaError(f"producer {header.producer_id} epoch {header.producer_epoch} is older than the "
                              f"current epoch {entry.epoch}", code=ErrorCode.INVALID_PRODUCER_EPOCH)
+        if header.base_sequence == NO_SEQUENCE:
+            return None  # a coordinator's write or a marker (Kafka checks sequences of client batches only)
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise KafkaError(f"producer {header.producer_id} started epoch {header.producer_epoch} at "
@@ -125,6 +127,8 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
+        if header.base_sequence == NO_SEQUENCE:
+            return  # no sequence to dedupe later batches against
         entry.batches.append(BatchMetadata(header.base_sequence, last_sequence(header), first_offset,
                                            first_offset + header.last_offset_delta))
 
