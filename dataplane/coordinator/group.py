@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from dataplane.coordinator.pending import PendingOffsets
 from dataplane.coordinator.records import GroupValue, MemberValue, OffsetValue
 from dataplane.protocol.errors import ErrorCode
 
@@ -143,6 +144,7 @@ class Group:
     initial_delay_until_ms: int = 0
     sync_deadline_ms: int = 0
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    txn: PendingOffsets = field(default_factory=PendingOffsets)  # transactional offsets awaiting their markers
     outbox: list[tuple[object, Result]] = field(default_factory=list)
     dirty: bool = False
 
@@ -409,6 +411,24 @@ class Group:
         member.heartbeat_deadline_ms = now + member.session_timeout_ms
         return None
 
+    def txn_commit_error(self, *, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+        """Whether a TxnOffsetCommit may write (None) or the error that refuses it (Kafka's rules).
+
+        Before v3 (KIP-447) the request names no member: it is accepted whatever the
+        group's state. From v3 the member, instance and generation are checked when given.
+        """
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group_instance_id is not None:
+            known = self.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation >= 0 and generation != self.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
     def _member_error(self, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
         if group_instance_id is not None:
             known = self.static_members.get(group_instance_id)
@@ -544,6 +564,7 @@ class Group:
         self.static_members.clear()
         self.pending_members.clear()
         self.offsets.clear()
+        self.txn.clear()
 
     def to_value(self) -> GroupValue:
         """The membership record Kafka writes under the group's key."""
@@ -578,7 +599,11 @@ class Group:
     def expired_offsets(self, now: int, retention_ms: int) -> list[tuple[str, int]]:
         """KIP-211: an empty group's offsets expire ``retention_ms`` after it became empty; a group
         outside group management (no protocol type) counts from each commit; a live consumer group
-        keeps the offsets of topics it subscribes to."""
+        keeps the offsets of topics it subscribes to. An offset with a pending transactional
+        one waits for the transaction's end, as in Kafka."""
+        return [tp for tp in self._expired_offsets(now, retention_ms) if not self.txn.has(tp)]
+
+    def _expired_offsets(self, now: int, retention_ms: int) -> list[tuple[str, int]]:
         if self.state is GroupState.EMPTY:
             if self.protocol_type is None or self.state_timestamp_ms < 0:
                 return [tp for tp, v in self.offsets.items() if v.commit_timestamp + retention_ms <= now]

@@ -28,21 +28,17 @@ from typing import Protocol
 
 from dataplane.coordinator.group import Group, GroupSettings, GroupState, JoinRequest, JoinResult, SyncResult
 from dataplane.coordinator.records import (
-    CoordinatorRecordError,
     GroupKey,
-    GroupValue,
     OffsetKey,
     OffsetValue,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     encode_group_value,
     encode_key,
     encode_offset_value,
     partition_for_group,
 )
+from dataplane.coordinator.replay import OffsetsReplay
 from dataplane.protocol.errors import ErrorCode, KafkaError
-from dataplane.protocol.records import Record, build_batch
+from dataplane.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Record, build_batch
 from dataplane.storage import Log
 
 log = logging.getLogger(__name__)
@@ -53,6 +49,7 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 *
 
 TopicPartition = tuple[str, int]
 _MOVED = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+_FENCED = {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED}
 
 
 def now_ms() -> int:
@@ -93,6 +90,30 @@ class CommitRequest:
     offsets: Mapping[TopicPartition, tuple[int, int, str | None]]  # offset, leader epoch, metadata
 
 
+@dataclass(frozen=True, slots=True)
+class TxnCommitRequest:
+    """A TxnOffsetCommit: offsets written inside the producer's transaction.
+
+    Before v3 (KIP-447) there is no member: generation -1, member id "", no instance id.
+    """
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation: int
+    member_id: str
+    group_instance_id: str | None
+    offsets: Mapping[TopicPartition, tuple[int, int, str | None]]  # offset, leader epoch, metadata
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    """One partition of an OffsetFetch: the committed offset (None if none) or UNSTABLE_OFFSET_COMMIT."""
+
+    value: OffsetValue | None
+    error: ErrorCode = ErrorCode.NONE
+
+
 class CoordinatorError(KafkaError):
     """A request for a group this broker cannot serve (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE...)."""
 
@@ -101,6 +122,7 @@ class CoordinatorError(KafkaError):
 class _Partition:
     groups: dict[str, Group] = field(default_factory=dict)
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    next_position: int = 0  # orders this broker's appends after the replayed records (see pending.py)
 
 
 class GroupCoordinator:
@@ -187,21 +209,30 @@ class GroupCoordinator:
     async def _load(self, partition: int) -> _Partition:
         offsets_log = self.host.offsets_log(partition)
         started = time.monotonic()
-        offsets, groups = await asyncio.to_thread(_read_partition, offsets_log)
+        replayed = await asyncio.to_thread(_read_partition, offsets_log)
         now = self.clock()
-        loaded = _Partition()
-        for group_id, membership in groups.items():
+        loaded = _Partition(next_position=replayed.end)
+        for group_id, membership in replayed.groups.items():
             restored = self._new_group(group_id)
             restored.restore(now, membership)
             loaded.groups[group_id] = restored
-        for (group_id, topic, part), committed in offsets.items():
+
+        def group(group_id: str) -> Group:
             found = loaded.groups.get(group_id)
             if found is None:
                 found = loaded.groups[group_id] = self._new_group(group_id)
-            found.offsets[(topic, part)] = committed
+            return found
+
+        for (group_id, topic, part), committed in replayed.offsets.items():
+            found = group(group_id)
+            found.offsets[(topic, part)] = committed.value
+            found.txn.positions[(topic, part)] = committed.position
+        for producer_id, pending in replayed.pending.items():
+            for (group_id, topic, part), offset in pending.items():
+                group(group_id).txn.by_producer.setdefault(producer_id, {})[(topic, part)] = offset
         self.partitions[partition] = loaded
-        log.info("loaded %d groups and %d offsets from %s-%d in %.3fs", len(loaded.groups), len(offsets),
-                 OFFSETS_TOPIC, partition, time.monotonic() - started)
+        log.info("loaded %d groups, %d offsets and %d open transactions from %s-%d in %.3fs", len(loaded.groups),
+                 len(replayed.offsets), len(replayed.pending), OFFSETS_TOPIC, partition, time.monotonic() - started)
         self._wake.set()
         return loaded
 
@@ -230,7 +261,7 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
         waiter: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         group.join(self.clock(), request, waiter)
-        if group.generation == 0 and group.state is GroupState.EMPTY and group.is_empty() and not group.offsets:
+        if _unused(group):
             partition.groups.pop(group_id, None)  # a refused first join leaves no group behind
         await self._settle(partition, group)
         result = await waiter
@@ -294,20 +325,89 @@ class GroupCoordinator:
             records = [(encode_key(OffsetKey(request.group_id, tp[0], tp[1])), encode_offset_value(value))
                        for tp, value in accepted.items()]
             async with partition.write_lock:
-                await self._append(request.group_id, records)
+                position = await self._append(request.group_id, records)
                 if group.state is not GroupState.DEAD:
                     group.offsets.update(accepted)
+                    group.txn.committed(position, accepted)
             results.update(dict.fromkeys(accepted, ErrorCode.NONE))
         return results
+
+    async def txn_commit(self, request: TxnCommitRequest) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: the offsets are written as one transactional batch of the producer and stay
+        pending (invisible to OffsetFetch) until ``complete_transaction`` hears of the marker.
+
+        The group is created if it does not exist, as Kafka does (a refused request leaves none behind).
+        """
+        partition, group = await self._group(request.group_id, create=True)
+        assert group is not None
+        error = group.txn_commit_error(generation=request.generation, member_id=request.member_id,
+                                       group_instance_id=request.group_instance_id)
+        if error is not None:
+            if _unused(group):
+                partition.groups.pop(request.group_id, None)
+            return dict.fromkeys(request.offsets, error)
+        now = self.clock()
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        for tp, (offset, leader_epoch, metadata) in request.offsets.items():
+            text = metadata or ""
+            if len(text.encode()) > self.settings.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = OffsetValue(offset, leader_epoch, text, now)
+        if accepted:
+            records = [(encode_key(OffsetKey(request.group_id, tp[0], tp[1])), encode_offset_value(value))
+                       for tp, value in accepted.items()]
+            async with partition.write_lock:
+                try:
+                    position = await self._append(request.group_id, records, producer_id=request.producer_id,
+                                                  producer_epoch=request.producer_epoch)
+                except CoordinatorError:
+                    if _unused(group):
+                        partition.groups.pop(request.group_id, None)
+                    raise
+                if group.state is not GroupState.DEAD:
+                    group.txn.add(request.producer_id, position, accepted)
+            results.update(dict.fromkeys(accepted, ErrorCode.NONE))
+        elif _unused(group):
+            partition.groups.pop(request.group_id, None)
+        return results
+
+    async def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A commit or abort marker of ``producer_id`` was appended to ``offsets_partition``: its pending
+        offsets there become committed (where no later commit of the partition was written) or are dropped.
+
+        A partition this broker does not lead is left alone: whoever loads it replays the marker.
+        """
+        loaded = self.partitions.get(offsets_partition)
+        if loaded is None:
+            if offsets_partition not in self._loading:
+                return
+            loaded = await self._loaded(offsets_partition)
+        async with loaded.write_lock:
+            for group in loaded.groups.values():
+                if producer_id in group.txn.by_producer:
+                    group.txn.complete(producer_id, commit, group.offsets)
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, OffsetValue | None]:
         """Committed offsets of the given partitions (None where none), or of every partition when None."""
+        found = await self.fetch_committed(group_id, partitions, require_stable=False)
+        return {tp: fetched.value for tp, fetched in found.items()}
+
+    async def fetch_committed(self, group_id: str, partitions: Iterable[TopicPartition] | None, *,
+                              require_stable: bool) -> dict[TopicPartition, FetchedOffset]:
+        """OffsetFetch: committed offsets of the given partitions, or of every committed partition when None.
+
+        With ``require_stable`` (v7+, KIP-447) a partition with a pending transactional offset answers
+        UNSTABLE_OFFSET_COMMIT (the client retries); without it, the last committed value.
+        """
         _, group = await self._group(group_id, create=False)
         committed = {} if group is None else group.offsets
-        if partitions is None:
-            return dict(sorted(committed.items()))
-        return {tp: committed.get(tp) for tp in partitions}
+        wanted = sorted(committed) if partitions is None else list(partitions)
+        unstable = set() if group is None or not require_stable else group.txn.partitions()
+        return {tp: FetchedOffset(None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if tp in unstable
+                else FetchedOffset(committed.get(tp)) for tp in wanted}
 
     async def delete_offsets(self, group_id: str,
                              partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -322,7 +422,8 @@ class GroupCoordinator:
                                    code=ErrorCode.NON_EMPTY_GROUP)
         results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
                    for tp in wanted}
-        doomed = [tp for tp, error in results.items() if error is ErrorCode.NONE and tp in group.offsets]
+        doomed = [tp for tp, error in results.items()
+                  if error is ErrorCode.NONE and (tp in group.offsets or group.txn.has(tp))]
         await self._tombstone_offsets(partition, group, doomed)
         return results
 
@@ -377,20 +478,36 @@ class GroupCoordinator:
                 if not waiter.done():
                     waiter.set_result(result)
 
-    async def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+    async def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]], *,
+                      producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> int:
+        """Append one batch (transactional when a producer id is given, as Kafka writes a TxnOffsetCommit:
+        the producer's id and epoch, no sequence); returns its position. Called under the write lock."""
         partition = self.partition_for(group_id)
         if partition is None or not self.host.leads_offsets_partition(partition):
             raise CoordinatorError(f"this broker no longer coordinates group {group_id!r}",
                                    code=ErrorCode.NOT_COORDINATOR)
+        loaded = self.partitions.get(partition)
+        position = 0
+        if loaded is not None:
+            position, loaded.next_position = loaded.next_position, loaded.next_position + len(records)
         now = self.clock()
-        batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(records)])
+        transactional = producer_id != NO_PRODUCER_ID
+        batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(records)],
+                            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                            is_transactional=transactional)
         try:
             await self.host.append_offsets(partition, batch)
         except CoordinatorError:
             raise
         except KafkaError as exc:  # Kafka's mapping of a failed offsets-topic write for the group's client
-            code = ErrorCode.NOT_COORDINATOR if exc.code in _MOVED else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if transactional and exc.code in _FENCED:
+                code = exc.code
+            elif exc.code in _MOVED:
+                code = ErrorCode.NOT_COORDINATOR
+            else:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             raise CoordinatorError(f"could not write to {OFFSETS_TOPIC}-{partition}: {exc}", code=code) from exc
+        return position
 
     async def _tombstone_offsets(self, partition: _Partition, group: Group, doomed: list[TopicPartition]) -> None:
         if not doomed:
@@ -400,10 +517,13 @@ class GroupCoordinator:
                                                 for t, p in doomed])
             for tp in doomed:
                 group.offsets.pop(tp, None)
+            group.txn.forget(doomed)
 
     async def _remove_group(self, partition: _Partition, group: Group) -> None:
         async with partition.write_lock:
-            keys = [encode_key(OffsetKey(group.group_id, t, p)) for t, p in group.offsets]
+            # Pending transactional offsets are tombstoned too (Kafka's deleteAllOffsets).
+            keys = [encode_key(OffsetKey(group.group_id, t, p))
+                    for t, p in [*group.offsets, *(group.txn.partitions() - set(group.offsets))]]
             await self._append(group.group_id, [(key, None) for key in [*keys, encode_key(GroupKey(group.group_id))]])
             group.mark_dead()
             partition.groups.pop(group.group_id, None)
@@ -451,7 +571,8 @@ class GroupCoordinator:
                 if expired:
                     await self._tombstone_offsets(partition, group, expired)
                     dropped += len(expired)
-                if group.state is GroupState.EMPTY and not group.offsets and group.is_empty() and (
+                # A group with an open transaction stays until its marker (Kafka's cleanupExpiredOffsets).
+                if group.state is GroupState.EMPTY and not group.offsets and not group.txn and group.is_empty() and (
                         expired or group.state_timestamp_ms + self.settings.offsets_retention_ms <= now):
                     await self._remove_group(partition, group)
             if dropped:
@@ -468,27 +589,24 @@ def _new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-def _read_partition(offsets_log: Log) -> tuple[dict[tuple[str, str, int], OffsetValue], dict[str, GroupValue]]:
-    """Replay a partition: the latest record per key wins, a null value deletes (compaction may lag)."""
-    offsets: dict[tuple[str, str, int], OffsetValue] = {}
-    groups: dict[str, GroupValue] = {}
-    for record in offsets_log.read_records(offsets_log.log_start_offset):
-        if record.key is None:
-            continue
-        try:
-            key = decode_key(record.key)
-            if isinstance(key, OffsetKey):
-                tp_key = (key.group, key.topic, key.partition)
-                if record.value is None:
-                    offsets.pop(tp_key, None)
-                else:
-                    offsets[tp_key] = decode_offset_value(record.value)
-            elif record.value is None:
-                groups.pop(key.group, None)
-                for stale in [k for k in offsets if k[0] == key.group]:
-                    del offsets[stale]
-            else:
-                groups[key.group] = decode_group_value(record.value)
-        except CoordinatorRecordError as exc:
-            log.warning("skipping unreadable record at offset %d of %s: %s", record.offset, offsets_log.dir, exc)
-    return offsets, groups
+def _unused(group: Group) -> bool:
+    """A group that exists only because a request just created it: nothing to keep."""
+    return (group.generation == 0 and group.state is GroupState.EMPTY and group.is_empty() and not group.offsets
+            and not group.txn)
+
+
+def _read_partition(offsets_log: Log) -> OffsetsReplay:
+    """Replay a whole partition, transaction markers included (see replay.py)."""
+    replay = OffsetsReplay()
+    position = offsets_log.log_start_offset
+    end = offsets_log.log_end_offset
+    while position < end:
+        batches = offsets_log.read_batches(position, 1 << 20, end)
+        if not batches:
+            break
+        for batch in batches:
+            if batch.header.next_offset > position:
+                replay.apply(batch)
+            position = max(position, batch.header.next_offset)
+    replay.end = max(replay.end, end)
+    return replay

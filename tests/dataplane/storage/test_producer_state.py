@@ -204,3 +204,15 @@ def test_truncating_everything_forgets_every_producer(tmp_path: Path) -> None:
     assert not list(directory.glob("*" + SNAPSHOT_SUFFIX))
     assert not log.append_as_leader(batch(11, 0, 0), 0).duplicate
     log.close()
+
+
+def test_batches_without_a_sequence_are_never_duplicates_but_still_fenced(tmp_path: Path) -> None:
+    """A coordinator's transactional writes and markers carry no sequence (Kafka checks client batches only)."""
+    state = ProducerStateManager(tmp_path)
+    appended(state, header(7, 2, -1), 0)
+    appended(state, header(7, 2, -1), 3)  # the same header again: a second write, not a retry
+    appended(state, header(7, 3, -1), 6)  # a bumped epoch needs no sequence 0 here
+    with pytest.raises(KafkaError) as fenced:
+        state.check(header(7, 2, -1))
+    assert fenced.value.code is ErrorCode.INVALID_PRODUCER_EPOCH
+    appended(state, header(7, 3, 0), 9)  # client batches of the epoch still start their sequences
