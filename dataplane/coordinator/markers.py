@@ -9,20 +9,10 @@ coordinator reads them when it replays ``__consumer_offsets``; tests write them.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from dataplane.protocol.records import NO_SEQUENCE, Record, RecordBatch, build_batch
-
-CONTROL_KEY = struct.Struct(
-    ">h"  # version (0)
-    "h"  # marker kind: 0 abort, 1 commit
-)
-MARKER_VALUE = struct.Struct(
-    ">h"  # version (0)
-    "i"  # coordinator epoch
-)
-ABORT, COMMIT = 0, 1
+from dataplane.protocol.control import ABORT, COMMIT, CONTROL_KEY, MARKER_VALUE, build_marker
+from dataplane.protocol.records import RecordBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +26,8 @@ class EndTxnMarker:
 def build_end_txn_marker(producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
                          timestamp: int = 0) -> bytes:
     """One control batch ending ``producer_id``'s transaction (offset 0: the log assigns the real one)."""
-    record = Record(0, timestamp, CONTROL_KEY.pack(0, COMMIT if commit else ABORT),
-                    MARKER_VALUE.pack(0, coordinator_epoch))
-    return build_batch([record], producer_id=producer_id, producer_epoch=producer_epoch,
-                       base_sequence=NO_SEQUENCE, is_transactional=True, is_control=True)
+    return build_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                        timestamp=timestamp)
 
 
 def parse_end_txn_marker(batch: RecordBatch) -> EndTxnMarker | None:

@@ -86,7 +86,7 @@ class Harness:
     async def end(self, producer_id: int, commit: bool, *, epoch: int = 0) -> None:
         """What WriteTxnMarkers does: the marker into the partition, then the coordinator is told."""
         self.log.append_as_leader(build_end_txn_marker(producer_id, epoch, commit=commit,
-                                                       timestamp=self.clock.now), leader_epoch=0)
+                                                       timestamp=self.clock.now), leader_epoch=0, control=True)
         await self.coordinator.complete_transaction(0, producer_id, commit)
 
     async def seen(self, *tps: tuple[str, int], group: str = "g",
