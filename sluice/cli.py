@@ -389,6 +389,12 @@ GROUP_FLAGS: dict[str, tuple[type, str]] = {
     "group_max_session_timeout_ms": (int, "group.max.session.timeout.ms (default 1800000)"),
     "group_initial_rebalance_delay_ms": (int, "group.initial.rebalance.delay.ms (default 3000)"),
     "group_max_size": (int, "group.max.size (default unlimited)"),
+    "transaction_state_partitions": (int, "transaction.state.log.num.partitions (default 50)"),
+    "transaction_state_replication_factor": (int, "transaction.state.log.replication.factor (default 3, capped at "
+                                                  "live brokers)"),
+    "transaction_max_timeout_ms": (int, "transaction.max.timeout.ms (default 900000)"),
+    "transaction_abort_timed_out_interval_ms": (int, "transaction.abort.timed.out.transaction.cleanup.interval.ms "
+                                                     "(default 10000)"),
 }
 
 

@@ -71,7 +71,7 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 )
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import f64, i32, i32Timedelta
+from kio.static.primitive import f64, i8, i32, i32Timedelta
 
 from dataplane.client.tokens import with_static_token
 
@@ -111,12 +111,35 @@ _API_VERSIONS = 18
 _DESCRIBE_LOG_DIRS, _LIST_GROUPS = 35, 16
 _ALTER_REASSIGNMENTS, _LIST_REASSIGNMENTS = 45, 46
 _DESCRIBE_CLIENT_QUOTAS, _ALTER_CLIENT_QUOTAS = 48, 49
+_FIND_COORDINATOR, _INIT_PRODUCER_ID, _DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 10, 22, 65, 66
 _READABLE: dict[int, tuple[int, ...]] = {_DESCRIBE_LOG_DIRS: (1, 2, 3, 4), _LIST_GROUPS: (0, 1, 2, 3, 4),
                                          _ALTER_REASSIGNMENTS: (0,), _LIST_REASSIGNMENTS: (0,),
-                                         _DESCRIBE_CLIENT_QUOTAS: (0, 1), _ALTER_CLIENT_QUOTAS: (0, 1)}
+                                         _DESCRIBE_CLIENT_QUOTAS: (0, 1), _ALTER_CLIENT_QUOTAS: (0, 1),
+                                         _FIND_COORDINATOR: (4, 5, 6), _INIT_PRODUCER_ID: (3, 4, 5),
+                                         _DESCRIBE_TRANSACTIONS: (0,), _LIST_TRANSACTIONS: (0, 1)}
+_TRANSACTION_COORDINATOR = 1  # FindCoordinator's key type for a transactional id
+_OPEN_TRANSACTION_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
 # ---------------------------------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionInfo:
+    """One transactional id as its coordinator describes it (KIP-664's DescribeTransactions)."""
+
+    transactional_id: str
+    coordinator_id: int
+    state: str  # Kafka's names: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, ...
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: tuple[TopicPartitionKey, ...]
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in _OPEN_TRANSACTION_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +289,15 @@ def _acl_spec(binding: Any) -> AclSpec:
 
 
 # ---------------------------------------------------------------------------------------------------- internals
+
+
+def _transaction_info(state: Any, coordinator_id: int) -> TransactionInfo:
+    started = state.transaction_start_time
+    return TransactionInfo(
+        str(state.transactional_id), coordinator_id, str(state.transaction_state), int(state.producer_id),
+        int(state.producer_epoch), int(state.transaction_timeout.total_seconds() * 1000),
+        -1 if started is None else int(started.timestamp() * 1000),
+        tuple(sorted((str(t.topic), int(p)) for t in state.topics for p in t.partitions)))
 
 
 def _field_type(schema: Any, name: str) -> Any:
@@ -696,6 +728,76 @@ class ClusterAdmin:
                 results[entity] = _wire_error(answer.error_code, answer.error_message)
             return results
         return self._once(attempt)
+
+    # ------------------------------------------------------------------ transactions (KIP-664; librdkafka lacks them)
+
+    def open_transactions(self) -> list[TransactionInfo]:
+        """Every transaction open in the cluster (ListTransactions to each broker, then DescribeTransactions to the
+        same broker, its coordinator), by transactional id."""
+        def attempt(deadline: Deadline) -> list[TransactionInfo]:
+            found: list[TransactionInfo] = []
+            for broker in self._describe_cluster(deadline).brokers:
+                with self._wire.connect(broker, deadline) as wire:
+                    version = wire.version(_LIST_TRANSACTIONS, _READABLE[_LIST_TRANSACTIONS])
+                    listed = wire.call(_request(_LIST_TRANSACTIONS, version,
+                                                state_filters=_OPEN_TRANSACTION_STATES, producer_id_filters=()))
+                    error = _wire_error(listed.error_code)
+                    if error is not None:
+                        raise AdminError(error.code, f"broker {broker.node_id}: {error.message}",
+                                         retriable=error.retriable)
+                    ids = tuple(sorted(str(t.transactional_id) for t in listed.transaction_states))
+                    if not ids:
+                        continue
+                    wire.version(_DESCRIBE_TRANSACTIONS, _READABLE[_DESCRIBE_TRANSACTIONS])
+                    described = wire.call(_request(_DESCRIBE_TRANSACTIONS, 0, transactional_ids=ids))
+                for state in described.transaction_states:
+                    if _wire_error(state.error_code) is None and state.transaction_state in _OPEN_TRANSACTION_STATES:
+                        found.append(_transaction_info(state, broker.node_id))
+            return sorted(found, key=lambda t: t.transactional_id)
+        return self._retry(attempt)
+
+    def abort_transaction(self, transactional_id: str) -> None:
+        """Abort the id's open transaction by fencing its producer, as a new instance of that producer does when it
+        starts (InitProducerId with the id: the coordinator bumps the epoch and writes abort markers). The fenced
+        producer's next request fails as fenced; nothing it wrote in the transaction becomes readable.
+
+        An id with no open transaction is left as it is. Retried while the coordinator is still completing it.
+        """
+        def attempt(deadline: Deadline) -> None:
+            coordinator = self._transaction_coordinator(deadline, transactional_id)
+            with self._wire.connect(coordinator, deadline) as wire:
+                wire.version(_DESCRIBE_TRANSACTIONS, _READABLE[_DESCRIBE_TRANSACTIONS])
+                described = wire.call(_request(_DESCRIBE_TRANSACTIONS, 0, transactional_ids=(transactional_id,)))
+                state = described.transaction_states[0]
+                error = _wire_error(state.error_code)
+                if error is not None:
+                    raise error
+                if state.transaction_state not in _OPEN_TRANSACTION_STATES:
+                    return
+                version = wire.version(_INIT_PRODUCER_ID, _READABLE[_INIT_PRODUCER_ID])
+                answer = wire.call(_request(_INIT_PRODUCER_ID, version, transactional_id=transactional_id,
+                                            transaction_timeout=state.transaction_timeout))
+            error = _wire_error(answer.error_code)
+            if error is not None:
+                if error.code == "CONCURRENT_TRANSACTIONS":  # the abort is under way: ask again until it is done
+                    raise AdminError("CONCURRENT_TRANSACTIONS", error.message, retriable=True)
+                raise error
+        self._retry(attempt)
+
+    def _transaction_coordinator(self, deadline: Deadline, transactional_id: str) -> BrokerInfo:
+        cluster = self._describe_cluster(deadline)
+        with self._wire.connect(cluster.brokers[0], deadline) as wire:
+            version = wire.version(_FIND_COORDINATOR, _READABLE[_FIND_COORDINATOR])
+            response = wire.call(_request(_FIND_COORDINATOR, version, key_type=i8(_TRANSACTION_COORDINATOR),
+                                          coordinator_keys=(transactional_id,)))
+        found = response.coordinators[0]
+        error = _wire_error(found.error_code, found.error_message)
+        if error is not None:
+            raise error
+        broker = cluster.broker(int(found.node_id))
+        if broker is None:
+            raise AdminError("COORDINATOR_NOT_AVAILABLE", f"broker {found.node_id} is not registered", retriable=True)
+        return broker
 
     def partition_sizes(self) -> list[PartitionSize]:
         """Every replica's log size on every broker (DescribeLogDirs); an offline log directory reports none."""

@@ -64,6 +64,11 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 2**31 - 1
+    # The transaction coordinator, with Kafka's names and defaults.
+    transaction_state_partitions: int = 50
+    transaction_state_replication_factor: int = 3  # capped at the live brokers when the topic is created
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_interval_ms: int = 10_000
     # Replication, with Kafka's names and defaults.
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
@@ -121,6 +126,11 @@ class BrokerConfig:
             raise ConfigError("cluster.id must not be empty")
         _at_least("offsets.topic.num.partitions", self.offsets_topic_partitions, 1)
         _at_least("offsets.topic.replication.factor", self.offsets_topic_replication_factor, 1)
+        _at_least("transaction.state.log.num.partitions", self.transaction_state_partitions, 1)
+        _at_least("transaction.state.log.replication.factor", self.transaction_state_replication_factor, 1)
+        _at_least("transaction.max.timeout.ms", self.transaction_max_timeout_ms, 1)
+        _at_least("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                  self.transaction_abort_timed_out_interval_ms, 1)
         if not self.offsets_retention_minutes > 0:
             raise ConfigError(f"offsets.retention.minutes must be positive, not {self.offsets_retention_minutes}")
         _at_least("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms, 1)
@@ -377,6 +387,11 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "group.max.session.timeout.ms": _field("group_max_session_timeout_ms", _int),
     "group.initial.rebalance.delay.ms": _field("group_initial_rebalance_delay_ms", _int),
     "group.max.size": _field("group_max_size", _int),
+    "transaction.state.log.num.partitions": _field("transaction_state_partitions", _int),
+    "transaction.state.log.replication.factor": _field("transaction_state_replication_factor", _int),
+    "transaction.max.timeout.ms": _field("transaction_max_timeout_ms", _int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+        _field("transaction_abort_timed_out_interval_ms", _int),
     "broker.session.timeout.ms": lambda value: {"lease_seconds": _int(value) / 1000},
     "replica.lag.time.max.ms": _field("replica_lag_time_max_ms", _int),
     "replica.fetch.wait.max.ms": _field("replica_fetch_wait_max_ms", _int),

@@ -601,6 +601,10 @@ class Log:
         with self._lock:
             return self._producers.open_transactions()
 
+    def in_transaction(self, producer_id: int) -> bool:
+        """Whether the producer's transaction is open here (a lock-free read: a hint for the produce path)."""
+        return producer_id in self._producers.ongoing
+
     def _marker_in_log(self, header: BatchHeader) -> Marker | None:
         """The marker of a control batch already in the log (the producer state's replay)."""
         data = self._local.read(header.base_offset, 1, header.next_offset, True).read_bytes()

@@ -16,9 +16,10 @@ from dataplane.server.handlers import (
     replication,
     sasl,
     topics,
+    transactions,
 )
 
 __all__ = [
     "acls", "cluster", "configs", "fetch", "group_offsets", "groups", "log_dirs", "metadata", "offsets", "produce",
-    "quotas", "records", "replication", "sasl", "topics",
+    "quotas", "records", "replication", "sasl", "topics", "transactions",
 ]

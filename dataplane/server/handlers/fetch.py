@@ -48,8 +48,9 @@ async def fetch(broker: Broker, request: Request, context: RequestContext) -> An
                                                        zstd_allowed=request.api_version >= 10)
             if not stop_watching:
                 to_log_end = _replica_id(body) >= 0
+                committed = _committed(body)
                 stop_watching = [p.watch(woken, replica=to_log_end) for p, _ in read]
-                if any(p.visible_end(to_log_end=to_log_end) != seen for p, seen in read):
+                if any(p.visible_end(to_log_end=to_log_end, committed=committed) != seen for p, seen in read):
                     woken.set()  # data arrived while the first pass read, before it watched
             remaining = deadline - time.monotonic()
             if total >= body.min_bytes or remaining <= 0 or broker.stopping or not read:
@@ -83,6 +84,11 @@ def _refused(request: Request, code: ErrorCode) -> Any:
         "node_endpoints": ()})
 
 
+def _committed(body: Any) -> bool:
+    """A consumer in read_committed (isolation level 1): it reads below the last stable offset only."""
+    return _replica_id(body) < 0 and int(getattr(body, "isolation_level", 0)) == 1
+
+
 def _replica_id(body: Any) -> int:
     """The fetching follower's id, -1 for a consumer (v15+ carry it in ``replica_state``)."""
     return int(body.replica_state.replica_id if hasattr(body, "replica_state") else body.replica_id)
@@ -99,6 +105,7 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
     total = 0
     budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
     replica = _replica_id(body)
+    committed = _committed(body)
     # A consumer under a byte-rate quota gets about one quota window's worth per response (still one whole
     # batch at least), so it is held near its rate by many short throttles rather than a few long ones.
     quota_bound = None if replica >= 0 else broker.quotas.fetch_bytes_bound(context.principal, context.client_id)
@@ -131,23 +138,25 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
                     broker.replicas.on_follower_fetch(partition, replica, part.fetch_offset)
                 if quota_bound is not None and total and budget <= 0:  # the quota's share is full: no more reads
                     entry.update(high_watermark=partition.high_watermark,
-                                 last_stable_offset=partition.high_watermark,
+                                 last_stable_offset=partition.last_stable_offset,
                                  log_start_offset=partition.log.log_start_offset, records=b"")
                     partitions.append(entry)
                     continue
                 # At least one whole batch for the first partition with data, as Kafka does.
                 limit = min(part.partition_max_bytes, budget) if total or quota_bound else part.partition_max_bytes
-                found = await partition.read(part.fetch_offset, limit, to_log_end=replica >= 0)
+                found = await partition.read(part.fetch_offset, limit, to_log_end=replica >= 0, committed=committed)
                 if found.region is not None and not zstd_allowed and uses_zstd(found.region.read_bytes()):
                     raise UnsupportedCompressionTypeError("zstd-compressed data needs Fetch v10 or later (KIP-110)")
                 read.append((partition, found.visible_end))
                 length = found.region.length if found.region is not None else 0
                 total += length
                 budget -= length
-                # No transactions yet, so the last stable offset is the high watermark.
-                entry.update(high_watermark=found.high_watermark, last_stable_offset=found.high_watermark,
+                entry.update(high_watermark=found.high_watermark, last_stable_offset=found.last_stable_offset,
                              log_start_offset=found.log_start_offset,
                              records=Deferred(found.region, length) if found.region is not None else b"")
+                if found.aborted is not None:  # read_committed: the transactions to skip in what is sent
+                    entry["aborted_transactions"] = [{"producer_id": pid, "first_offset": first}
+                                                     for pid, first in found.aborted]
             except KafkaError as exc:
                 # Empty records, never null, as Kafka sends them (librdkafka cannot parse a null); out of range,
                 # the real watermarks too, so the client's auto.offset.reset knows where the log is.
@@ -156,7 +165,8 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
                 if leader is not None:
                     entry["current_leader"] = leader  # KIP-951, v12+ (tagged)
                 if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE and partition is not None:
-                    entry.update(high_watermark=partition.high_watermark, last_stable_offset=partition.high_watermark,
+                    entry.update(high_watermark=partition.high_watermark,
+                                 last_stable_offset=partition.last_stable_offset,
                                  log_start_offset=partition.log.log_start_offset)
             partitions.append(entry)
         responses.append({"topic": name, "topic_id": topic_req.topic_id if by_id else None,

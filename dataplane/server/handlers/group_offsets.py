@@ -67,24 +67,27 @@ async def offset_commit(broker: Broker, request: Request, context: RequestContex
 
 
 async def _fetch_group(broker: Broker, context: RequestContext, group_id: str,
-                       topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+                       topics: Any, require_stable: bool = False) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """(group error, topics with partitions) for one group of an OffsetFetch.
 
     Kafka's checks: DESCRIBE on the group; topics named but not describable answer
-    TOPIC_AUTHORIZATION_FAILED, and when all are asked for they are left out.
+    TOPIC_AUTHORIZATION_FAILED, and when all are asked for they are left out. ``require_stable`` (KIP-447, v7+):
+    a partition with a transactional commit not yet decided answers UNSTABLE_OFFSET_COMMIT.
     """
     access = broker.access
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         if not access.allows(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             raise KafkaError("Group authorization failed.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        found = await broker.coordinator.fetch_offsets(group_id, wanted)
+        fetched = await broker.coordinator.fetch_committed(group_id, wanted, require_stable=require_stable)
+        found = {tp: None if f.error != ErrorCode.NONE else f.value for tp, f in fetched.items()}
+        unstable = {tp for tp, f in fetched.items() if f.error != ErrorCode.NONE}
         error = ErrorCode.NONE
     except KafkaError as exc:
-        error, found = exc.code, dict.fromkeys(wanted or [])
+        error, found, unstable = exc.code, dict.fromkeys(wanted or []), set()
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in found.items():
-        topic_error = error
+        topic_error = ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, partition) in unstable else error
         if error is ErrorCode.NONE and not access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic,
                                                          audit=wanted is not None):
             if wanted is None:
@@ -105,10 +108,12 @@ async def offset_fetch(broker: Broker, request: Request, context: RequestContext
     if version >= 8:  # batched groups (KIP-709)
         groups = []
         for group in body.groups:
-            error, topics = await _fetch_group(broker, context, group.group_id, group.topics)
+            error, topics = await _fetch_group(broker, context, group.group_id, group.topics,
+                                               bool(body.require_stable))
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": wire(error)})
         return build(schema, {"throttle_time": ZERO, "groups": groups})
-    error, topics = await _fetch_group(broker, context, body.group_id, body.topics)
+    error, topics = await _fetch_group(broker, context, body.group_id, body.topics,
+                                       bool(getattr(body, "require_stable", False)))
     return build(schema, {"throttle_time": ZERO, "topics": topics, "error_code": wire(error)})
 
 

@@ -50,19 +50,22 @@ async def _find_coordinator(broker: Broker, context: RequestContext, key: str, k
                              code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if key_type == GROUP_KEY:
             check_group(broker, context, AclOperation.DESCRIBE, key)
-        if key_type == TRANSACTION_KEY:
-            raise KafkaError("transactions are not served yet", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if key_type != GROUP_KEY:
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             raise KafkaError(f"unknown coordinator key type {key_type}", code=ErrorCode.INVALID_REQUEST)
         if not key:
-            raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_REQUEST)
-        topic = await broker.ensure_offsets_topic()
-        partition = broker.coordinator.partition_for(key)
+            what = "group" if key_type == GROUP_KEY else "transactional"
+            raise KafkaError(f"the {what} id must not be empty", code=ErrorCode.INVALID_REQUEST)
+        if key_type == GROUP_KEY:
+            topic = await broker.ensure_offsets_topic()
+            partition = broker.coordinator.partition_for(key)
+        else:
+            topic = await broker.ensure_txn_topic()
+            partition = broker.transactions.partition_for(key)
         assert partition is not None
         leader = topic.partitions[partition].leader
         live = {b.node_id: b for b in broker.metadata.live_brokers()}
         if leader not in live:
-            raise KafkaError(f"the coordinator of group {key!r} is offline", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            raise KafkaError(f"the coordinator of {key!r} is offline", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         entry.update(node_id=leader, host=live[leader].host, port=live[leader].port)
     except KafkaError as exc:
         entry.update(error_code=wire(exc.code), error_message=str(exc))

@@ -33,6 +33,7 @@ LATEST_TIERED_TIMESTAMP = -5
 @api(2, "ListOffsets", 1, 10)
 async def list_offsets(broker: Broker, request: Request, context: RequestContext) -> Any:
     topics = []
+    committed = int(getattr(request.body, "isolation_level", 0)) == 1
     for topic_req in request.body.topics:
         partitions = []
         allowed = broker.access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic_req.name)
@@ -44,8 +45,9 @@ async def list_offsets(broker: Broker, request: Request, context: RequestContext
                     raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = broker.replicas.leader_partition(topic_req.name, part.partition_index,
                                                              getattr(part, "current_leader_epoch", -1))
-                if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark
-                    entry.update(offset=partition.high_watermark, leader_epoch=partition.leader_epoch)
+                if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark (read_committed: LSO)
+                    end = partition.last_stable_offset if committed else partition.high_watermark
+                    entry.update(offset=end, leader_epoch=partition.leader_epoch)
                 elif part.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     entry.update(offset=partition.log.log_start_offset, leader_epoch=partition.leader_epoch)
                 elif part.timestamp == LATEST_TIERED_TIMESTAMP:

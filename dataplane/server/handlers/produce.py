@@ -1,4 +1,4 @@
-"""Produce and InitProducerId: appends and acks (the partition's log checks idempotent producers' sequences)."""
+"""Produce: appends and acks (the partition's log checks producers' sequences, epochs and transactions)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from kio.schema.errors import ErrorCode as WireError
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, InvalidRecordError, KafkaError, UnsupportedCompressionTypeError
 from dataplane.protocol.messages import Request
-from dataplane.protocol.records import uses_zstd
+from dataplane.protocol.records import HEADER_SIZE, BatchHeader, uses_zstd
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import Later, RequestContext, api
 from dataplane.server.broker import ZERO, wire
 from dataplane.server.leader_hints import LeaderHints
 
 if TYPE_CHECKING:
+    from dataplane.replication.partition import Partition
     from dataplane.server.broker import Broker
 
 VALID_ACKS = (-1, 0, 1)
@@ -68,6 +69,9 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
                 if request.api_version < ZSTD_PRODUCE_VERSION and uses_zstd(part.records):
                     raise UnsupportedCompressionTypeError(
                         f"zstd-compressed batches need Produce v{ZSTD_PRODUCE_VERSION} or later (KIP-110)")
+                if transactional_id is not None:
+                    await _verify_transactional(broker, transactional_id, topic_data.name, part.index, partition,
+                                                part.records)
                 # A retried idempotent batch comes back with its original offsets and nothing written.
                 info = await partition.append_as_leader(part.records, acks_all=body.acks == -1)
                 entry.update(base_offset=info.first_offset, log_start_offset=info.log_start_offset)
@@ -103,21 +107,18 @@ async def produce(broker: Broker, request: Request, context: RequestContext) -> 
     return Later(replicated())
 
 
-@api(22, "InitProducerId", 0, 5)
-async def init_producer_id(broker: Broker, request: Request, context: RequestContext) -> Any:
-    """Idempotent producers get a fresh id at epoch 0; transactions are not served yet.
-
-    Kafka's rule (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
-    """
-    values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "producer_id": -1,
-                              "producer_epoch": -1}
-    access = broker.access
-    if request.body.transactional_id is not None:
-        values["error_code"] = wire(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif not (access.allows_cluster(context, AclOperation.IDEMPOTENT_WRITE, audit=False)
-              or access.allows_any(context, AclOperation.WRITE, ResourceType.TOPIC)):
-        access.events.denied(context.principal, "IDEMPOTENT_WRITE", "CLUSTER", "kafka-cluster", context.client_host)
-        values["error_code"] = wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    else:
-        values.update(producer_id=await broker.next_producer_id(), producer_epoch=0)
-    return build(load_response_schema(22, request.api_version), values)
+async def _verify_transactional(broker: Broker, transactional_id: str, topic: str, index: int,
+                                partition: Partition, records: bytes) -> None:
+    """KIP-890 part 1: a producer's first transactional batch in a partition is accepted only if its coordinator
+    has the partition in the open transaction (INVALID_TXN_STATE otherwise, as Kafka answers)."""
+    if len(records) < HEADER_SIZE:
+        return  # the log refuses it as a corrupt batch
+    header = BatchHeader.parse(records)
+    if not header.is_transactional or partition.log.in_transaction(header.producer_id):
+        return
+    code = await broker.verify_in_transaction(transactional_id, header.producer_id, header.producer_epoch,
+                                              (topic, index))
+    if code != ErrorCode.NONE:
+        raise KafkaError(f"partition {topic}-{index} is not in the open transaction of {transactional_id!r} "
+                         f"({code.name})", code=ErrorCode.INVALID_TXN_STATE if code != ErrorCode.PRODUCER_FENCED
+                         else ErrorCode.INVALID_PRODUCER_EPOCH)
