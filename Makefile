@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console bench-stop clean-var
+.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console bench-stop clean-var
 
 # editable_mode=compat: a .pth path entry rather than setuptools' import-hook finder, which pkgutil.iter_modules()
 # cannot see -- and that is how Spark discovers the `sluice` data source (pyspark_sluice). Makefile is a
@@ -96,6 +96,12 @@ bench-groups: $(STAMP)
 
 bench-cluster: $(STAMP)
 	$(BIN)/python bench/cluster.py
+
+# Transactions: transactional produce (1,000 x 1 KiB per transaction) against the idempotent producer, and
+# read_committed consume against read_uncommitted with 10% of transactions aborted; a few minutes
+# (BENCH_ARGS=--quick: ~1).
+bench-transactions: $(STAMP)
+	$(BIN)/python bench/transactions.py $(BENCH_ARGS)
 
 # One-topic Metadata requests/s at 1,000 topics against ApiVersions on the same broker, ~1 minute.
 bench-metadata: $(STAMP)

@@ -8,6 +8,7 @@ members cannot be reset (409), an unreachable cluster is a 503.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,7 +50,7 @@ def admin_for(cluster: Cluster) -> Iterator[ClusterAdmin]:
         with cluster_admin(cluster, bootstrap=servers) as admin:
             yield admin
     except AdminError as exc:
-        if exc.code in ("UNKNOWN_TOPIC_OR_PART", "GROUP_ID_NOT_FOUND"):
+        if exc.code in ("UNKNOWN_TOPIC_OR_PART", "GROUP_ID_NOT_FOUND", "TRANSACTIONAL_ID_NOT_FOUND"):
             raise NotFoundInCluster(exc.message) from exc
         if exc.code == "NON_EMPTY_GROUP":
             raise Conflict("The group has active members: stop its consumers first.", code="group_not_empty") \
@@ -189,3 +190,25 @@ def delete_records(cluster: Cluster, topic: str, before: dict[int, int], *, acto
     audit_record(tenant=cluster.tenant, actor=actor, action="topic.delete_records", target_type="topic",
                  target_id=f"{cluster.id}/{topic}", data={"before": {str(k): v for k, v in before.items()}})
     return [{"partition": p, "low_watermark": o} for (_, p), o in sorted(low.items())]
+
+
+def transactions(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every open transaction: its id, state, producer, partitions and age (Kafka's ListTransactions and
+    DescribeTransactions, as ``kafka-transactions.sh list`` / ``describe`` show them)."""
+    with admin_for(cluster) as admin:
+        found = admin.open_transactions()
+    now_ms = time.time_ns() // 1_000_000
+    return [{"transactional_id": t.transactional_id, "state": t.state, "producer_id": t.producer_id,
+             "producer_epoch": t.producer_epoch, "timeout_ms": t.timeout_ms, "start_time_ms": t.start_time_ms,
+             "age_ms": max(0, now_ms - t.start_time_ms) if t.start_time_ms >= 0 else None,
+             "coordinator": t.coordinator_id,
+             "partitions": [{"topic": topic, "partition": partition} for topic, partition in t.partitions]}
+            for t in found]
+
+
+def abort_transaction(cluster: Cluster, transactional_id: str, *, actor: Actor) -> None:
+    """Fence the id's producer and abort its open transaction, as a new instance of the producer would."""
+    with admin_for(cluster) as admin:
+        admin.abort_transaction(transactional_id)
+    audit_record(tenant=cluster.tenant, actor=actor, action="transaction.abort", target_type="transaction",
+                 target_id=transactional_id, data={"cluster": str(cluster.id)})

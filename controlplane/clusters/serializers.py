@@ -64,6 +64,23 @@ class GroupSummarySerializer(serializers.Serializer[Any]):
     total_lag = serializers.IntegerField()
 
 
+class TransactionPartitionSerializer(serializers.Serializer[Any]):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+
+
+class TransactionSerializer(serializers.Serializer[Any]):
+    transactional_id = serializers.CharField()
+    state = serializers.CharField()
+    producer_id = serializers.IntegerField()
+    producer_epoch = serializers.IntegerField()
+    timeout_ms = serializers.IntegerField()
+    start_time_ms = serializers.IntegerField()
+    age_ms = serializers.IntegerField(allow_null=True)
+    coordinator = serializers.IntegerField()
+    partitions = TransactionPartitionSerializer(many=True)
+
+
 class PartitionLagSerializer(serializers.Serializer[Any]):
     topic = serializers.CharField()
     partition = serializers.IntegerField()

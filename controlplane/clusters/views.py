@@ -26,6 +26,7 @@ from controlplane.clusters.serializers import (
     ResetPlanSerializer,
     ThroughputPointSerializer,
     ThroughputQuerySerializer,
+    TransactionSerializer,
 )
 from controlplane.core.serializers import bodiless
 from controlplane.core.viewsets import WHOLE_LIST, TenantScopedViewSet
@@ -93,6 +94,22 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         data = ResetOffsetsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(observability.reset_offsets(cluster, group_id, actor=self.actor, **data.validated_data))
+
+    @extend_schema(responses={200: TransactionSerializer(many=True)})
+    @action(detail=True, methods=["get"], **WHOLE_LIST)
+    def transactions(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """Every open transaction: id, state, producer, partitions and age."""
+        return Response(observability.transactions(self.get_object()))
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["post"], url_path=r"transactions/(?P<transactional_id>[^/]+)/abort")
+    @bodiless
+    def abort_transaction(self, request: Request, tenant_slug: str, pk: str, transactional_id: str) -> Response:
+        """Abort an open transaction (admins): its producer is fenced, as when a new instance of it starts, and
+        nothing it wrote in the transaction becomes readable."""
+        cluster = self.get_object()
+        observability.abort_transaction(cluster, transactional_id, actor=self.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(parameters=[ThroughputQuerySerializer], responses={200: ThroughputPointSerializer(many=True)})
     @action(detail=True, methods=["get"], **WHOLE_LIST)

@@ -99,6 +99,8 @@ _NOT_CONTROLLER = int(ErrorCode.NOT_CONTROLLER)
 _TRANSIENT = frozenset({"NOT_CONTROLLER", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_LEADER_EPOCH",
                         "FENCED_LEADER_EPOCH", "REPLICA_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE", "NOT_COORDINATOR",
                         "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+                        # A transaction's end is still being written (abort_transaction waits for it).
+                        "CONCURRENT_TRANSACTIONS",
                         # The broker asked went away mid-request (killed, restarting): another will answer.
                         "_TRANSPORT"})
 _RETRY_BACKOFF = 0.1  # seconds between two attempts of a call

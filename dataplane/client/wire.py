@@ -68,6 +68,8 @@ class AdminError(Exception):
         """A broker's error code in a response this module decoded itself, named as librdkafka names it."""
         described = KafkaError(code)
         name = described.name()
+        if name.startswith("ERR_") and code in ErrorCode._value2member_map_:  # newer than this librdkafka
+            name = ErrorCode(code).name
         return cls(name, message or described.str(), retriable=_retriable_code(code, name))
 
 

@@ -168,7 +168,7 @@ class TransactionCoordinator:
             if task.cancelled() or task.exception() is not None:  # leadership moved mid-load: the next call retries
                 raise TxnCoordinatorError("the coordinator's state could not be loaded yet",
                                           code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-            found = task.result()
+            found = self.partitions.get(index) or self._install(index, task.result())
         return index, found
 
     async def _load(self, index: int) -> _Partition:
@@ -176,7 +176,15 @@ class TransactionCoordinator:
         txns = await asyncio.to_thread(_read_partition, self.host.txn_log(index))
         loaded = _Partition(txns=txns, epoch=epoch)
         if self.host.leads_txn_partition(index) and self.host.txn_coordinator_epoch(index) == epoch:
-            self.partitions[index] = loaded
+            self._install(index, loaded)
+        return loaded
+
+    def _install(self, index: int, loaded: _Partition) -> _Partition:
+        """Serve a loaded partition; ends interrupted by a failover (Prepare*) are finished."""
+        self.partitions[index] = loaded
+        for txn in loaded.txns.values():
+            if txn.state in PREPARING:
+                self._complete_later(index, loaded, txn)
         return loaded
 
     async def _load_and_resume(self, index: int) -> None:
@@ -184,13 +192,10 @@ class TransactionCoordinator:
         if task is None:
             task = self._loading[index] = asyncio.get_running_loop().create_task(self._load(index))
         try:
-            loaded = await asyncio.shield(task)
+            await asyncio.shield(task)
         finally:
             if task.done():
                 self._loading.pop(index, None)
-        for txn in loaded.txns.values():  # ends interrupted by the failover are finished
-            if txn.state in PREPARING:
-                self._complete_later(index, loaded, txn)
 
     # ------------------------------------------------------------------ requests
 
@@ -239,16 +244,9 @@ class TransactionCoordinator:
             return InitResult(outcome.error)
         return InitResult(ErrorCode.NONE, after.producer_id, after.producer_epoch)
 
-    def describe(self, transactional_id: str) -> TxnMetadata | None:
+    async def describe(self, transactional_id: str) -> TxnMetadata | None:
         """The id's metadata; raises NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as requests do."""
-        index = self.partition_for(transactional_id)
-        if index is None or not self.host.leads_txn_partition(index):
-            raise TxnCoordinatorError(f"this broker does not coordinate {transactional_id!r}",
-                                      code=ErrorCode.NOT_COORDINATOR)
-        part = self.partitions.get(index)
-        if part is None:
-            raise TxnCoordinatorError("the coordinator is loading its state",
-                                      code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        _, part = await self._partition(transactional_id)
         return part.txns.get(transactional_id)
 
     def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),

@@ -9,6 +9,7 @@ import { AuditPage } from "./pages/Audit";
 import { ClusterOverview } from "./pages/ClusterOverview";
 import { ClusterFrame, ClustersPage } from "./pages/Clusters";
 import { ConsumerGroupPage, ConsumerGroupsPage } from "./pages/ConsumerGroups";
+import { TransactionsPage } from "./pages/Transactions";
 import { Join } from "./pages/Join";
 import { Layout } from "./pages/Layout";
 import { MembersPage } from "./pages/Members";
@@ -36,6 +37,7 @@ export const routes = [
           { path: "topics/:topic", element: <TopicPage /> },
           { path: "consumer-groups", element: <ConsumerGroupsPage /> },
           { path: "consumer-groups/:group", element: <ConsumerGroupPage /> },
+          { path: "transactions", element: <TransactionsPage /> },
           { path: "acls", element: <AclsPage /> },
           { path: "reports", element: <ReportsPage /> },
           { path: "reports/:report", element: <ReportPage /> },

@@ -181,3 +181,34 @@ def test_acls_list_create_filter_delete_and_batch(rest_stack: RestStack) -> None
     remaining = rest_stack.api("GET", f"/clusters/{rest_stack.cluster_pk}/acls")["results"]
     assert [(a["resource_name"], a["operation"]) for a in remaining if a["resource_name"] == topic[:5]] == [
         (topic[:5], "DESCRIBE")]
+
+
+def test_open_transactions_are_listed_and_an_admin_aborts_one(rest_stack: RestStack) -> None:
+    """REST v3 and the management API list a cluster's open transactions (Kafka's ListTransactions and
+    DescribeTransactions); aborting one fences its producer and leaves nothing of it readable."""
+    from confluent_kafka import KafkaException
+
+    name = f"txn-{uuid.uuid4().hex[:8]}"
+    txn_id = f"tx-{uuid.uuid4().hex[:6]}"
+    rest_stack.create_topic(name, partitions=1)
+    producer = Producer({**rest_stack.kafka, "transactional.id": txn_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(name, value=b"hung")
+    assert producer.flush(30) == 0
+    listed = {t["transactional_id"]: t for t in _ok(rest_stack, "GET", "/transactions")["data"]}
+    assert listed[txn_id]["state"] == "Ongoing"
+    assert listed[txn_id]["partitions"] == [{"topic_name": name, "partition_id": 0}]
+    assert listed[txn_id]["transaction_timeout_ms"] == 60000 and listed[txn_id]["age_ms"] >= 0
+    managed = {t["transactional_id"]: t for t in rest_stack.api("GET", f"/clusters/{rest_stack.cluster_pk}/transactions")}
+    assert managed[txn_id]["partitions"] == [{"topic": name, "partition": 0}]
+    assert rest_stack.request("POST", f"/api/v1/tenants/{rest_stack.tenant}/clusters/{rest_stack.cluster_pk}"
+                                      f"/transactions/{txn_id}/abort", {"why": "x"}).status == 400  # no body taken
+    rest_stack.api("POST", f"/clusters/{rest_stack.cluster_pk}/transactions/{txn_id}/abort")
+    assert txn_id not in {t["transactional_id"] for t in _ok(rest_stack, "GET", "/transactions")["data"]}
+    with pytest.raises(KafkaException):  # fenced: its transaction was aborted under it
+        producer.commit_transaction(30)
+    events = rest_stack.api("GET", "/audit-events?target_type=transaction")["results"]
+    assert [e["action"] for e in events if e["target_id"] == txn_id] == ["transaction.abort"]
+    missing = rest_stack.request("POST", _v3(rest_stack, "/transactions/no-such-id:abort"))
+    assert (missing.status, missing.json()["error_code"]) == (404, 40406), missing.body

@@ -153,6 +153,19 @@ LagSummary = _resource("KafkaConsumerGroupLagSummaryData", consumer_group_id=_S.
                        max_lag_client_id=_S.CharField(), max_lag_topic_name=_S.CharField(),
                        max_lag_partition_id=_S.IntegerField(), max_lag=_S.IntegerField(),
                        total_lag=_S.IntegerField(), max_lag_consumer=_rel(), max_lag_partition=_rel())
+
+
+class KafkaTransactionPartitionSerializer(serializers.Serializer[dict[str, object]]):
+    topic_name = _S.CharField()
+    partition_id = _S.IntegerField()
+
+
+TransactionData = _resource("KafkaTransactionData", transactional_id=_S.CharField(), state=_S.CharField(),
+                            producer_id=_S.IntegerField(), producer_epoch=_S.IntegerField(),
+                            transaction_timeout_ms=_S.IntegerField(), transaction_start_time_ms=_S.IntegerField(),
+                            age_ms=_S.IntegerField(allow_null=True),
+                            partitions=KafkaTransactionPartitionSerializer(many=True), coordinator=_rel())
+TransactionList = _collection("KafkaTransactionList", TransactionData)
 AclData = _resource("KafkaAclData", resource_type=_S.CharField(), resource_name=_S.CharField(),
                     pattern_type=_S.CharField(), principal=_S.CharField(), host=_S.CharField(),
                     operation=_S.CharField(), permission=_S.CharField())

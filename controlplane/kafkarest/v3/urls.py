@@ -40,4 +40,7 @@ urlpatterns = [
     re_path(G + r"/lags/(?P<topic_name>[^/]+)/partitions/(?P<partition_id>[^/]+)/?$", v.LagView.as_view(),
             name="v3-lag"),
     re_path(G + r"/lag-summary/?$", v.LagSummaryView.as_view(), name="v3-lag-summary"),
+    re_path(C + r"/transactions/?$", v.TransactionsView.as_view(), name="v3-transactions"),
+    re_path(C + r"/transactions/(?P<transactional_id>[^/]+):abort$", v.TransactionAbortView.as_view(),
+            name="v3-transaction-abort"),
 ]

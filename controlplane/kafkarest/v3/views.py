@@ -380,3 +380,24 @@ class AclsBatchView(KafkaRestView):
             for item in data:
                 r.create_acl(access, _actor(self), item)
         return Response(status=204)
+
+
+@extend_schema(tags=["Transaction (v3)"])
+class TransactionsView(KafkaRestView):
+    @extend_schema(operation_id="kafka_v3_list_transactions", responses={200: s.TransactionList, **_READ},
+                   description="The cluster's open transactions the caller may describe (not in Confluent's "
+                               "REST Proxy: Kafka's ListTransactions and DescribeTransactions).")
+    def get(self, request: Request, cluster_id: str) -> Response:
+        links = _links(self, cluster_id)
+        return _list("KafkaTransactionList", links, ("transactions",),
+                     r.open_transactions(self.cluster(cluster_id), links))
+
+
+@extend_schema(tags=["Transaction (v3)"])
+class TransactionAbortView(KafkaRestView):
+    @extend_schema(operation_id="kafka_v3_abort_transaction", request=None, responses={204: None, **_READ},
+                   description="Fence the transactional id's producer and abort its open transaction, as a new "
+                               "instance of that producer does when it starts.")
+    def post(self, request: Request, cluster_id: str, transactional_id: str) -> Response:
+        r.abort_transaction(self.cluster(cluster_id, Role.MEMBER), _actor(self), transactional_id)
+        return Response(status=204)

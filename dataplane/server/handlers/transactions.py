@@ -272,7 +272,7 @@ async def describe_transactions(broker: Broker, request: Request, context: Reque
                                         transactional_id):
                 raise KafkaError("Transactional id authorization failed.",
                                  code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            txn = broker.transactions.describe(transactional_id)
+            txn = await broker.transactions.describe(transactional_id)
             if txn is None:
                 raise KafkaError(f"transactional id {transactional_id!r} is not known",
                                  code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)

@@ -812,6 +812,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/clusters/{id}/transactions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Every open transaction: id, state, producer, partitions and age. */
+        get: operations["tenants_clusters_transactions_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{id}/transactions/{transactional_id}/abort/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Abort an open transaction (admins): its producer is fenced, as when a new instance of it starts, and
+         *     nothing it wrote in the transaction becomes readable.
+         */
+        post: operations["tenants_clusters_transactions_abort_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/invitations/": {
         parameters: {
             query?: never;
@@ -1834,6 +1871,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/kafka/v3/clusters/{cluster_id}/transactions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The cluster's open transactions the caller may describe (not in Confluent's REST Proxy: Kafka's ListTransactions and DescribeTransactions). */
+        get: operations["kafka_v3_list_transactions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kafka/v3/clusters/{cluster_id}/transactions/{transactional_id}:abort": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Fence the transactional id's producer and abort its open transaction, as a new instance of that producer does when it starts. */
+        post: operations["kafka_v3_abort_transaction"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/topics/": {
         parameters: {
             query?: never;
@@ -2468,6 +2539,29 @@ export interface components {
             kind: string;
             metadata: components["schemas"]["CollectionMetadata"];
             data: components["schemas"]["KafkaTopicData"][];
+        };
+        KafkaTransactionData: {
+            transactional_id: string;
+            state: string;
+            producer_id: number;
+            producer_epoch: number;
+            transaction_timeout_ms: number;
+            transaction_start_time_ms: number;
+            age_ms: number | null;
+            partitions: components["schemas"]["KafkaTransactionPartition"][];
+            coordinator?: components["schemas"]["Related"] | null;
+            kind: string;
+            metadata: components["schemas"]["Metadata"];
+            cluster_id: string;
+        };
+        KafkaTransactionList: {
+            kind: string;
+            metadata: components["schemas"]["CollectionMetadata"];
+            data: components["schemas"]["KafkaTransactionData"][];
+        };
+        KafkaTransactionPartition: {
+            topic_name: string;
+            partition_id: number;
         };
         LoginRequest: {
             username: string;
@@ -3255,6 +3349,21 @@ export interface components {
             configs?: {
                 [key: string]: unknown;
             };
+        };
+        Transaction: {
+            transactional_id: string;
+            state: string;
+            producer_id: number;
+            producer_epoch: number;
+            timeout_ms: number;
+            start_time_ms: number;
+            age_ms: number | null;
+            coordinator: number;
+            partitions: components["schemas"]["TransactionPartition"][];
+        };
+        TransactionPartition: {
+            topic: string;
+            partition: number;
         };
         /**
          * @description * `manual` - manual
@@ -5290,6 +5399,50 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ThroughputPoint"][];
                 };
+            };
+        };
+    };
+    tenants_clusters_transactions_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Transaction"][];
+                };
+            };
+        };
+    };
+    tenants_clusters_transactions_abort_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                tenant_slug: string;
+                transactional_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -8398,6 +8551,64 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["KafkaTopicConfigList"];
                 };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    kafka_v3_list_transactions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KafkaTransactionList"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    kafka_v3_abort_transaction: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_id: string;
+                transactional_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             404: {
                 headers: {

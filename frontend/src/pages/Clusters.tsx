@@ -114,6 +114,7 @@ export function ClusterFrame() {
         <NavLink end to={base}>Overview</NavLink>
         <NavLink to={`${base}/topics`}>Topics</NavLink>
         <NavLink to={`${base}/consumer-groups`}>Consumer groups</NavLink>
+        <NavLink to={`${base}/transactions`}>Transactions</NavLink>
         <NavLink to={`${base}/acls`}>ACLs</NavLink>
         <NavLink to={`${base}/reports`}>Reports</NavLink>
       </nav>

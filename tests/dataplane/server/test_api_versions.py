@@ -48,6 +48,11 @@ KAFKA_4_0_MIN_ADVERTISED = {
     21: 0,  # DeleteRecords
     22: 0,  # InitProducerId
     23: 2,  # OffsetForLeaderEpoch
+    24: 0,  # AddPartitionsToTxn
+    25: 0,  # AddOffsetsToTxn
+    26: 0,  # EndTxn
+    27: 1,  # WriteTxnMarkers
+    28: 0,  # TxnOffsetCommit
     29: 1,  # DescribeAcls
     30: 1,  # CreateAcls
     31: 1,  # DeleteAcls
@@ -68,6 +73,8 @@ KAFKA_4_0_MIN_ADVERTISED = {
     50: 0,  # DescribeUserScramCredentials
     51: 0,  # AlterUserScramCredentials
     60: 0,  # DescribeCluster
+    65: 0,  # DescribeTransactions
+    66: 0,  # ListTransactions
     75: 0,  # DescribeTopicPartitions
 }
 KAFKA_4_0_MIN_SERVED = {**KAFKA_4_0_MIN_ADVERTISED, 0: 3}
