@@ -53,6 +53,7 @@ from dataplane.storage import Log
 log = logging.getLogger(__name__)
 
 _MARKER_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+LOAD_WAIT_S = 5.0  # how long a request waits for its partition's state to load before LOAD_IN_PROGRESS
 
 
 def now_ms() -> int:
@@ -161,6 +162,8 @@ class TransactionCoordinator:
             task = self._loading.get(index)
             if task is None:
                 task = self._loading[index] = asyncio.get_running_loop().create_task(self._load(index))
+            with contextlib.suppress(TimeoutError, Exception):  # a short load is waited for, a long one answered
+                await asyncio.wait_for(asyncio.shield(task), LOAD_WAIT_S)
             if not task.done():
                 raise TxnCoordinatorError("the coordinator is loading its state",
                                           code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
