@@ -18,9 +18,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from dataplane.coordinator.records import CoordinatorRecordError
 from dataplane.coordinator.txn_records import (
@@ -53,6 +53,7 @@ from dataplane.storage import Log
 log = logging.getLogger(__name__)
 
 _MARKER_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+END_WAIT_S = 1.0  # how long EndTxn waits for its markers before answering anyway
 LOAD_WAIT_S = 5.0  # how long a request waits for its partition's state to load before LOAD_IN_PROGRESS
 
 
@@ -105,7 +106,7 @@ class _Partition:
     txns: dict[str, TxnMetadata] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     epoch: int = -1
-    completing: set[str] = field(default_factory=set)  # ids whose markers are being written
+    completing: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # ids whose markers are being written
 
 
 class TransactionCoordinator:
@@ -242,7 +243,14 @@ class TransactionCoordinator:
             outcome = end_txn(current, producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                               now_ms=self.clock(), bump=bump, fresh_producer_id=fresh)
             await self._apply(index, part, outcome)
-            after = part.txns.get(transactional_id)
+        # The end is decided (Prepare* persisted). Its markers usually take a millisecond: answering once they are
+        # written saves the producer's next transaction a CONCURRENT_TRANSACTIONS round; a slow partition leader
+        # only delays the answer up to END_WAIT_S, the markers carry on regardless.
+        markers = part.completing.get(transactional_id)
+        if markers is not None and outcome.markers is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(markers), END_WAIT_S)
+        after = part.txns.get(transactional_id)
         if outcome.error != ErrorCode.NONE or after is None:
             return InitResult(outcome.error)
         return InitResult(ErrorCode.NONE, after.producer_id, after.producer_epoch)
@@ -297,8 +305,8 @@ class TransactionCoordinator:
     def _complete_later(self, index: int, part: _Partition, txn: TxnMetadata) -> None:
         if txn.transactional_id in part.completing:
             return
-        part.completing.add(txn.transactional_id)
-        self._spawn(self._complete(index, part, txn.transactional_id), f"txn-markers-{txn.transactional_id}")
+        part.completing[txn.transactional_id] = self._spawn(self._complete(index, part, txn.transactional_id),
+                                                            f"txn-markers-{txn.transactional_id}")
 
     async def _complete(self, index: int, part: _Partition, transactional_id: str) -> None:
         """Write the markers until every partition has one, then persist Complete*; gives up only when this
@@ -331,7 +339,7 @@ class TransactionCoordinator:
                 await asyncio.sleep(_MARKER_RETRY_S[min(attempt, len(_MARKER_RETRY_S) - 1)])  # a retry backoff
                 attempt += 1
         finally:
-            part.completing.discard(transactional_id)
+            part.completing.pop(transactional_id, None)
 
     # ------------------------------------------------------------------ timeouts
 
@@ -365,10 +373,11 @@ class TransactionCoordinator:
                     aborted += 1
         return aborted
 
-    def _spawn(self, work: Awaitable[None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(work, name=name)  # type: ignore[arg-type]
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -48,7 +48,7 @@ class AbortedTxnIndex:
             data = self.path.read_bytes()
         except FileNotFoundError:
             data = b""
-        kept = []
+        kept: list[AbortedTxn] = []
         for at in range(0, len(data) - _ENTRY.size + 1, _ENTRY.size):
             version, pid, first, last, lso = _ENTRY.unpack_from(data, at)
             if version != 0 or (kept and last <= kept[-1].last_offset):

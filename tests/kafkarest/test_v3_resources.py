@@ -200,7 +200,8 @@ def test_open_transactions_are_listed_and_an_admin_aborts_one(rest_stack: RestSt
     assert listed[txn_id]["state"] == "Ongoing"
     assert listed[txn_id]["partitions"] == [{"topic_name": name, "partition_id": 0}]
     assert listed[txn_id]["transaction_timeout_ms"] == 60000 and listed[txn_id]["age_ms"] >= 0
-    managed = {t["transactional_id"]: t for t in rest_stack.api("GET", f"/clusters/{rest_stack.cluster_pk}/transactions")}
+    managed = {t["transactional_id"]: t
+               for t in rest_stack.api("GET", f"/clusters/{rest_stack.cluster_pk}/transactions")}
     assert managed[txn_id]["partitions"] == [{"topic": name, "partition": 0}]
     assert rest_stack.request("POST", f"/api/v1/tenants/{rest_stack.tenant}/clusters/{rest_stack.cluster_pk}"
                                       f"/transactions/{txn_id}/abort", {"why": "x"}).status == 400  # no body taken

@@ -85,7 +85,8 @@ async def init_producer_id(broker: Broker, request: Request, context: RequestCon
 
 
 async def _add_partitions(broker: Broker, context: RequestContext, version: int, transactional_id: str,
-                          producer_id: int, producer_epoch: int, topics: Any, *, verify_only: bool) -> list[dict]:
+                          producer_id: int, producer_epoch: int, topics: Any, *,
+                          verify_only: bool) -> list[dict[str, Any]]:
     """One transaction's topic results (every partition with its error)."""
     wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
