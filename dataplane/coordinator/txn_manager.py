@@ -197,6 +197,8 @@ class TransactionCoordinator:
             task = self._loading[index] = asyncio.get_running_loop().create_task(self._load(index))
         try:
             await asyncio.shield(task)
+        except KafkaError as exc:  # leadership moved on mid-load (or is not applied yet): a request loads it later
+            log.debug("loading %s-%d deferred: %s", TRANSACTION_STATE_TOPIC, index, exc)
         finally:
             if task.done():
                 self._loading.pop(index, None)

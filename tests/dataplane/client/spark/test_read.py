@@ -240,3 +240,30 @@ def test_internal_topics_are_read_when_named_and_skipped_by_patterns(spark: Any,
         .where(f"c.`group` = '{group}'").select("c.topic", "c.partition", "c.offset").collect()
     assert [tuple(r) for r in decoded] == [(topic, 0, 7)]
     assert read(spark, kafka, subscribePattern="__consumer_off.*").count() == 0
+
+
+def test_read_committed_by_default_skips_aborted_transactions(spark: Any, kafka: str, new_topic: Any) -> None:
+    """The source's default isolation, read_committed (librdkafka's), really skips aborted data; read_uncommitted
+    reads it; neither shows the transaction markers."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(2)
+    producer = Producer({"bootstrap.servers": kafka, "transactional.id": f"spark-{topic}", "linger.ms": 1})
+    producer.init_transactions(30)
+    for n, commit in enumerate([True, False, True, False, True]):
+        producer.begin_transaction()
+        for i in range(6):
+            producer.produce(topic, key=b"t%d" % n, value=b"%d-%d" % (n, i), partition=i % 2)
+        producer.flush(30)  # in the log, aborted or not
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    def values(df: Any) -> list[bytes]:
+        return sorted(bytes(r["value"]) for r in df.select("value").collect())
+
+    committed = sorted(b"%d-%d" % (n, i) for n in (0, 2, 4) for i in range(6))
+    assert values(read(spark, kafka, subscribe=topic, minPartitions="3")) == committed
+    everything = sorted(b"%d-%d" % (n, i) for n in range(5) for i in range(6))
+    assert values(read(spark, kafka, subscribe=topic, **{"kafka.isolation.level": "read_uncommitted"})) == everything
