@@ -60,7 +60,8 @@ def _world_objects(world: TenantWorld) -> dict[str, str]:
     assert world.service_account is not None
     return {
         "tenant_slug": world.tenant.slug, "cluster_pk": str(cluster.pk), "name": topic.name,
-        "report_pk": str(report.pk), "group_id": "g", "key_id": world.keys[Role.VIEWER][0].key_id,
+        "report_pk": str(report.pk), "group_id": "g", "transactional_id": "tx",
+        "key_id": world.keys[Role.VIEWER][0].key_id,
         "/clusters/{id}/": str(cluster.pk),
         "/acls/{id}/": str(AclFactory(cluster=cluster).pk),
         "/quotas/{id}/": str(ClientQuota.objects.create(cluster=cluster, principal="User:*").pk),
