@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -403,11 +403,3 @@ def _read_partition(txn_log: Log) -> dict[str, TxnMetadata]:
             log.warning("skipping a record of %s: %s", TRANSACTION_STATE_TOPIC, exc)
     return txns
 
-
-def by_leader(partitions: Iterable[TopicPartition], leader_of: Callable[[TopicPartition], int | None]
-              ) -> Mapping[int | None, list[TopicPartition]]:
-    """Partitions grouped by their current leader (None: no leader now)."""
-    grouped: dict[int | None, list[TopicPartition]] = {}
-    for tp in sorted(partitions):
-        grouped.setdefault(leader_of(tp), []).append(tp)
-    return grouped

@@ -38,10 +38,6 @@ class TxnState(enum.IntEnum):
     def kafka_name(self) -> str:
         return _NAMES[self]
 
-    @classmethod
-    def named(cls, name: str) -> TxnState | None:
-        return next((s for s, n in _NAMES.items() if n == name), None)
-
 
 _NAMES = {TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
           TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
@@ -87,10 +83,6 @@ class Outcome:
     error: ErrorCode = ErrorCode.NONE
     write: TxnMetadata | None = None
     markers: Markers | None = None
-
-    @property
-    def answer(self) -> TxnMetadata | None:
-        return self.write
 
 
 def _fail(code: ErrorCode) -> Outcome:

@@ -138,7 +138,8 @@ class Broker:
         self.coordinator = GroupCoordinator(config.coordinator_settings(), self)
         self.transactions = TransactionCoordinator(
             TxnSettings(config.transaction_max_timeout_ms, config.transaction_abort_timed_out_interval_ms), self)
-        self._marker_peers: dict[int, tuple[asyncio.Lock, list[PeerConnection]]] = {}
+        # Connections to other brokers for markers and verify-only checks: one per broker, one request at a time.
+        self._peers: dict[int, tuple[asyncio.Lock, list[PeerConnection]]] = {}
         self.metrics = BrokerMetrics(self.manager)
         self.stopping = False
         self._producer_ids: range = range(0)
@@ -248,7 +249,7 @@ class Broker:
         await self.replicas.stop()
         await self.coordinator.stop()
         await self.transactions.stop()
-        for _, conns in self._marker_peers.values():
+        for _, conns in self._peers.values():
             for conn in conns:
                 conn.close()
         await asyncio.to_thread(self.manager.shutdown)  # each log snapshots its producer state as it closes
@@ -605,7 +606,7 @@ class Broker:
 
     async def _peer_call(self, node_id: int, request: Any, version: int) -> Any:
         """One request to another broker over a connection kept for it (one request at a time); PeerError."""
-        lock, conns = self._marker_peers.setdefault(node_id, (asyncio.Lock(), []))
+        lock, conns = self._peers.setdefault(node_id, (asyncio.Lock(), []))
         timeout = self.config.offsets_commit_timeout_ms / 1000 + 5
         async with lock:
             try:
