@@ -9,6 +9,11 @@ that fails for a leader that has been replaced. High watermarks are
 checkpointed per data directory (Kafka's ``replication-offset-checkpoint``) so
 consumers' view survives a restart.
 
+It is also Kafka's purgatory for the two waits a request can make on replication:
+``delayed_fetch`` (a Fetch long poll, until enough bytes are visible or its wait is
+over) and ``wait_for_acks`` (a Produce with acks=all, until the ISR has the writes),
+so request handlers describe what to read or write and never run a wait themselves.
+
 The replica manager depends downward only: on the log manager, the metadata
 cache, and the small interfaces below, which the broker (the composition root)
 implements.
@@ -22,10 +27,10 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import psycopg
 
@@ -40,6 +45,18 @@ from dataplane.storage.checkpoints import read_checkpoint, write_checkpoint
 log = logging.getLogger(__name__)
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 Key = tuple[str, int]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPass(Generic[T]):
+    """One pass of a fetch over its partitions: the answer it would send now, the bytes it found, and each
+    partition it read with the end of what was visible there when it read (so a write landing during the
+    pass is noticed, not slept through)."""
+
+    answer: T
+    found_bytes: int
+    read: Sequence[tuple[Partition, int]]
 
 
 class IsrWriter(Protocol):
@@ -169,6 +186,68 @@ class ReplicaManager:
         """End every long poll early (shutdown)."""
         for partition in self.partitions.values():
             partition.wake_all()
+
+    @property
+    def stopping(self) -> bool:
+        return self._frozen
+
+    # ------------------------------------------------------------------ the purgatory (request handlers)
+
+    async def delayed_fetch(self, read_once: Callable[[], Awaitable[FetchPass[T]]], *, min_bytes: int,
+                            max_wait: float, to_log_end: bool, committed: bool) -> T:
+        """Kafka's delayed fetch: run ``read_once`` until it finds ``min_bytes``, ``max_wait`` seconds pass,
+        it reads nothing, or the broker stops; the last pass's answer.
+
+        After the first pass the fetch watches each partition it read (consumers: their
+        high watermark or, ``committed``, last stable offset; followers, ``to_log_end``:
+        their log end), so only those partitions wake it, and data that arrived while the
+        first pass read, before it watched, wakes it at once.
+        """
+        deadline = time.monotonic() + max_wait
+        woken = asyncio.Event()
+        stop_watching: list[Callable[[], None]] = []
+        try:
+            while True:
+                woken.clear()
+                found = await read_once()
+                if not stop_watching:
+                    stop_watching = [p.watch(woken, replica=to_log_end) for p, _ in found.read]
+                    if any(p.visible_end(to_log_end=to_log_end, committed=committed) != seen
+                           for p, seen in found.read):
+                        woken.set()
+                remaining = deadline - time.monotonic()
+                if found.found_bytes >= min_bytes or remaining <= 0 or self._frozen or not found.read:
+                    return found.answer
+                if not woken.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), remaining)
+        finally:
+            for stop in stop_watching:
+                stop()
+
+    async def wait_for_acks(self, writes: Sequence[tuple[Partition, int]],
+                            timeout: float) -> list[KafkaError | None]:
+        """acks=all for one request's writes together: per (partition, end offset), None once the ISR has it,
+        or the error (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        outcomes = await asyncio.gather(*(p.wait_for_replication(end, timeout) for p, end in writes),
+                                        return_exceptions=True)
+        results: list[KafkaError | None] = []
+        for outcome in outcomes:
+            if isinstance(outcome, KafkaError):
+                results.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                results.append(None)
+        return results
+
+    async def delete_logs(self, topics: Sequence[TopicState]) -> None:
+        """Remove the partition directories of deleted topics (after the metadata went and this broker
+        re-read it, so no request can re-open a log half-way; a crash in between leaves orphan
+        directories rather than a topic without its data)."""
+        for topic in topics:
+            for partition in topic.partitions:
+                await asyncio.to_thread(self.logs.delete_log, topic.name, partition.partition)
 
     # ------------------------------------------------------------------ lookups (request handlers)
 

@@ -75,5 +75,10 @@ class Access:
             return all_operations(resource_type)
         return self.authorizer.authorized_operations(context.principal, context.client_host, resource_type, name)
 
+    def may_create_topic(self, context: RequestContext, name: str) -> bool:
+        """Kafka's rule for creating a topic: CREATE on the cluster or on the topic."""
+        return self.allows_cluster(context, AclOperation.CREATE, audit=False) or \
+            self.allows(context, AclOperation.CREATE, ResourceType.TOPIC, name)
+
     def cluster_operations(self, context: RequestContext, requested: bool) -> int:
         return self.operations(context, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, requested)

@@ -19,7 +19,7 @@ from dataplane.protocol.messages import Request
 
 if TYPE_CHECKING:
     from dataplane.security.sasl import Mechanism
-    from dataplane.server.broker import Broker
+    from dataplane.server.owners import Owners
 
 
 class SaslSession:
@@ -73,7 +73,7 @@ class RequestContext:
 
 
 ANONYMOUS = "User:ANONYMOUS"
-Handler = Callable[["Broker", Request, RequestContext], Awaitable[Any]]
+Handler = Callable[["Owners", Request, RequestContext], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

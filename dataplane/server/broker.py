@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import ssl
 import uuid
@@ -44,10 +43,10 @@ from kio.schema.add_partitions_to_txn.v4.request import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
-from kio.schema.errors import ErrorCode as WireError
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from kio.static.primitive import i16, i32, i64
 
+from dataplane.cluster.admin_manager import AdminManager, InternalTopic, TopicDefaults
 from dataplane.cluster.controller import ControllerLoop
 from dataplane.cluster.lease import BrokerLease
 from dataplane.cluster.listener import ChangeListener
@@ -67,7 +66,6 @@ from dataplane.replication.manager import ReplicaManager, ReplicaSettings
 from dataplane.replication.partition import Role
 from dataplane.replication.peer import PeerConnection, PeerError
 from dataplane.security import scram
-from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.quotas import Window
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
@@ -78,6 +76,7 @@ from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
 from dataplane.server.config import BrokerConfig
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
+from dataplane.server.owners import Owners
 from dataplane.server.quotas import QuotaManager
 from dataplane.server.topic_configs import TopicConfigResolver
 from dataplane.server.traffic import TopicTraffic
@@ -85,12 +84,7 @@ from dataplane.storage import Log, LogManager
 
 log = logging.getLogger(__name__)
 
-ZERO = datetime.timedelta(0)
 SECURITY_EVENTS_SECONDS = 5.0  # how often counted SASL failures and ACL denials are written for the audit trail
-
-
-def wire(code: ErrorCode | int) -> WireError:
-    return WireError(int(code))
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
@@ -135,6 +129,9 @@ class Broker:
                                                              sasl=self._inter_broker_credentials(),
                                                              tls=self._inter_broker_tls()),
                                      throttled_rate=config.follower_replication_throttled_rate))
+        self.admin = AdminManager(self.db, self.metadata, self,
+                                  TopicDefaults(config.num_partitions, config.default_replication_factor,
+                                                config.auto_create_topics))
         self.coordinator = GroupCoordinator(config.coordinator_settings(), self)
         self.transactions = TransactionCoordinator(
             TxnSettings(config.transaction_max_timeout_ms, config.transaction_abort_timed_out_interval_ms), self)
@@ -142,8 +139,10 @@ class Broker:
         self._peers: dict[int, tuple[asyncio.Lock, list[PeerConnection]]] = {}
         self.metrics = BrokerMetrics(self.manager)
         self.stopping = False
-        self._producer_ids: range = range(0)
-        self._producer_id_lock = asyncio.Lock()
+        self.owners = Owners(config=config, metadata=self.metadata, fresh_metadata=self, access=self.access,
+                             quotas=self.quotas, traffic=self.traffic, replicas=self.replicas, admin=self.admin,
+                             groups=self.coordinator, transactions=self.transactions, coordinator_host=self,
+                             sessions=self, token_validator=self.token_validator)
         self._refresh_lock = asyncio.Lock()
         self._metadata_changed: asyncio.Event | None = None
         self._listener: ChangeListener | None = None
@@ -369,56 +368,8 @@ class Broker:
                 log.warning("metadata re-read failed, answering from the cache: %s", exc)
         return self.metadata
 
-    async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, Any] | None = None, *, validate_only: bool = False,
-                           assignments: list[list[int]] | None = None, refresh: bool = True) -> TopicState:
-        """Create a topic in the metadata store; with ``refresh`` (the default) this broker re-reads topics at once.
-
-        A caller creating many (CreateTopics with a thousand topics) passes ``refresh=False`` and refreshes once:
-        each refresh reads every topic, so one per topic made a large request quadratic.
-        """
-        topic: TopicState = await self.db.call(
-            self.store.create_topic, name, partitions, replication_factor, self.metadata.live_node_ids(),
-            racks=self.metadata.live_racks(), configs=configs, assignments=assignments, dry_run=validate_only)
-        if refresh and not validate_only:
-            await self.refresh_topics()
-        return topic
-
-    async def topic_or_autocreate(self, name: str, *, may_create: bool = True) -> TopicState | None:
-        """The topic, auto-created when ``auto.create.topics.enable`` and the caller ``may_create`` it
-        (None when absent or invalid).
-
-        A topic this broker has not heard of may have been created through another
-        one a moment ago: the metadata is re-read before creating or giving up.
-        """
-        topic = self.metadata.topic(name)
-        if topic is not None:
-            return topic
-        await self.refresh_topics()
-        topic = self.metadata.topic(name)
-        if topic is not None or not self.config.auto_create_topics or not may_create:
-            return topic
-        try:
-            return await self.create_topic(name, self.config.num_partitions, self.config.default_replication_factor)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-            await self.refresh_topics()
-            return self.metadata.topic(name)
-
     async def next_producer_id(self) -> int:
-        """A cluster-unique producer id, from blocks the metadata store hands out."""
-        async with self._producer_id_lock:
-            if not self._producer_ids:
-                self._producer_ids = await self.db.call(self.store.allocate_producer_ids)
-            producer_id = self._producer_ids[0]
-            self._producer_ids = self._producer_ids[1:]
-            return producer_id
-
-    def may_create_topic(self, context: RequestContext, name: str) -> bool:
-        """Kafka's rule for creating a topic: CREATE on the cluster or on the topic."""
-        return self.access.allows_cluster(context, AclOperation.CREATE, audit=False) or \
-            self.access.allows(context, AclOperation.CREATE, ResourceType.TOPIC, name)
+        return await self.admin.next_producer_id()
 
     # ------------------------------------------------------------------ the replica manager's listener and ISR writer
 
@@ -439,20 +390,9 @@ class Broker:
 
     async def ensure_offsets_topic(self) -> TopicState:
         """``__consumer_offsets``, created on first need as Kafka does (replication capped at live brokers)."""
-        topic = self.metadata.topic(OFFSETS_TOPIC)
-        if topic is not None:
-            return topic
-        brokers = self.metadata.live_node_ids()
-        replication = min(self.config.offsets_topic_replication_factor, len(brokers))
-        try:
-            await self.db.call(self.store.create_topic, OFFSETS_TOPIC, self.config.offsets_topic_partitions,
-                               replication, brokers, racks=self.metadata.live_racks(), configs=OFFSETS_TOPIC_CONFIGS,
-                               internal=True)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        await self.refresh_topics()
-        return self.metadata.topics[OFFSETS_TOPIC]
+        return await self.admin.ensure_internal_topic(InternalTopic(
+            OFFSETS_TOPIC, self.config.offsets_topic_partitions, self.config.offsets_topic_replication_factor,
+            OFFSETS_TOPIC_CONFIGS))
 
     def offsets_partition_count(self) -> int | None:
         topic = self.metadata.topic(OFFSETS_TOPIC)
@@ -476,21 +416,10 @@ class Broker:
 
     async def ensure_txn_topic(self) -> TopicState:
         """``__transaction_state``, created on first need as Kafka does (replication capped at live brokers)."""
-        topic = self.metadata.topic(TRANSACTION_STATE_TOPIC)
-        if topic is not None:
-            return topic
-        brokers = self.metadata.live_node_ids()
-        replication = min(self.config.transaction_state_replication_factor, len(brokers))
-        configs = {**TRANSACTION_STATE_CONFIGS, "min.insync.replicas": str(min(2, replication))}
-        try:
-            await self.db.call(self.store.create_topic, TRANSACTION_STATE_TOPIC,
-                               self.config.transaction_state_partitions, replication, brokers,
-                               racks=self.metadata.live_racks(), configs=configs, internal=True)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        await self.refresh_topics()
-        return self.metadata.topics[TRANSACTION_STATE_TOPIC]
+        return await self.admin.ensure_internal_topic(InternalTopic(
+            TRANSACTION_STATE_TOPIC, self.config.transaction_state_partitions,
+            self.config.transaction_state_replication_factor, TRANSACTION_STATE_CONFIGS,
+            min_insync=lambda replication: str(min(2, replication))))
 
     def txn_partition_count(self) -> int | None:
         topic = self.metadata.topic(TRANSACTION_STATE_TOPIC)
@@ -635,7 +564,7 @@ class Broker:
             raise ConnectionAbortedError("broker is shutting down")
         self.metrics.request_started(request.api_key)
         try:
-            return await REGISTRY[request.api_key].handler(self, request, context)
+            return await REGISTRY[request.api_key].handler(self.owners, request, context)
         finally:
             self.metrics.request_finished(request.api_key)
 

@@ -317,7 +317,7 @@ class Connection:
         """A bare SASL token after SaslHandshake v0 (no request header): its answer goes back as a bare frame. The
         frame was read under the pre-authentication size limit and the login deadline, like any request before
         authentication. A failure cannot be answered in this framing, so the connection just ends, as in Kafka."""
-        outcome = exchange(self.broker, self.context, token)
+        outcome = exchange(self.broker.owners, self.context, token)
         refusal = outcome.message if outcome.error is not None else self._logged_in()
         if refusal is not None:
             self.session.principal = None

@@ -10,12 +10,12 @@ Each needs ALTER (writes) or DESCRIBE (reads) on the cluster.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
-from dataplane.cluster.security_store import SecurityStore
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
@@ -24,18 +24,15 @@ from dataplane.security.authorizer import AclBinding
 from dataplane.security.filters import AclFilter, InvalidFilter
 from dataplane.security.scram import MAX_ITERATIONS, MECHANISM_CODES, MIN_ITERATIONS, from_salted_password
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 
 
-def _refusal(broker: Broker, context: RequestContext, operation: AclOperation) -> tuple[ErrorCode, str] | None:
-    if not broker.config.authorizer_enabled:
+def _refusal(owners: Owners, context: RequestContext, operation: AclOperation) -> tuple[ErrorCode, str] | None:
+    if not owners.config.authorizer_enabled:
         return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker"
-    if not broker.access.allows_cluster(context, operation):
+    if not owners.access.allows_cluster(context, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"Cluster authorization failed ({operation.name})."
     return None
 
@@ -54,9 +51,9 @@ def _binding(creation: Any) -> AclBinding:
 
 
 @api(30, "CreateAcls", 1, 3)
-async def create_acls(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def create_acls(owners: Owners, request: Request, context: RequestContext) -> Any:
     creations = request.body.creations
-    refused = _refusal(broker, context, AclOperation.ALTER)
+    refused = _refusal(owners, context, AclOperation.ALTER)
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
     for creation in creations:
@@ -68,8 +65,7 @@ async def create_acls(broker: Broker, request: Request, context: RequestContext)
                 code, message = ErrorCode.INVALID_REQUEST, exc.message
         results.append({"error_code": wire(code), "error_message": message})
     if valid:
-        await broker.db.call(SecurityStore(broker.store).create_acls, valid)
-        await broker.refresh_security()
+        await owners.admin.create_acls(valid)
     return build(load_response_schema(30, request.api_version), {"throttle_time": ZERO, "results": results})
 
 
@@ -89,26 +85,26 @@ def _described(bindings: list[AclBinding]) -> list[dict[str, Any]]:
 
 
 @api(29, "DescribeAcls", 1, 3)
-async def describe_acls(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_acls(owners: Owners, request: Request, context: RequestContext) -> Any:
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "error_message": None,
                               "resources": ()}
-    refused = _refusal(broker, context, AclOperation.DESCRIBE)
+    refused = _refusal(owners, context, AclOperation.DESCRIBE)
     if refused is None:
         try:
             acl_filter = _filter(request.body)
         except InvalidFilter as exc:
             refused = ErrorCode.INVALID_REQUEST, str(exc)
         else:
-            await broker.refresh_security()
-            values["resources"] = _described([b for b in broker.access.authorizer.bindings if acl_filter.matches(b)])
+            await owners.admin.refresh_security()
+            values["resources"] = _described([b for b in owners.access.authorizer.bindings if acl_filter.matches(b)])
     if refused is not None:
         values.update(error_code=wire(refused[0]), error_message=refused[1])
     return build(load_response_schema(29, request.api_version), values)
 
 
 @api(31, "DeleteAcls", 1, 3)
-async def delete_acls(broker: Broker, request: Request, context: RequestContext) -> Any:
-    refused = _refusal(broker, context, AclOperation.ALTER)
+async def delete_acls(owners: Owners, request: Request, context: RequestContext) -> Any:
+    refused = _refusal(owners, context, AclOperation.ALTER)
     filters: list[AclFilter | None] = []
     errors: list[tuple[ErrorCode, str | None]] = []
     for item in request.body.filters:
@@ -119,9 +115,7 @@ async def delete_acls(broker: Broker, request: Request, context: RequestContext)
             filters.append(None)
             errors.append((ErrorCode.INVALID_REQUEST, str(exc)))
     valid = [f for f in filters if f is not None]
-    matched_valid = await broker.db.call(SecurityStore(broker.store).delete_acls, valid) if valid else []
-    if valid:
-        await broker.refresh_security()
+    matched_valid = await owners.admin.delete_acls(valid) if valid else []
     matched = iter(matched_valid)
     results = []
     for acl_filter, (code, message) in zip(filters, errors, strict=True):
@@ -137,13 +131,13 @@ async def delete_acls(broker: Broker, request: Request, context: RequestContext)
 
 
 @api(51, "AlterUserScramCredentials", 0, 0)
-async def alter_user_scram_credentials(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def alter_user_scram_credentials(owners: Owners, request: Request, context: RequestContext) -> Any:
     """The client sends the salted password (PBKDF2 done on its side); the broker keeps only the derived keys."""
     body = request.body
     users = [d.name for d in body.deletions] + [u.name for u in body.upsertions]
     seen = Counter((u.name, u.mechanism) for u in (*body.deletions, *body.upsertions))
     errors: dict[str, tuple[ErrorCode, str]] = {}
-    if not broker.access.allows_cluster(context, AclOperation.ALTER):
+    if not owners.access.allows_cluster(context, AclOperation.ALTER):
         errors = dict.fromkeys(users, (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."))
     for item in (*body.deletions, *body.upsertions):
         if item.name in errors:
@@ -166,26 +160,25 @@ async def alter_user_scram_credentials(broker: Broker, request: Request, context
                    from_salted_password(MECHANISM_NAMES[u.mechanism], u.salted_password, u.salt, u.iterations))
                   for u in body.upsertions if u.name not in errors]
     if deletions or upsertions:
-        missing = await broker.db.call(SecurityStore(broker.store).alter_scram_credentials, upsertions, deletions)
+        missing = await owners.admin.alter_scram_credentials(upsertions, deletions)
         for name, _ in missing:
             errors.setdefault(name, (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that "
                                                                    "does not exist"))
-        await broker.refresh_security()
     results = [{"user": user, "error_code": wire(errors.get(user, (ErrorCode.NONE, None))[0]),
                 "error_message": errors.get(user, (ErrorCode.NONE, None))[1]} for user in dict.fromkeys(users)]
     return build(load_response_schema(51, request.api_version), {"throttle_time": ZERO, "results": results})
 
 
 @api(50, "DescribeUserScramCredentials", 0, 0)
-async def describe_user_scram_credentials(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_user_scram_credentials(owners: Owners, request: Request, context: RequestContext) -> Any:
     users = None if request.body.users is None else [u.name for u in request.body.users]
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "error_message": None,
                               "results": ()}
-    if not broker.access.allows_cluster(context, AclOperation.DESCRIBE):
+    if not owners.access.allows_cluster(context, AclOperation.DESCRIBE):
         values.update(error_code=wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                       error_message="Cluster authorization failed.")
         return build(load_response_schema(50, request.api_version), values)
-    found = await broker.db.call(SecurityStore(broker.store).scram_mechanisms, users)
+    found = await owners.admin.scram_mechanisms(users)
     duplicates = {u for u, n in Counter(users or []).items() if n > 1}
     results = []
     for user in (dict.fromkeys(users) if users is not None else found):

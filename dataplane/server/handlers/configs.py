@@ -32,16 +32,16 @@ from dataplane.config.topic import (
     ConfigType,
     validate_topic_configs,
 )
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build, nested
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
+from dataplane.server.owners import Owners
 from dataplane.storage import LogConfig
 
 if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
     from dataplane.server.config import BrokerConfig
 
 TOPIC, BROKER = 2, 4  # ConfigResource.Type on the wire
@@ -100,15 +100,15 @@ def _config_error(message: str) -> KafkaError:
     return KafkaError(message, code=ErrorCode.INVALID_CONFIG)
 
 
-def _check_broker_name(broker: Broker, name: str) -> None:
+def _check_broker_name(owners: Owners, name: str) -> None:
     if name == CLUSTER_DEFAULT:
         return
     try:
         node = int(name)
     except ValueError:
         raise _request_error(f"Broker id must be an integer, got '{name}'.") from None
-    if node != broker.config.node_id:
-        raise _request_error(f"Unexpected broker id, expected {broker.config.node_id} but received {node}.")
+    if node != owners.config.node_id:
+        raise _request_error(f"Unexpected broker id, expected {owners.config.node_id} but received {node}.")
 
 
 # ---------------------------------------------------------------------------- describe
@@ -118,7 +118,7 @@ def topic_entries(overrides: Mapping[str, str], defaults: Mapping[str, str]) -> 
     return [Entry.of(resolved, resolved.name) for resolved in resolve_all(overrides, defaults)]
 
 
-def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic: bool,
+def broker_entries(owners: Owners, defaults: Mapping[str, str], *, only_dynamic: bool,
                    dynamic: Mapping[int, Mapping[str, str]]) -> list[Entry]:
     """The broker's view: topic defaults under Kafka's broker names, then the static settings."""
     entries = []
@@ -133,8 +133,8 @@ def broker_entries(broker: Broker, defaults: Mapping[str, str], *, only_dynamic:
             entries.append(Entry(name, value, source, (Synonym(name, value, source),), ConfigType.LONG,
                                  DYNAMIC_BROKER_CONFIGS[name].doc if name in DYNAMIC_BROKER_CONFIGS else ""))
         return entries
-    own, default = dynamic.get(broker.config.node_id, {}), dynamic.get(-1, {})
-    for name, value, kind, doc in static_broker_settings(broker.config):
+    own, default = dynamic.get(owners.config.node_id, {}), dynamic.get(-1, {})
+    for name, value, kind, doc in static_broker_settings(owners.config):
         synonyms = [Synonym(name, value, ConfigSource.STATIC_BROKER_CONFIG)]
         if name in DYNAMIC_BROKER_CONFIGS:
             if name in default:
@@ -158,8 +158,8 @@ def static_broker_settings(config: BrokerConfig) -> list[tuple[str, str, ConfigT
         ("listeners", f"{protocol}://{config.host}:{config.port}", lst, "where the broker listens"),
         ("advertised.listeners", f"{protocol}://{host}:{port}", lst, "the address clients are told to use"),
         ("listener.security.protocol.map", f"{protocol}:{protocol}", lst, "each listener's security protocol"),
-        ("inter.broker.listener.name", protocol, s, "the listener brokers use to reach each other"),
-        ("security.inter.broker.protocol", protocol, s, "the security protocol brokers use with each other"),
+        ("inter.owners.listener.name", protocol, s, "the listener brokers use to reach each other"),
+        ("security.inter.owners.protocol", protocol, s, "the security protocol brokers use with each other"),
         ("log.dirs", str(config.data_dir), lst, "where partition logs live"),
         ("log.dir", str(config.data_dir), s, "where partition logs live"),
         ("num.partitions", str(config.num_partitions), i, "partitions of auto-created topics"),
@@ -215,9 +215,9 @@ def _describe_entry(entry: Entry, *, synonyms: bool, documentation: bool) -> dic
 
 
 @api(32, "DescribeConfigs", 1, 4)
-async def describe_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_configs(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
-    await broker.refresh_topics()
+    await owners.admin.refresh_topics()
     documentation = version >= 3 and body.include_documentation
     schema = load_response_schema(32, version)
     entry_class = nested(schema, "results", "configs")
@@ -229,13 +229,13 @@ async def describe_configs(broker: Broker, request: Request, context: RequestCon
         result: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "configs": (),
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name}
         try:
-            _authorize(broker, context, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+            _authorize(owners, context, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
             keys = frozenset(resource.configuration_keys or ())  # null or empty: every config (Kafka's reading)
-            topic = broker.metadata.topics.get(resource.resource_name) if resource.resource_type == TOPIC else None
+            topic = owners.metadata.topics.get(resource.resource_name) if resource.resource_type == TOPIC else None
             key = (frozenset(topic.configs.items()), keys) if topic is not None else None
             configs = built.get(key) if key is not None else None
             if configs is None:
-                entries = _entries_for(broker, resource.resource_type, resource.resource_name)
+                entries = _entries_for(owners, resource.resource_type, resource.resource_name)
                 configs = tuple(build(entry_class, _describe_entry(e, synonyms=body.include_synonyms,
                                                                    documentation=documentation))
                                 for e in entries if not keys or e.name in keys)
@@ -248,25 +248,25 @@ async def describe_configs(broker: Broker, request: Request, context: RequestCon
     return build(schema, {"throttle_time": ZERO, "results": results})
 
 
-def _authorize(broker: Broker, context: RequestContext, operation: AclOperation, resource_type: int,
+def _authorize(owners: Owners, context: RequestContext, operation: AclOperation, resource_type: int,
                name: str) -> None:
     """Kafka's checks: the operation on the topic, or on the cluster for a broker resource."""
-    if resource_type == TOPIC and not broker.access.allows(context, operation, ResourceType.TOPIC, name):
+    if resource_type == TOPIC and not owners.access.allows(context, operation, ResourceType.TOPIC, name):
         raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if resource_type == BROKER and not broker.access.allows_cluster(context, operation):
+    if resource_type == BROKER and not owners.access.allows_cluster(context, operation):
         raise KafkaError("Cluster authorization failed.", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
-def _entries_for(broker: Broker, resource_type: int, name: str) -> list[Entry]:
+def _entries_for(owners: Owners, resource_type: int, name: str) -> list[Entry]:
     if resource_type == TOPIC:
-        topic = broker.metadata.topics.get(name)
+        topic = owners.metadata.topics.get(name)
         if topic is None:
             raise KafkaError(f"Topic '{name}' does not exist.", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return topic_entries(topic.configs, broker.metadata.cluster_defaults)
+        return topic_entries(topic.configs, owners.metadata.cluster_defaults)
     if resource_type == BROKER:
-        _check_broker_name(broker, name)
-        return broker_entries(broker, broker.metadata.cluster_defaults, only_dynamic=name == CLUSTER_DEFAULT,
-                              dynamic=broker.metadata.broker_configs)
+        _check_broker_name(owners, name)
+        return broker_entries(owners, owners.metadata.cluster_defaults, only_dynamic=name == CLUSTER_DEFAULT,
+                              dynamic=owners.metadata.broker_configs)
     raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
 
 
@@ -366,7 +366,7 @@ def _dynamic_change(ops: Sequence[tuple[str, int, str | None]], *, replace: bool
     return change
 
 
-async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
+async def _alter(owners: Owners, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
                  *, replace: bool, validate_only: bool) -> None:
     """Apply ``ops`` to one resource; ``replace`` is AlterConfigs (the given set becomes the whole set)."""
     counts = Counter(op[0] for op in ops)
@@ -374,12 +374,12 @@ async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tu
     if duplicates:
         raise _request_error(f"Error due to duplicate config keys: {', '.join(duplicates)}.")
     if resource_type == TOPIC:
-        defaults = broker.metadata.cluster_defaults
+        defaults = owners.metadata.cluster_defaults
         change = (_replacement(ops) if replace
                   else incremental_change(ops, lambda key: resolved_value(key, {}, defaults)))
-        await broker.db.call(broker.store.alter_topic_configs, name, change, dry_run=validate_only)
+        await owners.admin.alter_topic_configs(name, change, validate_only=validate_only)
     elif resource_type == BROKER:
-        _check_broker_name(broker, name)
+        _check_broker_name(owners, name)
         dynamic_ops = [op for op in ops if op[0] in DYNAMIC_BROKER_CONFIGS]
         other_ops = [op for op in ops if op[0] not in DYNAMIC_BROKER_CONFIGS]
         _to_topic_names(op[0] for op in other_ops)
@@ -388,15 +388,15 @@ async def _alter(broker: Broker, resource_type: int, name: str, ops: Sequence[tu
             topic_ops = [(TOPIC_NAME_FOR_BROKER_CONFIG[key], op, value) for key, op, value in other_ops]
             change = (_replacement(topic_ops) if replace
                       else incremental_change(topic_ops, lambda key: TOPIC_CONFIGS[key].default))
-            await broker.db.call(broker.store.alter_cluster_configs, change, dry_run=validate_only)
+            await owners.admin.alter_cluster_configs(change, validate_only=validate_only)
         if dynamic_ops or replace:
             node = -1 if name == CLUSTER_DEFAULT else int(name)
-            await broker.db.call(broker.store.alter_broker_configs, node, dynamic_change, dry_run=validate_only)
+            await owners.admin.alter_broker_configs(node, dynamic_change, validate_only=validate_only)
     else:
         raise _request_error(f"Unsupported resource type {resource_type}: only topics (2) and brokers (4).")
 
 
-async def _alter_all(broker: Broker, request: Request, context: RequestContext, *,
+async def _alter_all(owners: Owners, request: Request, context: RequestContext, *,
                      replace: bool) -> list[dict[str, Any]]:
     body = request.body
     seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
@@ -409,25 +409,25 @@ async def _alter_all(broker: Broker, request: Request, context: RequestContext, 
         try:
             if seen[(resource.resource_type, resource.resource_name)] > 1:
                 raise _request_error("Duplicate resource in request.")
-            _authorize(broker, context, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
-            await _alter(broker, resource.resource_type, resource.resource_name, ops, replace=replace,
+            _authorize(owners, context, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+            await _alter(owners, resource.resource_type, resource.resource_name, ops, replace=replace,
                          validate_only=body.validate_only)
             changed = changed or not body.validate_only
         except KafkaError as exc:
             result.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(result)
     if changed:
-        await broker.refresh_topics()
+        await owners.admin.refresh_topics()
     return results
 
 
 @api(33, "AlterConfigs", 0, 2)
-async def alter_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
-    results = await _alter_all(broker, request, context, replace=True)
+async def alter_configs(owners: Owners, request: Request, context: RequestContext) -> Any:
+    results = await _alter_all(owners, request, context, replace=True)
     return build(load_response_schema(33, request.api_version), {"throttle_time": ZERO, "responses": results})
 
 
 @api(44, "IncrementalAlterConfigs", 0, 1)
-async def incremental_alter_configs(broker: Broker, request: Request, context: RequestContext) -> Any:
-    results = await _alter_all(broker, request, context, replace=False)
+async def incremental_alter_configs(owners: Owners, request: Request, context: RequestContext) -> Any:
+    results = await _alter_all(owners, request, context, replace=False)
     return build(load_response_schema(44, request.api_version), {"throttle_time": ZERO, "responses": results})

@@ -2,71 +2,51 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError, UnsupportedCompressionTypeError
 from dataplane.protocol.messages import Deferred, Request
 from dataplane.protocol.records import uses_zstd
+from dataplane.replication.manager import FetchPass
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
 from dataplane.server.leader_hints import LeaderHints
+from dataplane.server.owners import Owners
 
 if TYPE_CHECKING:
     from dataplane.replication.partition import Partition
-    from dataplane.server.broker import Broker
 
 
 @api(1, "Fetch", 4, 17)  # v13+ name topics by id; v15+ carry the replica id in replica_state
-async def fetch(broker: Broker, request: Request, context: RequestContext) -> Any:
-    """A long poll: answer once ``min_bytes`` are there or ``max_wait`` has passed.
-
-    The fetch watches each partition it reads (consumers: their high watermark;
-    followers: their log end) before each pass, so a write that lands while a
-    pass reads cannot be slept through; only those partitions wake it.
-    """
+async def fetch(owners: Owners, request: Request, context: RequestContext) -> Any:
+    """A long poll: answer once ``min_bytes`` are there or ``max_wait`` has passed (the replica manager's
+    delayed fetch runs the passes and the wait between them)."""
     body = request.body
-    if _replica_id(body) >= 0 and not broker.access.allows_cluster(context, AclOperation.CLUSTER_ACTION):
+    if _replica_id(body) >= 0 and not owners.access.allows_cluster(context, AclOperation.CLUSTER_ACTION):
         # Only brokers fetch as replicas: a client forging a replica id is refused and changes nothing.
         return _refused(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    deadline = time.monotonic() + body.max_wait.total_seconds()
-    woken = asyncio.Event()
-    stop_watching: list[Callable[[], None]] = []
-    try:
-        while True:
-            woken.clear()
-            hints = LeaderHints(broker.metadata)
-            responses, total, read = await _fetch_once(broker, context, body, hints,
-                                                       zstd_allowed=request.api_version >= 10)
-            if not stop_watching:
-                to_log_end = _replica_id(body) >= 0
-                committed = _committed(body)
-                stop_watching = [p.watch(woken, replica=to_log_end) for p, _ in read]
-                if any(p.visible_end(to_log_end=to_log_end, committed=committed) != seen for p, seen in read):
-                    woken.set()  # data arrived while the first pass read, before it watched
-            remaining = deadline - time.monotonic()
-            if total >= body.min_bytes or remaining <= 0 or broker.stopping or not read:
-                break
-            if not woken.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(woken.wait(), remaining)
-    finally:
-        for stop in stop_watching:
-            stop()
+    hints = LeaderHints(owners.metadata)
+    to_log_end = _replica_id(body) >= 0
+
+    async def read_once() -> FetchPass[list[dict[str, Any]]]:
+        nonlocal hints
+        hints = LeaderHints(owners.metadata)
+        return await _fetch_once(owners, context, body, hints, zstd_allowed=request.api_version >= 10)
+
+    responses = await owners.replicas.delayed_fetch(read_once, min_bytes=body.min_bytes,
+                                                    max_wait=body.max_wait.total_seconds(), to_log_end=to_log_end,
+                                                    committed=_committed(body))
     if _replica_id(body) < 0:  # what consumers are sent (the last pass's answer), for the throughput history
         for topic_response in responses:
             for entry in topic_response["partitions"]:
                 records = entry["records"]
                 if isinstance(records, Deferred) and topic_response["topic"]:
-                    broker.traffic.sent(topic_response["topic"], records.length)
+                    owners.traffic.sent(topic_response["topic"], records.length)
     return build(load_response_schema(1, request.api_version), {
         "throttle_time": ZERO, "error_code": WireError.none, "session_id": 0, "responses": responses,
         "node_endpoints": hints.node_endpoints()})
@@ -94,8 +74,8 @@ def _replica_id(body: Any) -> int:
     return int(body.replica_state.replica_id if hasattr(body, "replica_state") else body.replica_id)
 
 
-async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints: LeaderHints, *,
-                      zstd_allowed: bool) -> tuple[list[dict[str, Any]], int, list[tuple[Partition, int]]]:
+async def _fetch_once(owners: Owners, context: RequestContext, body: Any, hints: LeaderHints, *,
+                      zstd_allowed: bool) -> FetchPass[list[dict[str, Any]]]:
     """One pass over the partitions asked for: the responses, the bytes found, and the partitions read
     with the end of what was visible in each.
 
@@ -108,7 +88,7 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
     committed = _committed(body)
     # A consumer under a byte-rate quota gets about one quota window's worth per response (still one whole
     # batch at least), so it is held near its rate by many short throttles rather than a few long ones.
-    quota_bound = None if replica >= 0 else broker.quotas.fetch_bytes_bound(context.principal, context.client_id)
+    quota_bound = None if replica >= 0 else owners.quotas.fetch_bytes_bound(context.principal, context.client_id)
     if quota_bound is not None:
         budget = min(budget, quota_bound)
     responses = []
@@ -116,9 +96,9 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
     for topic_req in body.topics:
         partitions = []
         by_id = hasattr(topic_req, "topic_id")
-        name = broker.metadata.topic_name(topic_req.topic_id) if by_id else topic_req.topic
+        name = owners.metadata.topic_name(topic_req.topic_id) if by_id else topic_req.topic
         # Followers were checked for CLUSTER_ACTION already; consumers need READ on each topic.
-        readable = replica >= 0 or name is None or broker.access.allows(context, AclOperation.READ,
+        readable = replica >= 0 or name is None or owners.access.allows(context, AclOperation.READ,
                                                                         ResourceType.TOPIC, name)
         for part in topic_req.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition, "error_code": WireError.none,
@@ -132,10 +112,10 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
                 if not readable:
                     raise KafkaError(f"Not authorized to read topic {name}.",
                                      code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partition = broker.replicas.leader_partition(name, part.partition,
+                partition = owners.replicas.leader_partition(name, part.partition,
                                                              getattr(part, "current_leader_epoch", -1))
                 if replica >= 0:
-                    broker.replicas.on_follower_fetch(partition, replica, part.fetch_offset)
+                    owners.replicas.on_follower_fetch(partition, replica, part.fetch_offset)
                 if quota_bound is not None and total and budget <= 0:  # the quota's share is full: no more reads
                     entry.update(high_watermark=partition.high_watermark,
                                  last_stable_offset=partition.last_stable_offset,
@@ -171,4 +151,4 @@ async def _fetch_once(broker: Broker, context: RequestContext, body: Any, hints:
             partitions.append(entry)
         responses.append({"topic": name, "topic_id": topic_req.topic_id if by_id else None,
                           "partitions": partitions})
-    return responses, total, read
+    return FetchPass(responses, total, read)

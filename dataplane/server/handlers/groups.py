@@ -3,22 +3,20 @@ ListGroups and DeleteGroups. The group logic lives in ``dataplane.coordinator``;
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.coordinator.group import JoinRequest
 from dataplane.coordinator.manager import CoordinatorError
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -31,39 +29,39 @@ def _error_message(code: ErrorCode, exc: Exception | None = None) -> str | None:
     return None if code is ErrorCode.NONE else (str(exc) if exc else code.name)
 
 
-def check_group(broker: Broker, context: RequestContext, operation: AclOperation, group_id: str) -> None:
+def check_group(owners: Owners, context: RequestContext, operation: AclOperation, group_id: str) -> None:
     """Raises GROUP_AUTHORIZATION_FAILED unless the caller may do ``operation`` on the group."""
-    if not broker.access.allows(context, operation, ResourceType.GROUP, group_id):
+    if not owners.access.allows(context, operation, ResourceType.GROUP, group_id):
         raise KafkaError(f"Not authorized to access group {group_id}.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
 
 # ---------------------------------------------------------------------- FindCoordinator
 
 
-async def _find_coordinator(broker: Broker, context: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+async def _find_coordinator(owners: Owners, context: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": WireError.none,
                              "error_message": None}
     try:
-        if key_type == TRANSACTION_KEY and not broker.access.allows(context, AclOperation.DESCRIBE,
+        if key_type == TRANSACTION_KEY and not owners.access.allows(context, AclOperation.DESCRIBE,
                                                                     ResourceType.TRANSACTIONAL_ID, key):
             raise KafkaError("Transactional id authorization failed.",
                              code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if key_type == GROUP_KEY:
-            check_group(broker, context, AclOperation.DESCRIBE, key)
+            check_group(owners, context, AclOperation.DESCRIBE, key)
         if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             raise KafkaError(f"unknown coordinator key type {key_type}", code=ErrorCode.INVALID_REQUEST)
         if not key:
             what = "group" if key_type == GROUP_KEY else "transactional"
             raise KafkaError(f"the {what} id must not be empty", code=ErrorCode.INVALID_REQUEST)
         if key_type == GROUP_KEY:
-            topic = await broker.ensure_offsets_topic()
-            partition = broker.coordinator.partition_for(key)
+            topic = await owners.coordinator_host.ensure_offsets_topic()
+            partition = owners.groups.partition_for(key)
         else:
-            topic = await broker.ensure_txn_topic()
-            partition = broker.transactions.partition_for(key)
+            topic = await owners.coordinator_host.ensure_txn_topic()
+            partition = owners.transactions.partition_for(key)
         assert partition is not None
         leader = topic.partitions[partition].leader
-        live = {b.node_id: b for b in broker.metadata.live_brokers()}
+        live = {b.node_id: b for b in owners.metadata.live_brokers()}
         if leader not in live:
             raise KafkaError(f"the coordinator of {key!r} is offline", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         entry.update(node_id=leader, host=live[leader].host, port=live[leader].port)
@@ -73,13 +71,13 @@ async def _find_coordinator(broker: Broker, context: RequestContext, key: str, k
 
 
 @api(10, "FindCoordinator", 0, 6)
-async def find_coordinator(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def find_coordinator(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     key_type = getattr(body, "key_type", GROUP_KEY)
     if version >= 4:  # batched (KIP-699)
-        coordinators = [await _find_coordinator(broker, context, key, key_type) for key in body.coordinator_keys]
+        coordinators = [await _find_coordinator(owners, context, key, key_type) for key in body.coordinator_keys]
         return build(load_response_schema(10, version), {"throttle_time": ZERO, "coordinators": coordinators})
-    entry = await _find_coordinator(broker, context, body.key, key_type)
+    entry = await _find_coordinator(owners, context, body.key, key_type)
     return build(load_response_schema(10, version), {"throttle_time": ZERO, **entry})
 
 
@@ -87,7 +85,7 @@ async def find_coordinator(broker: Broker, request: Request, context: RequestCon
 
 
 @api(11, "JoinGroup", 0, 9)
-async def join_group(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def join_group(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "generation_id": -1,
                               "protocol_type": None, "protocol_name": None, "leader": "", "skip_assignment": False,
@@ -102,8 +100,8 @@ async def join_group(broker: Broker, request: Request, context: RequestContext) 
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
-        check_group(broker, context, AclOperation.READ, body.group_id)
-        result = await broker.coordinator.join(body.group_id, join)
+        check_group(owners, context, AclOperation.READ, body.group_id)
+        result = await owners.groups.join(body.group_id, join)
         values.update(error_code=wire(result.error), generation_id=result.generation, member_id=result.member_id,
                       protocol_type=result.protocol_type, leader=result.leader,
                       skip_assignment=result.skip_assignment,
@@ -119,15 +117,15 @@ async def join_group(broker: Broker, request: Request, context: RequestContext) 
 
 
 @api(14, "SyncGroup", 0, 5)
-async def sync_group(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def sync_group(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "protocol_type": None,
                               "protocol_name": None, "assignment": b""}
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
-        check_group(broker, context, AclOperation.READ, body.group_id)
-        result = await broker.coordinator.sync(
+        check_group(owners, context, AclOperation.READ, body.group_id)
+        result = await owners.groups.sync(
             body.group_id, generation=body.generation_id, member_id=body.member_id,
             group_instance_id=getattr(body, "group_instance_id", None),
             protocol_type=getattr(body, "protocol_type", None), protocol_name=getattr(body, "protocol_name", None),
@@ -140,13 +138,13 @@ async def sync_group(broker: Broker, request: Request, context: RequestContext) 
 
 
 @api(12, "Heartbeat", 0, 4)
-async def heartbeat(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def heartbeat(owners: Owners, request: Request, context: RequestContext) -> Any:
     body = request.body
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
-        check_group(broker, context, AclOperation.READ, body.group_id)
-        error = await broker.coordinator.heartbeat(body.group_id, generation=body.generation_id,
+        check_group(owners, context, AclOperation.READ, body.group_id)
+        error = await owners.groups.heartbeat(body.group_id, generation=body.generation_id,
                                                    member_id=body.member_id,
                                                    group_instance_id=getattr(body, "group_instance_id", None))
     except KafkaError as exc:
@@ -155,7 +153,7 @@ async def heartbeat(broker: Broker, request: Request, context: RequestContext) -
 
 
 @api(13, "LeaveGroup", 0, 5)
-async def leave_group(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def leave_group(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     identities = ([(m.member_id, m.group_instance_id) for m in body.members] if version >= 3
                   else [(body.member_id, None)])
@@ -163,8 +161,8 @@ async def leave_group(broker: Broker, request: Request, context: RequestContext)
     try:
         if not body.group_id:
             raise KafkaError("the group id must not be empty", code=ErrorCode.INVALID_GROUP_ID)
-        check_group(broker, context, AclOperation.READ, body.group_id)
-        errors = await broker.coordinator.leave(body.group_id, identities)
+        check_group(owners, context, AclOperation.READ, body.group_id)
+        errors = await owners.groups.leave(body.group_id, identities)
         members = [{"member_id": member_id, "group_instance_id": instance, "error_code": wire(error)}
                    for (member_id, instance), error in zip(identities, errors, strict=True)]
         if version < 3:  # one member: its error is the response's
@@ -179,18 +177,18 @@ async def leave_group(broker: Broker, request: Request, context: RequestContext)
 
 
 @api(15, "DescribeGroups", 0, 6)
-async def describe_groups(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_groups(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     described = []
     for group_id in body.groups:
         entry: dict[str, Any] = {"error_code": WireError.none, "error_message": None, "group_id": group_id,
                                  "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": (),
-                                 "authorized_operations": broker.access.operations(
+                                 "authorized_operations": owners.access.operations(
                                      context, ResourceType.GROUP, group_id,
                                      getattr(body, "include_authorized_operations", False))}
         try:
-            check_group(broker, context, AclOperation.DESCRIBE, group_id)
-            group = await broker.coordinator.describe(group_id)
+            check_group(owners, context, AclOperation.DESCRIBE, group_id)
+            group = await owners.groups.describe(group_id)
             if group is None:
                 if version >= 6:  # KIP-1043: an unknown group is an error, not a Dead one
                     raise CoordinatorError(f"Group {group_id} not found.", code=ErrorCode.GROUP_ID_NOT_FOUND)
@@ -210,15 +208,15 @@ async def describe_groups(broker: Broker, request: Request, context: RequestCont
 
 
 @api(16, "ListGroups", 0, 5)
-async def list_groups(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def list_groups(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     listed = []
-    access = broker.access
+    access = owners.access
     everything = access.allows_cluster(context, AclOperation.DESCRIBE, audit=False)  # else the groups it may describe
     if not types or "classic" in types:  # every group here is a classic group
-        for group in await broker.coordinator.list_groups():
+        for group in await owners.groups.list_groups():
             if states and group.state.value.lower() not in states:
                 continue
             if not everything and not access.allows(context, AclOperation.DESCRIBE, ResourceType.GROUP,
@@ -232,14 +230,14 @@ async def list_groups(broker: Broker, request: Request, context: RequestContext)
 
 
 @api(42, "DeleteGroups", 0, 2)
-async def delete_groups(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def delete_groups(owners: Owners, request: Request, context: RequestContext) -> Any:
     results = []
     for group_id in request.body.groups_names:
         if not group_id:
             error = ErrorCode.INVALID_GROUP_ID
-        elif not broker.access.allows(context, AclOperation.DELETE, ResourceType.GROUP, group_id):
+        elif not owners.access.allows(context, AclOperation.DELETE, ResourceType.GROUP, group_id):
             error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         else:
-            error = await broker.coordinator.delete_group(group_id)
+            error = await owners.groups.delete_group(group_id)
         results.append({"group_id": group_id, "error_code": wire(error)})
     return build(load_response_schema(42, request.api_version), {"throttle_time": ZERO, "results": results})

@@ -17,25 +17,25 @@ from typing import TYPE_CHECKING, Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
+from dataplane.server.owners import Owners
 
 if TYPE_CHECKING:
     from dataplane.replication.partition import Partition
-    from dataplane.server.broker import Broker
 
 
 @api(35, "DescribeLogDirs", 1, 4)
-async def describe_log_dirs(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_log_dirs(owners: Owners, request: Request, context: RequestContext) -> Any:
     body = request.body
-    if not broker.access.allows_cluster(context, AclOperation.DESCRIBE):
+    if not owners.access.allows_cluster(context, AclOperation.DESCRIBE):
         return build(load_response_schema(35, request.api_version), {
             "throttle_time": ZERO, "error_code": wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": ()})
-    hosted = broker.replicas.partitions
+    hosted = owners.replicas.partitions
     if body.topics is None:  # every replica this broker hosts
         wanted = sorted(hosted)
     else:
@@ -43,7 +43,7 @@ async def describe_log_dirs(broker: Broker, request: Request, context: RequestCo
     topics: dict[str, list[dict[str, Any]]] = {}
     for name, index in wanted:
         topics.setdefault(name, []).append(_describe(hosted[(name, index)]))
-    data_dir = broker.config.data_dir
+    data_dir = owners.config.data_dir
     total, usable = await asyncio.to_thread(_disk_space, data_dir)
     result = {"error_code": WireError.none, "log_dir": str(data_dir), "total_bytes": total, "usable_bytes": usable,
               "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
@@ -65,10 +65,10 @@ def _disk_space(directory: Path) -> tuple[int, int]:
 
 
 @api(34, "AlterReplicaLogDirs", 1, 2)
-async def alter_replica_log_dirs(broker: Broker, request: Request, context: RequestContext) -> Any:
-    allowed = broker.access.allows_cluster(context, AclOperation.ALTER)
-    own = _same_dir_key(broker.config.data_dir)
-    hosted = broker.replicas.partitions
+async def alter_replica_log_dirs(owners: Owners, request: Request, context: RequestContext) -> Any:
+    allowed = owners.access.allows_cluster(context, AclOperation.ALTER)
+    own = _same_dir_key(owners.config.data_dir)
+    hosted = owners.replicas.partitions
     results: dict[str, list[dict[str, Any]]] = {}
     for destination in request.body.dirs:
         same = _same_dir_key(Path(destination.path)) == own

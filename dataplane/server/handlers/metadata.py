@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api, api_version_entries
 from dataplane.server.authorized import NOT_REQUESTED
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 
 @api(18, "ApiVersions", 0, 4)
-async def api_versions(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def api_versions(owners: Owners, request: Request, context: RequestContext) -> Any:
     return _api_versions_response(request.api_version)
 
 
@@ -38,18 +36,18 @@ def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
 
 
 @api(3, "Metadata", 0, 13)  # v13: a top-level error code (KIP-1102), always NONE from a broker that answers
-async def metadata(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def metadata(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
-    access = broker.access
-    await broker.current_metadata()
+    access = owners.access
+    await owners.fresh_metadata.current_metadata()
     every_topic = body.topics is None or (version == 0 and not body.topics)
     if every_topic:  # only the topics the caller may describe, as Kafka lists them
-        wanted = [n for n in sorted(broker.metadata.topics)
+        wanted = [n for n in sorted(owners.metadata.topics)
                   if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n, audit=False)]
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
     allow_create = version < 4 or body.allow_auto_topic_creation
-    live = {b.node_id: b for b in broker.metadata.live_brokers()}
+    live = {b.node_id: b for b in owners.metadata.live_brokers()}
     want_operations = getattr(body, "include_topic_authorized_operations", False)
     entries = []
     for name in wanted:
@@ -57,12 +55,13 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
             entries.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         try:
-            topic = broker.metadata.topic(name)
+            topic = owners.metadata.topic(name)
             if topic is None and allow_create:
-                topic = await broker.topic_or_autocreate(name, may_create=broker.may_create_topic(context, name))
+                topic = await owners.admin.topic_or_autocreate(
+                    name, may_create=owners.access.may_create_topic(context, name))
             elif topic is None:
-                await broker.refresh_topics()  # created through another broker a moment ago?
-                topic = broker.metadata.topic(name)
+                await owners.admin.refresh_topics()  # created through another broker a moment ago?
+                topic = owners.metadata.topic(name)
         except KafkaError as exc:
             entries.append(_topic_error(name, exc.code))
             continue
@@ -80,8 +79,8 @@ async def metadata(broker: Broker, request: Request, context: RequestContext) ->
                 "offline_replicas": tuple(r for r in p.replicas if r not in live)} for p in topic.partitions],
         })
     return build(load_response_schema(3, version), {
-        "throttle_time": ZERO, "error_code": WireError.none, "cluster_id": broker.config.cluster_id,
-        "controller_id": broker.metadata.known_controller(),
+        "throttle_time": ZERO, "error_code": WireError.none, "cluster_id": owners.config.cluster_id,
+        "controller_id": owners.metadata.known_controller(),
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in live.values()],
         "cluster_authorized_operations": access.cluster_operations(
@@ -93,7 +92,7 @@ MAX_PARTITIONS_PER_DESCRIBE = 2000  # Kafka's max.request.partition.size.limit
 
 
 @api(75, "DescribeTopicPartitions", 0, 0)
-async def describe_topic_partitions(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_topic_partitions(owners: Owners, request: Request, context: RequestContext) -> Any:
     """KIP-966: Metadata's topic part, paginated by partitions with a cursor, topics in name order.
 
     No topics named means every topic. The answer holds at most ``response_partition_limit``
@@ -101,14 +100,14 @@ async def describe_topic_partitions(broker: Broker, request: Request, context: R
     to ask from next. Eligible leader replicas are not kept (ELR is off), so those fields are null.
     """
     body = request.body
-    metadata = await broker.current_metadata()
+    metadata = await owners.fresh_metadata.current_metadata()
     cursor = body.cursor
     requested = sorted({t.name for t in body.topics})
     if cursor is not None and requested and cursor.topic_name not in requested:
         # Kafka's answer to an invalid request of this API: the error on every topic asked for.
         return build(load_response_schema(75, request.api_version), {"throttle_time": ZERO, "next_cursor": None,
             "topics": [_topic_error(name, ErrorCode.INVALID_REQUEST) for name in requested]})
-    access = broker.access
+    access = owners.access
     names = requested or [n for n in sorted(metadata.topics)
                           if access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n, audit=False)]
     if cursor is not None:

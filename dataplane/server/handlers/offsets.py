@@ -9,41 +9,38 @@ v10 adds a timeout for remote lookups, which never happen here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
+from dataplane.server.owners import Owners
 from dataplane.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
-
 
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
 @api(2, "ListOffsets", 1, 10)
-async def list_offsets(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def list_offsets(owners: Owners, request: Request, context: RequestContext) -> Any:
     topics = []
     committed = int(getattr(request.body, "isolation_level", 0)) == 1
     for topic_req in request.body.topics:
         partitions = []
-        allowed = broker.access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic_req.name)
+        allowed = owners.access.allows(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic_req.name)
         for part in topic_req.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition_index, "error_code": WireError.none,
                                      "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": ()}
             try:
                 if not allowed:
                     raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partition = broker.replicas.leader_partition(topic_req.name, part.partition_index,
+                partition = owners.replicas.leader_partition(topic_req.name, part.partition_index,
                                                              getattr(part, "current_leader_epoch", -1))
                 if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark (read_committed: LSO)
                     end = partition.last_stable_offset if committed else partition.high_watermark

@@ -8,22 +8,19 @@ DESCRIBE_CONFIGS and altering ALTER_CONFIGS on the cluster, as in Kafka.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
-from dataplane.cluster.quota_store import QuotaStore
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation
 from dataplane.security.quotas import Entity, InvalidQuota, QuotaFilter, entity
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 
 def _entity_values(kind: Entity) -> list[dict[str, Any]]:
@@ -31,11 +28,11 @@ def _entity_values(kind: Entity) -> list[dict[str, Any]]:
 
 
 @api(48, "DescribeClientQuotas", 0, 1)
-async def describe_client_quotas(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_client_quotas(owners: Owners, request: Request, context: RequestContext) -> Any:
     body = request.body
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "error_message": None,
                               "entries": None}
-    if not broker.access.allows_cluster(context, AclOperation.DESCRIBE_CONFIGS):
+    if not owners.access.allows_cluster(context, AclOperation.DESCRIBE_CONFIGS):
         values.update(error_code=wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                       error_message="Cluster authorization failed (DESCRIBE_CONFIGS).")
     else:
@@ -48,14 +45,14 @@ async def describe_client_quotas(broker: Broker, request: Request, context: Requ
         else:
             values["entries"] = [{"entity": _entity_values(kind),
                                   "values": [{"key": k, "value": v} for k, v in sorted(quotas.items())]}
-                                 for kind, quotas in broker.quotas.config.describe(wanted)]
+                                 for kind, quotas in owners.quotas.config.describe(wanted)]
     return build(load_response_schema(48, request.api_version), values)
 
 
 @api(49, "AlterClientQuotas", 0, 1)
-async def alter_client_quotas(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def alter_client_quotas(owners: Owners, request: Request, context: RequestContext) -> Any:
     body = request.body
-    allowed = broker.access.allows_cluster(context, AclOperation.ALTER_CONFIGS)
+    allowed = owners.access.allows_cluster(context, AclOperation.ALTER_CONFIGS)
     results: list[dict[str, Any]] = []
     changes: list[tuple[Entity, list[tuple[str, float, bool]]]] = []
     positions: list[int] = []  # where each valid entry's result goes
@@ -78,10 +75,8 @@ async def alter_client_quotas(broker: Broker, request: Request, context: Request
         changes.append((kind, [(op.key, float(op.value), bool(op.remove)) for op in entry.ops]))
         positions.append(len(results) - 1)
     if changes:
-        outcomes = await broker.db.call(QuotaStore(broker.store).alter, changes, validate_only=body.validate_only)
+        outcomes = await owners.admin.alter_quotas(changes, validate_only=body.validate_only)
         for position, outcome in zip(positions, outcomes, strict=True):
             if outcome is not None:
                 results[position].update(error_code=wire(ErrorCode.INVALID_REQUEST), error_message=outcome.message)
-        if not body.validate_only:
-            await broker.refresh_quotas()
     return build(load_response_schema(49, request.api_version), {"throttle_time": ZERO, "entries": results})

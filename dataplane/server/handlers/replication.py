@@ -3,31 +3,29 @@ and ElectLeaders (preferred and unclean elections asked for by operators and the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.cluster.election import preferred, unclean_now
 from dataplane.cluster.store import PartitionChange
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 PREFERRED, UNCLEAN = 0, 1
 
 
 @api(23, "OffsetForLeaderEpoch", 2, 4)
-async def offset_for_leader_epoch(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def offset_for_leader_epoch(owners: Owners, request: Request, context: RequestContext) -> Any:
     """Followers (replica id set, v3+) need CLUSTER_ACTION; consumers DESCRIBE on the topic (Kafka's checks)."""
     topics = []
-    access = broker.access
+    access = owners.access
     follower = getattr(request.body, "replica_id", -1) >= 0
     cluster_ok = not follower or access.allows_cluster(context, AclOperation.CLUSTER_ACTION)
     for topic_req in request.body.topics:
@@ -42,7 +40,7 @@ async def offset_for_leader_epoch(broker: Broker, request: Request, context: Req
             try:
                 if refused is not None:
                     raise KafkaError("Authorization failed.", code=refused)
-                partition = broker.replicas.leader_partition(topic_req.topic, part.partition,
+                partition = owners.replicas.leader_partition(topic_req.topic, part.partition,
                                                              part.current_leader_epoch)
                 found = partition.end_offset_for_epoch(part.leader_epoch)
                 entry.update(leader_epoch=found.epoch, end_offset=found.end_offset)
@@ -54,7 +52,7 @@ async def offset_for_leader_epoch(broker: Broker, request: Request, context: Req
 
 
 @api(43, "ElectLeaders", 0, 2)
-async def elect_leaders(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def elect_leaders(owners: Owners, request: Request, context: RequestContext) -> Any:
     """Decided and written by the controller's rules, fenced by the controller epoch this broker holds.
 
     Any broker accepts the request, as with Kafka's forwarding; a broker that is not
@@ -63,16 +61,16 @@ async def elect_leaders(broker: Broker, request: Request, context: RequestContex
     body, version = request.body, request.api_version
     election_type = getattr(body, "election_type", PREFERRED)
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "replica_election_results": ()}
-    if not broker.access.allows_cluster(context, AclOperation.ALTER):
+    if not owners.access.allows_cluster(context, AclOperation.ALTER):
         values["error_code"] = wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return build(load_response_schema(43, version), values)
-    if broker.metadata.controller_id != broker.config.node_id:
+    if owners.metadata.controller_id != owners.config.node_id:
         values["error_code"] = wire(ErrorCode.NOT_CONTROLLER)
         return build(load_response_schema(43, version), values)
-    await broker.refresh_topics()
-    live = set(broker.metadata.live_node_ids())
+    await owners.admin.refresh_topics()
+    live = set(owners.metadata.live_node_ids())
     if body.topic_partitions is None:  # every partition
-        wanted = [(t.name, p.partition) for t in broker.metadata.topics.values() for p in t.partitions]
+        wanted = [(t.name, p.partition) for t in owners.metadata.topics.values() for p in t.partitions]
     else:
         wanted = [(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions]
     changes: list[PartitionChange] = []
@@ -81,7 +79,7 @@ async def elect_leaders(broker: Broker, request: Request, context: RequestContex
         entry: dict[str, Any] = {"partition_id": index, "error_code": WireError.none, "error_message": None}
         results.setdefault(name, []).append(entry)
         try:
-            topic, state = broker.metadata.partition(name, index)
+            topic, state = owners.metadata.partition(name, index)
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
             continue
@@ -94,12 +92,11 @@ async def elect_leaders(broker: Broker, request: Request, context: RequestContex
                                        decided.leader_changed))
     if changes:
         try:
-            await broker.db.call(broker.store.apply_partition_changes, broker.config.node_id,
-                               broker.metadata.controller_epoch, changes)
+            await owners.admin.apply_partition_changes(owners.config.node_id, changes)
         except KafkaError as exc:
             values["error_code"] = wire(ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH
                                         else exc.code)
-        await broker.refresh_topics()
+        await owners.admin.refresh_topics()
     if body.topic_partitions is None:  # Kafka lists only partitions that changed or failed
         results = {n: [e for e in es if e["error_code"] != WireError.none or
                        any(c.partition == e["partition_id"] for c in changes)] for n, es in results.items()}
@@ -109,16 +106,16 @@ async def elect_leaders(broker: Broker, request: Request, context: RequestContex
 
 
 @api(45, "AlterPartitionReassignments", 0, 0)
-async def alter_partition_reassignments(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def alter_partition_reassignments(owners: Owners, request: Request, context: RequestContext) -> Any:
     """Start or cancel (replicas null) partition moves; the controller completes them (see ``election``)."""
     body = request.body
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "error_message": None,
                               "responses": ()}
-    if not broker.access.allows_cluster(context, AclOperation.ALTER):
+    if not owners.access.allows_cluster(context, AclOperation.ALTER):
         values.update(error_code=wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                       error_message="Cluster authorization failed.")
         return build(load_response_schema(45, request.api_version), values)
-    if broker.metadata.controller_id != broker.config.node_id:
+    if owners.metadata.controller_id != owners.config.node_id:
         values.update(error_code=wire(ErrorCode.NOT_CONTROLLER), error_message="this broker is not the controller")
         return build(load_response_schema(45, request.api_version), values)
     responses = []
@@ -129,34 +126,33 @@ async def alter_partition_reassignments(broker: Broker, request: Request, contex
                                      "error_message": None}
             try:
                 target = None if part.replicas is None else [int(r) for r in part.replicas]
-                await broker.db.call(broker.store.reassign, broker.config.node_id, broker.metadata.controller_epoch,
-                                   topic_req.name, part.partition_index, target)
+                await owners.admin.reassign(owners.config.node_id, topic_req.name, part.partition_index, target)
             except KafkaError as exc:
                 code = ErrorCode.NOT_CONTROLLER if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH else exc.code
                 entry.update(error_code=wire(code), error_message=str(exc))
             partitions.append(entry)
         responses.append({"name": topic_req.name, "partitions": partitions})
-    await broker.refresh_topics()
+    await owners.admin.refresh_topics()
     values["responses"] = responses
     return build(load_response_schema(45, request.api_version), values)
 
 
 @api(46, "ListPartitionReassignments", 0, 0)
-async def list_partition_reassignments(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def list_partition_reassignments(owners: Owners, request: Request, context: RequestContext) -> Any:
     body = request.body
-    if not broker.access.allows_cluster(context, AclOperation.DESCRIBE):
+    if not owners.access.allows_cluster(context, AclOperation.DESCRIBE):
         return build(load_response_schema(46, request.api_version), {
             "throttle_time": ZERO, "error_code": wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
             "error_message": "Cluster authorization failed.", "topics": ()})
-    await broker.refresh_topics()
+    await owners.admin.refresh_topics()
     wanted: dict[str, set[int] | None]
     if body.topics is None:
-        wanted = dict.fromkeys(broker.metadata.topics)
+        wanted = dict.fromkeys(owners.metadata.topics)
     else:
         wanted = {t.name: {int(p) for p in t.partition_indexes} for t in body.topics}
     topics = []
     for name, indexes in wanted.items():
-        topic = broker.metadata.topics.get(name)
+        topic = owners.metadata.topics.get(name)
         if topic is None:
             continue
         moving = [{"partition_index": p.partition, "replicas": p.replicas, "adding_replicas": p.adding,

@@ -23,29 +23,27 @@ import datetime
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
 from dataplane.security.oauthbearer import OAUTHBEARER, OAuthBearerServer
 from dataplane.security.sasl import AuthenticationFailed, Mechanism, PlainServer, ScramMechanism, server_for
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 log = logging.getLogger(__name__)
 
 
 @api(17, "SaslHandshake", 0, 1)
-async def sasl_handshake(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def sasl_handshake(owners: Owners, request: Request, context: RequestContext) -> Any:
     session = context.session
-    mechanisms = list(broker.config.offered_mechanisms) if broker.config.sasl else []
+    mechanisms = list(owners.config.offered_mechanisms) if owners.config.sasl else []
     schema = load_response_schema(17, request.api_version)
     if session is None or not session.required:
         return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
@@ -60,10 +58,10 @@ async def sasl_handshake(broker: Broker, request: Request, context: RequestConte
         return build(schema, {"error_code": wire(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": mechanisms})
     if request.body.mechanism not in mechanisms:
         session.failed = True
-        broker.access.events.sasl_failed(None, str(request.body.mechanism)[:64], context.client_host)
+        owners.access.events.sasl_failed(None, str(request.body.mechanism)[:64], context.client_host)
         return build(schema, {"error_code": wire(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": mechanisms})
     session.mechanism = request.body.mechanism
-    session.server = _server(broker, request.body.mechanism)
+    session.server = _server(owners, request.body.mechanism)
     session.raw_tokens = request.api_version == 0
     return build(schema, {"error_code": WireError.none, "mechanisms": mechanisms})
 
@@ -80,11 +78,11 @@ def _attempted(server: Mechanism, token: bytes) -> str | None:
     return None
 
 
-def _server(broker: Broker, mechanism: str) -> Mechanism:
+def _server(owners: Owners, mechanism: str) -> Mechanism:
     if mechanism == OAUTHBEARER:
-        assert broker.token_validator is not None  # offered only with a token key
-        return OAuthBearerServer(broker.token_validator)
-    return server_for(mechanism, broker.access.credentials)
+        assert owners.token_validator is not None  # offered only with a token key
+        return OAuthBearerServer(owners.token_validator)
+    return server_for(mechanism, owners.access.credentials)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +97,9 @@ class Outcome:
 
 
 @api(36, "SaslAuthenticate", 0, 2)
-async def sasl_authenticate(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def sasl_authenticate(owners: Owners, request: Request, context: RequestContext) -> Any:
     schema = load_response_schema(36, request.api_version)
-    outcome = exchange(broker, context, request.body.auth_bytes)
+    outcome = exchange(owners, context, request.body.auth_bytes)
     values: dict[str, Any] = {"error_code": WireError.none if outcome.error is None else wire(outcome.error),
                               "error_message": outcome.message, "auth_bytes": outcome.auth_bytes,
                               "session_lifetime": ZERO}
@@ -110,7 +108,7 @@ async def sasl_authenticate(broker: Broker, request: Request, context: RequestCo
     return build(schema, values)
 
 
-def exchange(broker: Broker, context: RequestContext, token: bytes) -> Outcome:
+def exchange(owners: Owners, context: RequestContext, token: bytes) -> Outcome:
     """Give one client token to the connection's mechanism (from a SaslAuthenticate request or, after handshake
     v0, a raw frame). An error marks the session failed; completion sets its principal and lifetime."""
     session = context.session
@@ -124,7 +122,7 @@ def exchange(broker: Broker, context: RequestContext, token: bytes) -> Outcome:
     except AuthenticationFailed as exc:
         session.failed = True
         log.debug("SASL %s authentication failed from %s: %s", session.mechanism, context.peer, exc)
-        broker.access.events.sasl_failed(_attempted(session.server, token), session.mechanism or "",
+        owners.access.events.sasl_failed(_attempted(session.server, token), session.mechanism or "",
                                          context.client_host)
         return Outcome(error=ErrorCode.SASL_AUTHENTICATION_FAILED, message=str(exc))
     if not session.server.complete:
@@ -136,7 +134,7 @@ def exchange(broker: Broker, context: RequestContext, token: bytes) -> Outcome:
     if session.mechanism == OAUTHBEARER:
         principal = f"User:{username}"  # a signed token names its principal, and expires by itself
     else:
-        credentials = broker.access.credentials
+        credentials = owners.access.credentials
         # The principal and the credential as of this login: a refresh that changes either closes the connection.
         stored = credentials.stored(session.mechanism, username)
         if stored is None:  # revoked between the handshake and now
@@ -152,16 +150,16 @@ def exchange(broker: Broker, context: RequestContext, token: bytes) -> Outcome:
                        message="Re-authentication must keep the connection's principal")
     session.username, session.stored, session.principal = username, stored, principal
     if stored is not None:
-        broker.authenticated(session)
-        broker.access.events.authenticated(username)  # an API key's last use, for the control plane
-    lifetime_ms = _lifetime_ms(broker, session.server)
+        owners.sessions.authenticated(session)
+        owners.access.events.authenticated(username)  # an API key's last use, for the control plane
+    lifetime_ms = _lifetime_ms(owners, session.server)
     session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
     return Outcome(auth_bytes=answer, lifetime_ms=lifetime_ms)
 
 
-def _lifetime_ms(broker: Broker, server: Mechanism) -> int:
+def _lifetime_ms(owners: Owners, server: Mechanism) -> int:
     """KIP-368: a token's remaining life, capped by ``connections.max.reauth.ms``; 0 = the session never ends."""
-    limits = [broker.config.connections_max_reauth_ms] if broker.config.connections_max_reauth_ms else []
+    limits = [owners.config.connections_max_reauth_ms] if owners.config.connections_max_reauth_ms else []
     if isinstance(server, OAuthBearerServer):
         limits.append(server.session_lifetime_ms())
     return min(limits) if limits else 0

@@ -2,45 +2,42 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.cluster.store import TopicState
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 
 @api(19, "CreateTopics", 2, 7)
-async def create_topics(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def create_topics(owners: Owners, request: Request, context: RequestContext) -> Any:
     body = request.body
     results = []
     created = False
     for item in body.topics:
-        partitions = broker.config.num_partitions if item.num_partitions == -1 else item.num_partitions
-        replication = (broker.config.default_replication_factor if item.replication_factor == -1
+        partitions = owners.config.num_partitions if item.num_partitions == -1 else item.num_partitions
+        replication = (owners.config.default_replication_factor if item.replication_factor == -1
                        else item.replication_factor)
         entry: dict[str, Any] = {"name": item.name, "topic_id": None, "error_code": WireError.none,
                                  "error_message": None, "topic_config_error_code": 0,
                                  "num_partitions": -1, "replication_factor": -1, "configs": ()}
         try:
-            if not broker.may_create_topic(context, item.name):
+            if not owners.access.may_create_topic(context, item.name):
                 raise KafkaError("Authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             layout = _manual_layout(item)
             if layout is not None:
                 partitions, replication = len(layout), len(layout[0])
-            topic = await broker.create_topic(item.name, partitions, replication,
+            topic = await owners.admin.create_topic(item.name, partitions, replication,
                                               {c.name: c.value for c in item.configs if c.value is not None},
                                               validate_only=body.validate_only, assignments=layout, refresh=False)
             created = created or not body.validate_only
@@ -50,7 +47,7 @@ async def create_topics(broker: Broker, request: Request, context: RequestContex
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
     if created:  # once for the whole request: a refresh reads every topic
-        await broker.refresh_topics()
+        await owners.admin.refresh_topics()
     return build(load_response_schema(19, request.api_version), {"throttle_time": ZERO, "topics": results})
 
 
@@ -71,7 +68,7 @@ def _manual_layout(item: Any) -> list[list[int]] | None:
 
 
 @api(20, "DeleteTopics", 1, 6)
-async def delete_topics(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def delete_topics(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     # v6 names topics by name or by id; older versions by name only.
     wanted: list[tuple[str | None, uuid.UUID | None]] = (
@@ -85,36 +82,24 @@ async def delete_topics(broker: Broker, request: Request, context: RequestContex
             if (topic_id is None) == (name is None):
                 raise KafkaError("Name a topic by exactly one of name and topic id.", code=ErrorCode.INVALID_REQUEST)
             # By id, the name the id resolves to decides (an unknown id stays unknown below).
-            target = name if name is not None else broker.metadata.topic_name(topic_id) if topic_id else None
-            if target is not None and not broker.access.allows(context, AclOperation.DELETE, ResourceType.TOPIC,
+            target = name if name is not None else owners.metadata.topic_name(topic_id) if topic_id else None
+            if target is not None and not owners.access.allows(context, AclOperation.DELETE, ResourceType.TOPIC,
                                                                target):
                 raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            topic = await broker.db.call(broker.store.delete_topic, name, topic_id=topic_id)
+            topic = await owners.admin.delete_topic(name, topic_id=topic_id)
             entry.update(name=topic.name, topic_id=topic.topic_id)
             deleted.append(topic)
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
     if deleted:
-        await broker.refresh_topics()
-        await _delete_logs(broker, deleted)
+        await owners.admin.refresh_topics()
+        await owners.replicas.delete_logs(deleted)
     return build(load_response_schema(20, version), {"throttle_time": ZERO, "responses": results})
 
 
-async def _delete_logs(broker: Broker, topics: list[TopicState]) -> None:
-    """Remove the partition directories of deleted topics.
-
-    Metadata goes first and the broker forgets the topics before the files go, so no
-    request can re-open a log half-way, and a crash in between leaves orphan
-    directories rather than a topic without its data.
-    """
-    for topic in topics:
-        for partition in topic.partitions:
-            await asyncio.to_thread(broker.manager.delete_log, topic.name, partition.partition)
-
-
 @api(37, "CreatePartitions", 0, 3)
-async def create_partitions(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def create_partitions(owners: Owners, request: Request, context: RequestContext) -> Any:
     body = request.body
     seen = Counter(item.name for item in body.topics)
     results = []
@@ -124,15 +109,15 @@ async def create_partitions(broker: Broker, request: Request, context: RequestCo
         try:
             if seen[item.name] > 1:
                 raise KafkaError("Duplicate topic in request.", code=ErrorCode.INVALID_REQUEST)
-            if not broker.access.allows(context, AclOperation.ALTER, ResourceType.TOPIC, item.name):
+            if not owners.access.allows(context, AclOperation.ALTER, ResourceType.TOPIC, item.name):
                 raise KafkaError("Topic authorization failed.", code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             assignments = None if item.assignments is None else [a.broker_ids for a in item.assignments]
-            await broker.db.call(broker.store.create_partitions, item.name, item.count,
-                               broker.metadata.live_node_ids(), assignments=assignments, dry_run=body.validate_only)
+            await owners.admin.create_partitions(item.name, item.count, assignments=assignments,
+                                                 validate_only=body.validate_only)
             changed = changed or not body.validate_only
         except KafkaError as exc:
             entry.update(error_code=wire(exc.code), error_message=str(exc))
         results.append(entry)
     if changed:
-        await broker.refresh_topics()
+        await owners.admin.refresh_topics()
     return build(load_response_schema(37, request.api_version), {"throttle_time": ZERO, "results": results})

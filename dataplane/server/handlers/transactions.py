@@ -11,22 +11,20 @@ answers them.
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.coordinator.manager import OFFSETS_TOPIC, TxnCommitRequest
 from dataplane.coordinator.txn_state import TxnState
+from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.security.acl import AclOperation, ResourceType
 from dataplane.server.apis import RequestContext, api
-from dataplane.server.broker import ZERO, wire
-
-if TYPE_CHECKING:
-    from dataplane.server.broker import Broker
+from dataplane.server.owners import Owners
 
 NO_LEADER_EPOCH = -1
 _EPOCH_ZERO = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
@@ -41,30 +39,30 @@ def _fenced(code: ErrorCode, version: int, since: int) -> ErrorCode:
     return ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED and version < since else code
 
 
-def _may_write_id(broker: Broker, context: RequestContext, transactional_id: str) -> bool:
-    return broker.access.allows(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+def _may_write_id(owners: Owners, context: RequestContext, transactional_id: str) -> bool:
+    return owners.access.allows(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
 # ---------------------------------------------------------------------- InitProducerId
 
 
 @api(22, "InitProducerId", 0, 5)
-async def init_producer_id(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def init_producer_id(owners: Owners, request: Request, context: RequestContext) -> Any:
     """Idempotent producers get a fresh id at epoch 0 (IDEMPOTENT_WRITE on the cluster, or WRITE on some topic,
     KIP-679); transactional ones go to their coordinator, which fences older instances (KIP-98, KIP-360)."""
     body, version = request.body, request.api_version
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "producer_id": -1,
                               "producer_epoch": -1}
-    access = broker.access
+    access = owners.access
     transactional_id = body.transactional_id
     if transactional_id is not None:
-        if not _may_write_id(broker, context, transactional_id):
+        if not _may_write_id(owners, context, transactional_id):
             values["error_code"] = wire(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         elif not transactional_id:
             values["error_code"] = wire(ErrorCode.INVALID_REQUEST)
         else:
             try:
-                found = await broker.transactions.init_producer_id(
+                found = await owners.transactions.init_producer_id(
                     transactional_id, timeout_ms=_ms(body.transaction_timeout),
                     producer_id=int(getattr(body, "producer_id", -1)),
                     producer_epoch=int(getattr(body, "producer_epoch", -1)))
@@ -77,28 +75,28 @@ async def init_producer_id(broker: Broker, request: Request, context: RequestCon
         access.events.denied(context.principal, "IDEMPOTENT_WRITE", "CLUSTER", "kafka-cluster", context.client_host)
         values["error_code"] = wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     else:
-        values.update(producer_id=await broker.next_producer_id(), producer_epoch=0)
+        values.update(producer_id=await owners.admin.next_producer_id(), producer_epoch=0)
     return build(load_response_schema(22, version), values)
 
 
 # ---------------------------------------------------------------------- AddPartitionsToTxn
 
 
-async def _add_partitions(broker: Broker, context: RequestContext, version: int, transactional_id: str,
+async def _add_partitions(owners: Owners, context: RequestContext, version: int, transactional_id: str,
                           producer_id: int, producer_epoch: int, topics: Any, *,
                           verify_only: bool) -> list[dict[str, Any]]:
     """One transaction's topic results (every partition with its error)."""
     wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
-    if not _may_write_id(broker, context, transactional_id):
+    if not _may_write_id(owners, context, transactional_id):
         errors = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:
         refused = {}
         for topic, partition in wanted:
-            if not broker.access.allows(context, AclOperation.WRITE, ResourceType.TOPIC, topic):
+            if not owners.access.allows(context, AclOperation.WRITE, ResourceType.TOPIC, topic):
                 refused[(topic, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
-                found = broker.metadata.topic(topic)
+                found = owners.metadata.topic(topic)
                 if found is None or not 0 <= partition < len(found.partitions):
                     refused[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if refused:  # nothing is added when any partition is refused, as in Kafka
@@ -106,10 +104,10 @@ async def _add_partitions(broker: Broker, context: RequestContext, version: int,
         else:
             try:
                 if verify_only:
-                    errors = await broker.transactions.verify_partitions(transactional_id, producer_id,
+                    errors = await owners.transactions.verify_partitions(transactional_id, producer_id,
                                                                          producer_epoch, wanted)
                 else:
-                    code = await broker.transactions.add_partitions(transactional_id, producer_id, producer_epoch,
+                    code = await owners.transactions.add_partitions(transactional_id, producer_id, producer_epoch,
                                                                     wanted)
                     errors = dict.fromkeys(wanted, _fenced(code, version, 2))
             except KafkaError as exc:
@@ -122,21 +120,21 @@ async def _add_partitions(broker: Broker, context: RequestContext, version: int,
 
 
 @api(24, "AddPartitionsToTxn", 0, 5)
-async def add_partitions_to_txn(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def add_partitions_to_txn(owners: Owners, request: Request, context: RequestContext) -> Any:
     body, version = request.body, request.api_version
     schema = load_response_schema(24, version)
     if version <= 3:
-        results = await _add_partitions(broker, context, version, body.v3_and_below_transactional_id,
+        results = await _add_partitions(owners, context, version, body.v3_and_below_transactional_id,
                                         body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
                                         body.v3_and_below_topics, verify_only=False)
         return build(schema, {"throttle_time": ZERO, "results_by_topic_v3_and_below": results})
     # v4+: batched, sent by brokers (KIP-890 part 1's verification): cluster action.
-    if not broker.access.allows_cluster(context, AclOperation.CLUSTER_ACTION):
+    if not owners.access.allows_cluster(context, AclOperation.CLUSTER_ACTION):
         return build(schema, {"throttle_time": ZERO, "error_code": wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                               "results_by_transaction": ()})
     transactions = []
     for txn in body.transactions:
-        results = await _add_partitions(broker, context, version, txn.transactional_id, txn.producer_id,
+        results = await _add_partitions(owners, context, version, txn.transactional_id, txn.producer_id,
                                         txn.producer_epoch, txn.topics, verify_only=txn.verify_only)
         transactions.append({"transactional_id": txn.transactional_id, "topic_results": results})
     return build(schema, {"throttle_time": ZERO, "error_code": WireError.none,
@@ -147,20 +145,20 @@ async def add_partitions_to_txn(broker: Broker, request: Request, context: Reque
 
 
 @api(25, "AddOffsetsToTxn", 0, 4)
-async def add_offsets_to_txn(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def add_offsets_to_txn(owners: Owners, request: Request, context: RequestContext) -> Any:
     """The group's ``__consumer_offsets`` partition joins the transaction (its offsets are committed with it)."""
     body, version = request.body, request.api_version
     code = ErrorCode.NONE
     try:
-        if not _may_write_id(broker, context, body.transactional_id):
+        if not _may_write_id(owners, context, body.transactional_id):
             raise KafkaError("Transactional id authorization failed.",
                              code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if not broker.access.allows(context, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        if not owners.access.allows(context, AclOperation.READ, ResourceType.GROUP, body.group_id):
             raise KafkaError("Group authorization failed.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        await broker.ensure_offsets_topic()
-        partition = broker.coordinator.partition_for(body.group_id)
+        await owners.coordinator_host.ensure_offsets_topic()
+        partition = owners.groups.partition_for(body.group_id)
         assert partition is not None
-        code = _fenced(await broker.transactions.add_partitions(body.transactional_id, body.producer_id,
+        code = _fenced(await owners.transactions.add_partitions(body.transactional_id, body.producer_id,
                                                                 body.producer_epoch, [(OFFSETS_TOPIC, partition)]),
                        version, 2)
     except KafkaError as exc:
@@ -169,16 +167,16 @@ async def add_offsets_to_txn(broker: Broker, request: Request, context: RequestC
 
 
 @api(26, "EndTxn", 0, 5)
-async def end_txn(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def end_txn(owners: Owners, request: Request, context: RequestContext) -> Any:
     """Commit or abort; v5+ (transaction version 2, KIP-890 part 2) ends with a bumped epoch, returned here."""
     body, version = request.body, request.api_version
     values: dict[str, Any] = {"throttle_time": ZERO, "error_code": WireError.none, "producer_id": -1,
                               "producer_epoch": -1}
     try:
-        if not _may_write_id(broker, context, body.transactional_id):
+        if not _may_write_id(owners, context, body.transactional_id):
             raise KafkaError("Transactional id authorization failed.",
                              code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        found = await broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
+        found = await owners.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
                                                   commit=body.committed, bump=version >= 5)
         values["error_code"] = wire(_fenced(found.error, version, 2))
         if version >= 5 and found.error == ErrorCode.NONE:
@@ -192,15 +190,15 @@ async def end_txn(broker: Broker, request: Request, context: RequestContext) -> 
 
 
 @api(27, "WriteTxnMarkers", 1, 1)
-async def write_txn_markers(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def write_txn_markers(owners: Owners, request: Request, context: RequestContext) -> Any:
     """Markers from a transaction coordinator (or an administrator's abort of a hanging transaction) into
     partitions this broker leads."""
-    allowed = broker.access.allows_cluster(context, AclOperation.CLUSTER_ACTION)
+    allowed = owners.access.allows_cluster(context, AclOperation.CLUSTER_ACTION)
     results = []
     for marker in request.body.markers:
         wanted = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
         if allowed:
-            errors = await broker.write_markers_here(marker.producer_id, marker.producer_epoch,
+            errors = await owners.coordinator_host.write_markers_here(marker.producer_id, marker.producer_epoch,
                                                      marker.transaction_result, marker.coordinator_epoch, wanted)
         else:
             errors = dict.fromkeys(wanted, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -217,16 +215,16 @@ async def write_txn_markers(broker: Broker, request: Request, context: RequestCo
 
 
 @api(28, "TxnOffsetCommit", 0, 5)
-async def txn_offset_commit(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def txn_offset_commit(owners: Owners, request: Request, context: RequestContext) -> Any:
     """Offsets written inside the transaction, visible once it commits (KIP-98; KIP-447's member checks v3+)."""
     body, version = request.body, request.api_version
     order = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
-    access = broker.access
+    access = owners.access
     for topic in body.topics:
         readable = access.allows(context, AclOperation.READ, ResourceType.TOPIC, topic.name)
-        found = broker.metadata.topic(topic.name)
+        found = owners.metadata.topic(topic.name)
         for part in topic.partitions:
             tp = (topic.name, int(part.partition_index))
             if not readable:
@@ -237,13 +235,13 @@ async def txn_offset_commit(broker: Broker, request: Request, context: RequestCo
                 offsets[tp] = (part.committed_offset, getattr(part, "committed_leader_epoch", NO_LEADER_EPOCH),
                                part.committed_metadata)
     try:
-        if not _may_write_id(broker, context, body.transactional_id):
+        if not _may_write_id(owners, context, body.transactional_id):
             raise KafkaError("Transactional id authorization failed.",
                              code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if not access.allows(context, AclOperation.READ, ResourceType.GROUP, body.group_id):
             raise KafkaError("Group authorization failed.", code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         if offsets:
-            committed = await broker.coordinator.txn_commit(TxnCommitRequest(
+            committed = await owners.groups.txn_commit(TxnCommitRequest(
                 body.group_id, body.producer_id, body.producer_epoch, getattr(body, "generation_id", -1),
                 getattr(body, "member_id", ""), getattr(body, "group_instance_id", None), offsets))
             errors.update({tp: _fenced(code, version, 2) for tp, code in committed.items()})
@@ -261,7 +259,7 @@ async def txn_offset_commit(broker: Broker, request: Request, context: RequestCo
 
 
 @api(65, "DescribeTransactions", 0, 0)
-async def describe_transactions(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def describe_transactions(owners: Owners, request: Request, context: RequestContext) -> Any:
     states = []
     for transactional_id in request.body.transactional_ids:
         entry: dict[str, Any] = {"error_code": WireError.none, "transactional_id": transactional_id,
@@ -269,11 +267,11 @@ async def describe_transactions(broker: Broker, request: Request, context: Reque
                                  "transaction_start_time": _EPOCH_ZERO, "producer_id": -1, "producer_epoch": -1,
                                  "topics": ()}
         try:
-            if not broker.access.allows(context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+            if not owners.access.allows(context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                         transactional_id):
                 raise KafkaError("Transactional id authorization failed.",
                                  code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            txn = await broker.transactions.describe(transactional_id)
+            txn = await owners.transactions.describe(transactional_id)
             if txn is None:
                 raise KafkaError(f"transactional id {transactional_id!r} is not known",
                                  code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
@@ -295,16 +293,16 @@ async def describe_transactions(broker: Broker, request: Request, context: Reque
 
 
 @api(66, "ListTransactions", 0, 1)
-async def list_transactions(broker: Broker, request: Request, context: RequestContext) -> Any:
+async def list_transactions(owners: Owners, request: Request, context: RequestContext) -> Any:
     """The ids this broker coordinates that the caller may describe (KIP-664; duration filter KIP-994)."""
     body = request.body
     known = {s.kafka_name for s in TxnState}
     unknown = [s for s in body.state_filters if s not in known]
-    found = broker.transactions.list_transactions(
+    found = owners.transactions.list_transactions(
         states=[s for s in body.state_filters if s in known] or (() if not body.state_filters else ("-",)),
         producer_ids=[int(p) for p in body.producer_id_filters],
         min_duration_ms=int(getattr(body, "duration_filter", -1)))
-    visible = [t for t in found if broker.access.allows(context, AclOperation.DESCRIBE,
+    visible = [t for t in found if owners.access.allows(context, AclOperation.DESCRIBE,
                                                          ResourceType.TRANSACTIONAL_ID, t.transactional_id,
                                                          audit=False)]
     return build(load_response_schema(66, request.api_version), {

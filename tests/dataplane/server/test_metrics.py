@@ -56,8 +56,8 @@ def test_response_error_reads_top_level_then_partitions() -> None:
     from kio.index import load_response_schema
     from kio.schema.errors import ErrorCode as WireError
 
+    from dataplane.protocol.answers import ZERO
     from dataplane.protocol.build import build
-    from dataplane.server.broker import ZERO
 
     def produce_response(code: WireError) -> object:
         return build(load_response_schema(0, 9), {"throttle_time": ZERO, "responses": [{"name": "t",
