@@ -11,10 +11,14 @@ What each part owns:
   the controller lease whose holder re-elects leaders of dead brokers;
 * ``LogManager`` (storage): the partition logs of the data directory;
 * ``ReplicaManager`` (replication): every hosted ``Partition`` (appends, reads,
-  the high watermark, acks=all, long polls) and the fetchers of followers;
+  the high watermark) and the fetchers of followers, and the purgatory: the
+  delayed fetch (long polls) and the acks=all wait;
+* ``AdminManager`` (cluster): every metadata write the admin APIs make, each
+  followed by the re-read that shows it here; producer-id blocks;
 * ``GroupCoordinator`` (coordinator): consumer groups, on ``__consumer_offsets``;
-* ``TransactionCoordinator`` (coordinator): transactional ids, on ``__transaction_state``; this broker is its
-  host, writing the markers it asks for to the partitions' leaders (itself, or others over WriteTxnMarkers);
+* ``TransactionCoordinator`` (coordinator): transactional ids, on ``__transaction_state``;
+* ``BrokerCoordinatorHost`` (server): both coordinators' internal topics, and the
+  markers they ask partition leaders to write (here, or to others over WriteTxnMarkers);
 * ``Access`` (server): the authorizer and SASL credentials, re-read when the
   store's security version moves;
 * ``QuotaManager`` (server): client quotas, their rates and connection counts,
@@ -22,8 +26,9 @@ What each part owns:
 * ``Admission`` (server): open connections per client address and those not yet
   authenticated, against their caps.
 
-Handlers (``dataplane.server.handlers``) translate requests into calls on these
-and results into responses, described once as version-agnostic values that
+Handlers (``dataplane.server.handlers``) get the frozen ``Owners`` set built here
+(``server.owners``), never the Broker: they translate requests into calls on those
+owners and results into responses, described once as version-agnostic values that
 ``protocol.build`` shapes for the version the client asked for.
 """
 
@@ -38,15 +43,8 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from kio.schema.add_partitions_to_txn.v4.request import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnTopic,
-    AddPartitionsToTxnTransaction,
-)
-from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
-from kio.static.primitive import i16, i32, i64
 
-from dataplane.cluster.admin_manager import AdminManager, InternalTopic, TopicDefaults
+from dataplane.cluster.admin_manager import AdminManager, TopicDefaults
 from dataplane.cluster.controller import ControllerLoop
 from dataplane.cluster.lease import BrokerLease
 from dataplane.cluster.listener import ChangeListener
@@ -55,16 +53,13 @@ from dataplane.cluster.quota_store import QuotaStore
 from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import BrokerRegistration, MetadataStore, PartitionState, TopicState
 from dataplane.cluster.store_thread import StoreThread
-from dataplane.coordinator.manager import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, GroupCoordinator
+from dataplane.coordinator.manager import OFFSETS_TOPIC, GroupCoordinator
 from dataplane.coordinator.txn_manager import TransactionCoordinator, TxnSettings
-from dataplane.coordinator.txn_records import TRANSACTION_STATE_CONFIGS, TRANSACTION_STATE_TOPIC
-from dataplane.coordinator.txn_state import Markers, TopicPartition
-from dataplane.protocol.errors import ErrorCode, KafkaError
+from dataplane.coordinator.txn_records import TRANSACTION_STATE_TOPIC
+from dataplane.protocol.errors import KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.replication.fetcher import FetcherSettings
 from dataplane.replication.manager import ReplicaManager, ReplicaSettings
-from dataplane.replication.partition import Role
-from dataplane.replication.peer import PeerConnection, PeerError
 from dataplane.security import scram
 from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.quotas import Window
@@ -74,13 +69,14 @@ from dataplane.server.access import Access
 from dataplane.server.admission import Admission, AdmissionLimits
 from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
 from dataplane.server.config import BrokerConfig
+from dataplane.server.coordinator_host import BrokerCoordinatorHost
 from dataplane.server.identity import claim_data_dir
 from dataplane.server.metrics import BrokerMetrics
 from dataplane.server.owners import Owners
 from dataplane.server.quotas import QuotaManager
 from dataplane.server.topic_configs import TopicConfigResolver
 from dataplane.server.traffic import TopicTraffic
-from dataplane.storage import Log, LogManager
+from dataplane.storage import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -132,16 +128,21 @@ class Broker:
         self.admin = AdminManager(self.db, self.metadata, self,
                                   TopicDefaults(config.num_partitions, config.default_replication_factor,
                                                 config.auto_create_topics))
-        self.coordinator = GroupCoordinator(config.coordinator_settings(), self)
+        self.coordinator_host = BrokerCoordinatorHost(config, self.metadata, self.replicas, self.admin,
+                                                      lease_ok=self.lease.ok,
+                                                      peer_credentials=self._inter_broker_credentials(),
+                                                      peer_tls=self._inter_broker_tls())
+        self.coordinator = GroupCoordinator(config.coordinator_settings(), self.coordinator_host)
         self.transactions = TransactionCoordinator(
-            TxnSettings(config.transaction_max_timeout_ms, config.transaction_abort_timed_out_interval_ms), self)
-        # Connections to other brokers for markers and verify-only checks: one per broker, one request at a time.
-        self._peers: dict[int, tuple[asyncio.Lock, list[PeerConnection]]] = {}
+            TxnSettings(config.transaction_max_timeout_ms, config.transaction_abort_timed_out_interval_ms),
+            self.coordinator_host)
+        self.coordinator_host.attach(self.coordinator, self.transactions)
         self.metrics = BrokerMetrics(self.manager)
         self.stopping = False
         self.owners = Owners(config=config, metadata=self.metadata, fresh_metadata=self, access=self.access,
                              quotas=self.quotas, traffic=self.traffic, replicas=self.replicas, admin=self.admin,
-                             groups=self.coordinator, transactions=self.transactions, coordinator_host=self,
+                             groups=self.coordinator, transactions=self.transactions,
+                             coordinator_host=self.coordinator_host,
                              sessions=self, token_validator=self.token_validator)
         self._refresh_lock = asyncio.Lock()
         self._metadata_changed: asyncio.Event | None = None
@@ -248,9 +249,7 @@ class Broker:
         await self.replicas.stop()
         await self.coordinator.stop()
         await self.transactions.stop()
-        for _, conns in self._peers.values():
-            for conn in conns:
-                conn.close()
+        self.coordinator_host.close()
         await asyncio.to_thread(self.manager.shutdown)  # each log snapshots its producer state as it closes
         if self.db.is_open:
             with contextlib.suppress(psycopg.Error):
@@ -368,9 +367,6 @@ class Broker:
                 log.warning("metadata re-read failed, answering from the cache: %s", exc)
         return self.metadata
 
-    async def next_producer_id(self) -> int:
-        return await self.admin.next_producer_id()
-
     # ------------------------------------------------------------------ the replica manager's listener and ISR writer
 
     def leadership_changed(self, topic: str, partition: int, leads: bool) -> None:
@@ -386,176 +382,6 @@ class Broker:
             partition_epoch=partition_epoch, isr=isr)
         return result
 
-    # ------------------------------------------------------------------ the offsets topic (the coordinator's host)
-
-    async def ensure_offsets_topic(self) -> TopicState:
-        """``__consumer_offsets``, created on first need as Kafka does (replication capped at live brokers)."""
-        return await self.admin.ensure_internal_topic(InternalTopic(
-            OFFSETS_TOPIC, self.config.offsets_topic_partitions, self.config.offsets_topic_replication_factor,
-            OFFSETS_TOPIC_CONFIGS))
-
-    def offsets_partition_count(self) -> int | None:
-        topic = self.metadata.topic(OFFSETS_TOPIC)
-        return None if topic is None else len(topic.partitions)
-
-    def leads_offsets_partition(self, partition: int) -> bool:
-        found = self.replicas.partition(OFFSETS_TOPIC, partition)
-        return found is not None and found.role is Role.LEADER and self.lease.ok()
-
-    def offsets_log(self, partition: int) -> Log:
-        return self.replicas.leader_partition(OFFSETS_TOPIC, partition).log
-
-    async def append_offsets(self, partition: int, batch: bytes) -> None:
-        """Coordinator writes: appended as leader and acknowledged once the whole ISR has them (acks=all)."""
-        found = self.replicas.leader_partition(OFFSETS_TOPIC, partition)
-        info = await found.append_as_leader(batch, acks_all=True)
-        await found.wait_for_replication(info.last_offset + 1, self.config.offsets_commit_timeout_ms / 1000)
-
-    # ------------------------------------------------------------------ __transaction_state and markers (the
-    # transaction coordinator's host)
-
-    async def ensure_txn_topic(self) -> TopicState:
-        """``__transaction_state``, created on first need as Kafka does (replication capped at live brokers)."""
-        return await self.admin.ensure_internal_topic(InternalTopic(
-            TRANSACTION_STATE_TOPIC, self.config.transaction_state_partitions,
-            self.config.transaction_state_replication_factor, TRANSACTION_STATE_CONFIGS,
-            min_insync=lambda replication: str(min(2, replication))))
-
-    def txn_partition_count(self) -> int | None:
-        topic = self.metadata.topic(TRANSACTION_STATE_TOPIC)
-        return None if topic is None else len(topic.partitions)
-
-    def leads_txn_partition(self, partition: int) -> bool:
-        found = self.replicas.partition(TRANSACTION_STATE_TOPIC, partition)
-        return found is not None and found.role is Role.LEADER and self.lease.ok()
-
-    def txn_log(self, partition: int) -> Log:
-        return self.replicas.leader_partition(TRANSACTION_STATE_TOPIC, partition).log
-
-    def txn_coordinator_epoch(self, partition: int) -> int:
-        found = self.replicas.partition(TRANSACTION_STATE_TOPIC, partition)
-        return -1 if found is None else found.leader_epoch
-
-    async def append_txn(self, partition: int, batch: bytes) -> None:
-        found = self.replicas.leader_partition(TRANSACTION_STATE_TOPIC, partition)
-        info = await found.append_as_leader(batch, acks_all=True)
-        await found.wait_for_replication(info.last_offset + 1, self.config.offsets_commit_timeout_ms / 1000)
-
-    async def write_markers(self, markers: Markers, coordinator_epoch: int) -> dict[TopicPartition, ErrorCode]:
-        """The coordinator's markers, to each partition's leader: this broker's own, or over WriteTxnMarkers.
-
-        A partition whose topic is gone counts as written (its data went with it), as in Kafka.
-        """
-        results: dict[TopicPartition, ErrorCode] = {}
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in sorted(markers.partitions):
-            topic = self.metadata.topic(tp[0])
-            if topic is None or tp[1] >= len(topic.partitions):
-                results[tp] = ErrorCode.NONE
-                continue
-            leader = topic.partitions[tp[1]].leader
-            if leader < 0:
-                results[tp] = ErrorCode.LEADER_NOT_AVAILABLE
-            else:
-                by_leader.setdefault(leader, []).append(tp)
-        for leader, tps in by_leader.items():
-            if leader == self.config.node_id:
-                results.update(await self.write_markers_here(markers.producer_id, markers.producer_epoch,
-                                                             markers.commit, coordinator_epoch, tps))
-            else:
-                results.update(await self._markers_to(leader, markers, coordinator_epoch, tps))
-        return results
-
-    async def write_markers_here(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                                 partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """Markers into partitions this broker leads (acks=all); an offsets partition's group coordinator is
-        told, so the transaction's offsets become committed (or are dropped)."""
-        results: dict[TopicPartition, ErrorCode] = {}
-        timeout = self.config.offsets_commit_timeout_ms / 1000
-        for topic, index in partitions:
-            try:
-                partition = self.replicas.leader_partition(topic, index)
-                offset = await partition.write_txn_marker(producer_id, producer_epoch, commit=commit,
-                                                          coordinator_epoch=coordinator_epoch)
-                await partition.wait_for_replication(offset + 1, timeout)
-                if topic == OFFSETS_TOPIC:
-                    await self.coordinator.complete_transaction(index, producer_id, commit)
-                results[(topic, index)] = ErrorCode.NONE
-            except KafkaError as exc:
-                results[(topic, index)] = exc.code
-        return results
-
-    async def _markers_to(self, node_id: int, markers: Markers, coordinator_epoch: int,
-                          partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """WriteTxnMarkers v1 to another broker."""
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
-        try:
-            response = await self._peer_call(node_id, write_txn_markers_request(markers, coordinator_epoch, by_topic),
-                                             1)
-        except PeerError as exc:
-            log.info("markers to broker %d failed: %s", node_id, exc)
-            return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        results: dict[TopicPartition, ErrorCode] = dict.fromkeys(partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
-        for marker in response.markers:
-            for topic in marker.topics:
-                for part in topic.partitions:
-                    results[(str(topic.name), int(part.partition_index))] = ErrorCode(int(part.error_code.value))
-        return results
-
-    async def verify_in_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                    partition: TopicPartition) -> ErrorCode:
-        """KIP-890 part 1: before a producer's first transactional write to a partition, its coordinator must
-        have the partition in the open transaction (AddPartitionsToTxn v4 verify-only when it is elsewhere);
-        a late or stray write cannot open a transaction nobody will end."""
-        index = self.transactions.partition_for(transactional_id)
-        topic = self.metadata.topic(TRANSACTION_STATE_TOPIC)
-        if index is None or topic is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.leads_txn_partition(index):
-            found = await self.transactions.verify_partitions(transactional_id, producer_id, producer_epoch,
-                                                              [partition])
-            return found[partition]
-        leader = topic.partitions[index].leader
-        if leader < 0:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        try:
-            response = await self._peer_call(leader, verify_request(transactional_id, producer_id, producer_epoch,
-                                                                    partition), 4)
-        except PeerError:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if int(response.error_code.value):
-            return ErrorCode(int(response.error_code.value))
-        for txn in response.results_by_transaction:
-            for result in txn.topic_results:
-                for part in result.results_by_partition:
-                    return ErrorCode(int(part.partition_error_code.value))
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-    async def _peer_call(self, node_id: int, request: Any, version: int) -> Any:
-        """One request to another broker over a connection kept for it (one request at a time); PeerError."""
-        lock, conns = self._peers.setdefault(node_id, (asyncio.Lock(), []))
-        timeout = self.config.offsets_commit_timeout_ms / 1000 + 5
-        async with lock:
-            try:
-                if not conns:
-                    address = self.replicas.leader_address(node_id)
-                    if address is None:
-                        raise PeerError(f"broker {node_id} is not live")
-                    conn = await PeerConnection.open(*address, f"sluice-txn-{self.config.node_id}", timeout,
-                                                     tls=self._inter_broker_tls())
-                    conns.append(conn)
-                    credentials = self._inter_broker_credentials()
-                    if credentials is not None:
-                        await conn.authenticate(credentials, timeout)
-                return await conns[0].call(request, version, timeout)
-            except PeerError:
-                for conn in conns:
-                    conn.close()
-                conns.clear()
-                raise
-
     # ------------------------------------------------------------------ dispatch
 
     async def handle(self, request: Request, context: RequestContext) -> Any:
@@ -567,20 +393,3 @@ class Broker:
             return await REGISTRY[request.api_key].handler(self.owners, request, context)
         finally:
             self.metrics.request_finished(request.api_key)
-
-
-def write_txn_markers_request(markers: Markers, coordinator_epoch: int, by_topic: dict[str, list[int]]) -> Any:
-    """WriteTxnMarkers v1 for one producer's markers on another broker's partitions."""
-    topics = tuple(WritableTxnMarkerTopic(name=name, partition_indexes=tuple(i32(p) for p in indexes))  # type: ignore[arg-type]
-                   for name, indexes in sorted(by_topic.items()))
-    return WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-        producer_id=i64(markers.producer_id), producer_epoch=i16(markers.producer_epoch),  # type: ignore[arg-type]
-        transaction_result=markers.commit, topics=topics, coordinator_epoch=i32(coordinator_epoch)),))
-
-
-def verify_request(transactional_id: str, producer_id: int, producer_epoch: int, partition: TopicPartition) -> Any:
-    """AddPartitionsToTxn v4, verify-only, for one partition (KIP-890 part 1)."""
-    return AddPartitionsToTxnRequest(transactions=(AddPartitionsToTxnTransaction(
-        transactional_id=transactional_id, producer_id=i64(producer_id),  # type: ignore[arg-type]
-        producer_epoch=i16(producer_epoch), verify_only=True,
-        topics=(AddPartitionsToTxnTopic(name=partition[0], partitions=(i32(partition[1]),)),)),))  # type: ignore[arg-type]
