@@ -112,9 +112,10 @@ def compact(log: Cleanable, *, max_map_keys: int = 4_000_000) -> CleanResult | N
     delete_horizon = plan.now_ms - plan.config.delete_retention_ms
     outputs: list[tuple[LogSegment, LogSegment]] = []
     before = after = 0
+    markers = MarkerRetention(delete_horizon)
     try:
         for seg, size in snapshot:
-            cleaned = _clean_segment(plan, seg, size, offset_map, seg.max_timestamp < delete_horizon)
+            cleaned = _clean_segment(plan, seg, size, offset_map, seg.max_timestamp < delete_horizon, markers)
             if cleaned is not None:
                 outputs.append((seg, cleaned))
                 before += size
@@ -128,8 +129,34 @@ def compact(log: Cleanable, *, max_map_keys: int = 4_000_000) -> CleanResult | N
     return CleanResult(len(outputs), before, after)
 
 
+class MarkerRetention:
+    """Which transaction markers a pass may remove (Kafka's ``CleanedTransactionMetadata``).
+
+    A marker is kept while any batch of its transaction is still in the log, so the
+    producer state rebuilt from the log can never see a transaction's data without its
+    end; once none is (an abort's records always go; a commit's once newer records
+    replaced them all), the marker goes when it is older than ``delete.retention.ms``,
+    which gives a consumer that read the transaction's records time to read its end.
+    The pass visits batches in offset order; one instance per pass.
+    """
+
+    def __init__(self, delete_horizon_ms: int) -> None:
+        self.delete_horizon_ms = delete_horizon_ms
+        self._retained: set[int] = set()  # producers whose current transaction still has a batch in the log
+
+    def kept_data(self, h: BatchHeader) -> None:
+        if h.is_transactional and not h.is_control:
+            self._retained.add(h.producer_id)
+
+    def keep_marker(self, h: BatchHeader) -> bool:
+        """Whether the control batch stays; either way the producer's transaction has ended here."""
+        retained = h.producer_id in self._retained
+        self._retained.discard(h.producer_id)
+        return retained or h.max_timestamp >= self.delete_horizon_ms
+
+
 def _clean_segment(plan: CleaningPlan, seg: LogSegment, size: int, offset_map: dict[bytes, int],
-                   drop_tombstones: bool) -> LogSegment | None:
+                   drop_tombstones: bool, markers: MarkerRetention) -> LogSegment | None:
     """The segment's first ``size`` bytes cleaned into a flushed ``.cleaned`` segment; None if nothing goes."""
     out = bytearray()
     placements: list[BatchPlacement] = []
@@ -138,13 +165,20 @@ def _clean_segment(plan: CleaningPlan, seg: LogSegment, size: int, offset_map: d
     for pos, h in iter_batch_headers(data):
         raw = data[pos : pos + h.size]
         if _aborted(h, plan.aborted):
-            changed = True  # Kafka's cleaner discards aborted transactions' records (their markers stay)
+            changed = True  # Kafka's cleaner discards aborted transactions' records (their markers stay a while)
             continue
-        kept_raw = raw if h.is_control else _filter_batch(decode_batch(raw), raw, offset_map, drop_tombstones)
+        if h.is_control:
+            if not markers.keep_marker(h):
+                changed = True
+                continue
+            kept_raw: bytes | None = raw
+        else:
+            kept_raw = _filter_batch(decode_batch(raw), raw, offset_map, drop_tombstones)
         if kept_raw is not raw:
             changed = True
         if kept_raw is None:
             continue
+        markers.kept_data(h)
         kh = BatchHeader.parse(kept_raw)
         placements.append(BatchPlacement(len(out), kh.size, kh.last_offset, kh.max_timestamp))
         out += kept_raw

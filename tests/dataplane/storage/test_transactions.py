@@ -3,6 +3,7 @@ index, restarts (clean, unclean, torn index), truncation, and compaction of abor
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,19 @@ def marker(pid: int, epoch: int, *, commit: bool, coordinator_epoch: int = 0) ->
 def end(log: Log, pid: int, epoch: int, *, commit: bool, coordinator_epoch: int = 0) -> int:
     return log.append_as_leader(marker(pid, epoch, commit=commit, coordinator_epoch=coordinator_epoch), 0,
                                 control=True).first_offset
+
+
+def every_batch(log: Log) -> list[tuple[int, bool]]:
+    """(base offset, is control) of every batch in the log, segment after segment."""
+    found: list[tuple[int, bool]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        batches = log.read_batches(offset)
+        if not batches:
+            break
+        found += [(b.header.base_offset, b.header.is_control) for b in batches]
+        offset = batches[-1].header.next_offset
+    return found
 
 
 def test_the_lso_follows_open_transactions_and_the_high_watermark(tmp_path: Path) -> None:
@@ -139,4 +153,33 @@ def test_compaction_drops_aborted_records_and_never_lets_them_shadow_committed_o
     assert (0, b"a") in kept  # the committed record survived
     assert (2, b"a") not in kept  # the aborted one went
     assert (4, b"b") in kept  # above the open transaction nothing is cleaned
+    log.close()
+
+
+def test_compaction_removes_a_marker_once_no_record_of_its_transaction_is_left_and_it_is_past_the_horizon(
+        tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=200, cleanup_policy="compact")
+    log = Log.open(tmp_path / "t-0", config)
+    log.append_as_leader(data(7, 0, 0, key=b"a", count=1), 0)  # 0: committed a, replaced below
+    end(log, 7, 0, commit=True)  # 1: goes (its transaction has nothing left)
+    log.append_as_leader(data(7, 0, 1, key=b"b", count=1), 0)  # 2: aborted
+    end(log, 7, 0, commit=False)  # 3: goes (an abort's records always go)
+    log.append_as_leader(data(8, 0, 0, key=b"c", count=1), 0)  # 4: committed c, still the newest c
+    end(log, 8, 0, commit=True)  # 5: stays (its record stays)
+    log.append_as_leader(data(9, 0, 0, key=b"d", count=1), 0)  # 6: aborted, but its marker is recent
+    recent = log.append_as_leader(build_marker(9, 0, commit=False, coordinator_epoch=0,
+                                               timestamp=int(time.time() * 1000)), 0, control=True).first_offset  # 7: stays
+    log.append_as_leader(data(-1, -1, -1, key=b"a", count=1, txn=False), 0)  # 8: replaces a
+    for _ in range(4):
+        log.append_as_leader(data(-1, -1, -1, key=b"z", count=1, txn=False), 0)
+    log.roll()
+    log.first_unstable_offset(log.log_end_offset)  # the high watermark passed the markers: they are settled
+    log.compact()
+    batches = every_batch(log)
+    assert [offset for offset, control in batches if control] == [5, recent]
+    assert [offset for offset, _ in batches][:3] == [4, 5, recent]
+    log.close()
+    log = Log.open(tmp_path / "t-0", config)  # the producer state rebuilt from what is left: nothing open
+    assert log.open_transactions() == {}
+    assert log.first_unstable_offset(log.log_end_offset) == log.log_end_offset
     log.close()
