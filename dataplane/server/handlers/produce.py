@@ -104,10 +104,18 @@ async def produce(owners: Owners, request: Request, context: RequestContext) -> 
     return Later(replicated())
 
 
+# The coordinator could not answer (moving, loading, busy, unreachable): the write may well be valid, so the
+# producer is told to retry; NOT_ENOUGH_REPLICAS is the code every client retries on Produce (Kafka maps these so).
+_VERIFY_RETRIABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
+                               ErrorCode.REQUEST_TIMED_OUT})
+
+
 async def _verify_transactional(owners: Owners, transactional_id: str, topic: str, index: int,
                                 partition: Partition, records: bytes) -> None:
     """KIP-890 part 1: a producer's first transactional batch in a partition is accepted only if its coordinator
-    has the partition in the open transaction (INVALID_TXN_STATE otherwise, as Kafka answers)."""
+    has the partition in the open transaction (INVALID_TXN_STATE otherwise, as Kafka answers; a fenced producer
+    gets INVALID_PRODUCER_EPOCH; a coordinator that could not answer, a retriable NOT_ENOUGH_REPLICAS)."""
     if len(records) < HEADER_SIZE:
         return  # the log refuses it as a corrupt batch
     header = BatchHeader.parse(records)
@@ -115,7 +123,12 @@ async def _verify_transactional(owners: Owners, transactional_id: str, topic: st
         return
     code = await owners.coordinator_host.verify_in_transaction(transactional_id, header.producer_id,
                                                                header.producer_epoch, (topic, index))
-    if code != ErrorCode.NONE:
-        raise KafkaError(f"partition {topic}-{index} is not in the open transaction of {transactional_id!r} "
-                         f"({code.name})", code=ErrorCode.INVALID_TXN_STATE if code != ErrorCode.PRODUCER_FENCED
-                         else ErrorCode.INVALID_PRODUCER_EPOCH)
+    if code == ErrorCode.NONE:
+        return
+    if code in _VERIFY_RETRIABLE:
+        raise KafkaError(f"the transaction coordinator of {transactional_id!r} could not confirm {topic}-{index} "
+                         f"({code.name}); retry", code=ErrorCode.NOT_ENOUGH_REPLICAS)
+    raise KafkaError(f"partition {topic}-{index} is not in the open transaction of {transactional_id!r} "
+                     f"({code.name})", code=ErrorCode.INVALID_PRODUCER_EPOCH
+                     if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+                     else ErrorCode.INVALID_TXN_STATE)

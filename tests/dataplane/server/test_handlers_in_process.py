@@ -44,8 +44,8 @@ async def running(tmp_path: Path, **settings: Any) -> AsyncIterator[Broker]:
     """
     url = os.environ["DATABASE_URL"]
     schema = f"meta_{uuid.uuid4().hex[:12]}"
-    config = BrokerConfig(node_id=1, host="127.0.0.1", port=0, advertised_port=9, data_dir=tmp_path / "data", metadata_url=url,
-                          cluster_id=f"c-{uuid.uuid4().hex[:8]}", metadata_schema=schema,
+    config = BrokerConfig(node_id=1, host="127.0.0.1", port=0, advertised_port=9, data_dir=tmp_path / "data",
+                          metadata_url=url, cluster_id=f"c-{uuid.uuid4().hex[:8]}", metadata_schema=schema,
                           offsets_topic_replication_factor=1, transaction_state_replication_factor=1, **settings)
     broker = Broker(config)
     await broker.start()
@@ -206,3 +206,18 @@ def test_acl_writes_reach_the_authorizer_through_the_admin_manager(tmp_path: Pat
         again = await call(broker, 0, 9, produce("private", [b"y"]), context=ALICE)
         assert again.responses[0].partition_responses[0].error_code.value == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     in_process(test, tmp_path, authorizer_enabled=True, super_users=("User:admin",))
+
+
+def test_a_transactional_write_the_coordinator_cannot_confirm_is_retriable(tmp_path: Path) -> None:
+    """KIP-890 verification with no coordinator to ask (``__transaction_state`` not made yet): the producer is told
+    NOT_ENOUGH_REPLICAS, a code every client retries, and nothing is written."""
+    async def test(broker: Broker) -> None:
+        await call(broker, 19, 7, create("orders"))
+        batch = build_batch([Record(offset=0, timestamp=1000, key=None, value=b"t", headers=())], producer_id=1000,
+                            producer_epoch=0, base_sequence=0, is_transactional=True)
+        values = {**produce("orders", []), "transactional_id": "never-initialised",
+                  "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": batch}]}]}
+        answer = await call(broker, 0, 9, values)
+        assert answer.responses[0].partition_responses[0].error_code.value == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert fetched_values(await call(broker, 1, 12, fetch("orders", 0))) == []
+    in_process(test, tmp_path)
