@@ -167,8 +167,9 @@ def test_compaction_removes_a_marker_once_no_record_of_its_transaction_is_left_a
     log.append_as_leader(data(8, 0, 0, key=b"c", count=1), 0)  # 4: committed c, still the newest c
     end(log, 8, 0, commit=True)  # 5: stays (its record stays)
     log.append_as_leader(data(9, 0, 0, key=b"d", count=1), 0)  # 6: aborted, but its marker is recent
-    recent = log.append_as_leader(build_marker(9, 0, commit=False, coordinator_epoch=0,
-                                               timestamp=int(time.time() * 1000)), 0, control=True).first_offset  # 7: stays
+    now = int(time.time() * 1000)  # 7: stays (younger than delete.retention.ms)
+    recent = log.append_as_leader(build_marker(9, 0, commit=False, coordinator_epoch=0, timestamp=now), 0,
+                                  control=True).first_offset
     log.append_as_leader(data(-1, -1, -1, key=b"a", count=1, txn=False), 0)  # 8: replaces a
     for _ in range(4):
         log.append_as_leader(data(-1, -1, -1, key=b"z", count=1, txn=False), 0)
