@@ -240,7 +240,7 @@ class Partition:
         if offset == self.high_watermark:
             return
         self.high_watermark = offset
-        self.log.first_unstable_offset(offset)  # closed transactions it passed stop bounding the LSO
+        self.log.high_watermark_moved(offset)
         still: list[tuple[int, asyncio.Future[None]]] = []
         for wanted, future in self._waiters:
             if offset >= wanted:

@@ -591,6 +591,13 @@ class Log:
             self._producers.forget_replicated(high_watermark)
             return self._producers.first_unstable_offset(high_watermark)
 
+    def high_watermark_moved(self, high_watermark: int) -> None:
+        """The partition's high watermark is now ``high_watermark``: transactions whose markers it passed are
+        settled and stop bounding the last stable offset (the replication layer calls this on every move)."""
+        if self._producers.unreplicated:  # a lock-free hint: nothing to settle in the common case
+            with self._lock:
+                self._producers.forget_replicated(high_watermark)
+
     def collect_aborted(self, start: int, upper: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start, upper)``, for a read_committed fetch."""
         with self._lock:

@@ -147,7 +147,7 @@ def test_compaction_drops_aborted_records_and_never_lets_them_shadow_committed_o
     for _ in range(4):
         log.append_as_leader(data(-1, -1, -1, key=b"z", count=1, txn=False), 0)
     log.roll()
-    log.first_unstable_offset(log.log_end_offset)  # the high watermark passed the markers: they are settled
+    log.high_watermark_moved(log.log_end_offset)  # the high watermark passed the markers: they are settled
     log.compact()
     kept = [(r.offset, r.key) for r in log.read_records(0) if r.key in (b"a", b"b")]
     assert (0, b"a") in kept  # the committed record survived
@@ -174,7 +174,7 @@ def test_compaction_removes_a_marker_once_no_record_of_its_transaction_is_left_a
     for _ in range(4):
         log.append_as_leader(data(-1, -1, -1, key=b"z", count=1, txn=False), 0)
     log.roll()
-    log.first_unstable_offset(log.log_end_offset)  # the high watermark passed the markers: they are settled
+    log.high_watermark_moved(log.log_end_offset)  # the high watermark passed the markers: they are settled
     log.compact()
     batches = every_batch(log)
     assert [offset for offset, control in batches if control] == [5, recent]
