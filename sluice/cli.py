@@ -395,6 +395,8 @@ GROUP_FLAGS: dict[str, tuple[type, str]] = {
     "transaction_max_timeout_ms": (int, "transaction.max.timeout.ms (default 900000)"),
     "transaction_abort_timed_out_interval_ms": (int, "transaction.abort.timed.out.transaction.cleanup.interval.ms "
                                                      "(default 10000)"),
+    "transactional_id_expiration_ms": (int, "transactional.id.expiration.ms: an id with no transaction open, idle "
+                                            "this long, is forgotten (default 604800000, 7 days)"),
 }
 
 

@@ -41,6 +41,7 @@ from dataplane.coordinator.txn_state import (
     add_partitions,
     completed,
     end_txn,
+    expired,
     init_producer_id,
     needs_fresh_id,
     timed_out,
@@ -65,6 +66,7 @@ def now_ms() -> int:
 class TxnSettings:
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     abort_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
 
 
 class TxnHost(Protocol):
@@ -350,8 +352,9 @@ class TransactionCoordinator:
             await asyncio.sleep(self.settings.abort_interval_ms / 1000)  # Kafka's cleanup interval, a period
             try:
                 await self.abort_timed_out()
+                await self.expire_ids()
             except Exception:
-                log.exception("aborting timed-out transactions failed")
+                log.exception("aborting timed-out transactions or expiring ids failed")
 
     async def abort_timed_out(self) -> int:
         """Abort every Ongoing transaction past its timeout (epoch bumped: its producer is fenced)."""
@@ -374,6 +377,32 @@ class TransactionCoordinator:
                     log.info("transaction %s timed out after %d ms: aborted", transactional_id, current.timeout_ms)
                     aborted += 1
         return aborted
+
+    async def expire_ids(self) -> int:
+        """Forget every id idle past ``transactional.id.expiration.ms`` with no transaction open (a tombstone, so
+        a reload forgets it too); its next InitProducerId starts afresh with a new producer id."""
+        forgotten = 0
+        for index, part in list(self.partitions.items()):
+            now = self.clock()
+            for transactional_id in [t.transactional_id for t in part.txns.values()
+                                     if expired(t, now, self.settings.id_expiration_ms)]:
+                async with part.lock:
+                    current = part.txns.get(transactional_id)
+                    if current is None or self.partitions.get(index) is not part or \
+                            transactional_id in part.completing or \
+                            not expired(current, self.clock(), self.settings.id_expiration_ms):
+                        continue
+                    tombstone = Record(0, self.clock(), encode_key(transactional_id), None)
+                    try:
+                        await self.host.append_txn(index, build_batch([tombstone]))
+                    except KafkaError as exc:
+                        log.warning("could not expire transactional id %s: %s", transactional_id, exc)
+                        continue
+                    del part.txns[transactional_id]
+                    forgotten += 1
+        if forgotten:
+            log.info("expired %d transactional id(s) idle for %d ms", forgotten, self.settings.id_expiration_ms)
+        return forgotten
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work, name=name)

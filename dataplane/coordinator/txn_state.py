@@ -213,6 +213,13 @@ def completed(txn: TxnMetadata, now_ms: int) -> TxnMetadata:
     return replace(txn, state=state, partitions=frozenset(), update_ms=now_ms)
 
 
+def expired(txn: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka's ``transactional.id.expiration.ms``: an id with no transaction open or ending (Empty, CompleteCommit,
+    CompleteAbort) and no state change for that long is forgotten (a tombstone in ``__transaction_state``)."""
+    return txn.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) and \
+        now_ms - txn.update_ms >= expiration_ms
+
+
 def timed_out(txn: TxnMetadata, now_ms: int, fresh_producer_id: int | None) -> Outcome | None:
     """An Ongoing transaction past its timeout is aborted with a bumped epoch (its producer is fenced)."""
     if txn.state != TxnState.ONGOING or txn.start_ms < 0 or now_ms <= txn.start_ms + txn.timeout_ms:

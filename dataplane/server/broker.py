@@ -134,7 +134,8 @@ class Broker:
                                                       peer_tls=self._inter_broker_tls())
         self.coordinator = GroupCoordinator(config.coordinator_settings(), self.coordinator_host)
         self.transactions = TransactionCoordinator(
-            TxnSettings(config.transaction_max_timeout_ms, config.transaction_abort_timed_out_interval_ms),
+            TxnSettings(config.transaction_max_timeout_ms, config.transaction_abort_timed_out_interval_ms,
+                        config.transactional_id_expiration_ms),
             self.coordinator_host)
         self.coordinator_host.attach(self.coordinator, self.transactions)
         self.metrics = BrokerMetrics(self.manager)

@@ -69,6 +69,7 @@ class BrokerConfig:
     transaction_state_replication_factor: int = 3  # capped at the live brokers when the topic is created
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_timed_out_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000  # an id idle this long is forgotten
     # Replication, with Kafka's names and defaults.
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
@@ -131,6 +132,7 @@ class BrokerConfig:
         _at_least("transaction.max.timeout.ms", self.transaction_max_timeout_ms, 1)
         _at_least("transaction.abort.timed.out.transaction.cleanup.interval.ms",
                   self.transaction_abort_timed_out_interval_ms, 1)
+        _at_least("transactional.id.expiration.ms", self.transactional_id_expiration_ms, 1)
         if not self.offsets_retention_minutes > 0:
             raise ConfigError(f"offsets.retention.minutes must be positive, not {self.offsets_retention_minutes}")
         _at_least("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms, 1)
@@ -392,6 +394,7 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "transaction.max.timeout.ms": _field("transaction_max_timeout_ms", _int),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms":
         _field("transaction_abort_timed_out_interval_ms", _int),
+    "transactional.id.expiration.ms": _field("transactional_id_expiration_ms", _int),
     "broker.session.timeout.ms": lambda value: {"lease_seconds": _int(value) / 1000},
     "replica.lag.time.max.ms": _field("replica_lag_time_max_ms", _int),
     "replica.fetch.wait.max.ms": _field("replica_fetch_wait_max_ms", _int),

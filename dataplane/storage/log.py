@@ -97,7 +97,7 @@ from dataplane.storage.loader import (
     remove_clean_shutdown_marker,
 )
 from dataplane.storage.local_log import FileRegion, LocalLog, delete_segment_files
-from dataplane.storage.producer_state import BatchMetadata, ProducerStateManager
+from dataplane.storage.producer_state import ActiveProducer, BatchMetadata, ProducerStateManager
 from dataplane.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -607,6 +607,11 @@ class Log:
         """Producer id -> first offset of its transaction open in this log."""
         with self._lock:
             return self._producers.open_transactions()
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer this log holds state for (DescribeProducers)."""
+        with self._lock:
+            return self._producers.active_producers()
 
     def in_transaction(self, producer_id: int) -> bool:
         """Whether the producer's transaction is open here (a lock-free read: a hint for the produce path)."""

@@ -76,6 +76,18 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     txn_first: int = -1  # first offset of the producer's open transaction here; -1: none open
     coordinator_epoch: int = -1  # of the last marker written for it
+    last_timestamp: int = -1  # the max timestamp of its last batch here (DescribeProducers)
+
+
+class ActiveProducer(NamedTuple):
+    """One producer's state in a partition, as DescribeProducers reports it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int  # -1 when it has no sequenced batch here (a marker or a coordinator's write only)
+    last_timestamp: int
+    coordinator_epoch: int
+    txn_start_offset: int  # -1 when no transaction of it is open here
 
 
 class CompletedTxn(NamedTuple):
@@ -166,6 +178,7 @@ class ProducerStateManager:
             coordinator_epoch = entry.coordinator_epoch if entry is not None else -1
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch, txn_first=txn_first,
                                                                        coordinator_epoch=coordinator_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_control:
             if marker is None:
                 return None
@@ -209,8 +222,14 @@ class ProducerStateManager:
             self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
 
     def open_transactions(self) -> dict[int, int]:
-        """Producer id -> first offset of its open transaction here (DescribeProducers, tools, tests)."""
+        """Producer id -> first offset of its open transaction here (tools, tests)."""
         return dict(self.ongoing)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer the partition holds state for, by producer id (DescribeProducers)."""
+        return [ActiveProducer(pid, entry.epoch, entry.batches[-1].last_seq if entry.batches else -1,
+                               entry.last_timestamp, entry.coordinator_epoch, entry.txn_first)
+                for pid, entry in sorted(self.producers.items())]
 
     def replay(self, headers: Iterable[BatchHeader], markers: MarkerSource | None = None) -> None:
         """Apply batches already in the log (their base offsets are final)."""
@@ -281,7 +300,8 @@ class ProducerStateManager:
         # "aborted": the newest abort marker indexed then; a snapshot whose aborted index lost it (a crash before
         # the index was fsynced) is not used, so the replay from an older one indexes that abort again.
         body = {"offset": offset, "aborted": self.aborted.last_marker(), "producers": {
-            str(pid): [entry.epoch, [list(b) for b in entry.batches], entry.txn_first, entry.coordinator_epoch]
+            str(pid): [entry.epoch, [list(b) for b in entry.batches], entry.txn_first, entry.coordinator_epoch,
+                       entry.last_timestamp]
             for pid, entry in self.producers.items()}}
         path = self.dir / snapshot_name(offset)
         tmp = path.with_name(path.name + ".tmp")
@@ -333,6 +353,8 @@ class ProducerStateManager:
                 entry.batches.extend(BatchMetadata(*map(int, b)) for b in batches)
                 if txn:  # written by a version that knows transactions
                     entry.txn_first, entry.coordinator_epoch = int(txn[0]), int(txn[1])
+                if len(txn) > 2:  # and the last timestamp
+                    entry.last_timestamp = int(txn[2])
             return producers
         except (OSError, ValueError, KeyError, TypeError):
             return None

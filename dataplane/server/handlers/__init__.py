@@ -11,6 +11,7 @@ from dataplane.server.handlers import (
     metadata,
     offsets,
     produce,
+    producers,
     quotas,
     records,
     replication,
@@ -21,5 +22,5 @@ from dataplane.server.handlers import (
 
 __all__ = [
     "acls", "cluster", "configs", "fetch", "group_offsets", "groups", "log_dirs", "metadata", "offsets", "produce",
-    "quotas", "records", "replication", "sasl", "topics", "transactions",
+    "producers", "quotas", "records", "replication", "sasl", "topics", "transactions",
 ]

@@ -15,6 +15,7 @@ from dataplane.coordinator.txn_state import (
     add_partitions,
     completed,
     end_txn,
+    expired,
     init_producer_id,
     timed_out,
     verify_partitions,
@@ -144,6 +145,19 @@ def test_completion_and_timeouts() -> None:
     assert (aborted.write.state, aborted.write.producer_epoch) == (TxnState.PREPARE_ABORT, 4)
     assert aborted.markers == Markers(7, 4, False, T0)
     assert timed_out(txn(TxnState.PREPARE_COMMIT, partitions=T0, start=0), 10**9, None) is None
+
+
+@pytest.mark.parametrize(("state", "idle_ms", "gone"), [
+    (TxnState.EMPTY, 1000, True),  # idle exactly the expiration: forgotten
+    (TxnState.EMPTY, 999, False),
+    (TxnState.COMPLETE_COMMIT, 5000, True),
+    (TxnState.COMPLETE_ABORT, 5000, True),
+    (TxnState.ONGOING, 10**9, False),  # an open transaction is never forgotten (it times out instead)
+    (TxnState.PREPARE_COMMIT, 10**9, False),  # nor one whose markers are still being written
+    (TxnState.PREPARE_ABORT, 10**9, False),
+])
+def test_transactional_id_expiration(state: TxnState, idle_ms: int, gone: bool) -> None:
+    assert expired(txn(state), 100 + idle_ms, expiration_ms=1000) is gone  # txn() was last updated at 100
 
 
 @pytest.mark.parametrize("metadata", [

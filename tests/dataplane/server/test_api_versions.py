@@ -73,6 +73,7 @@ KAFKA_4_0_MIN_ADVERTISED = {
     50: 0,  # DescribeUserScramCredentials
     51: 0,  # AlterUserScramCredentials
     60: 0,  # DescribeCluster
+    61: 0,  # DescribeProducers
     65: 0,  # DescribeTransactions
     66: 0,  # ListTransactions
     75: 0,  # DescribeTopicPartitions

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import signal
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,8 @@ from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnReques
 from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnRequest as VerifyRequest
 from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnTopic as VerifyTopic
 from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnTransaction
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_producers.v0.request import TopicRequest as DescribeProducersTopic
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -158,3 +161,72 @@ def test_transaction_version_2_bumps_the_epoch_at_every_end(broker: LoggedBroker
                                                                              ErrorCode.INVALID_TXN_STATE)
         assert produce(wire, txn_id, txn_batch(pid, epoch + 1, 0, b"next")) == ErrorCode.NONE
         assert code(end(wire, txn_id, pid, epoch + 1, commit=True).error_code) == ErrorCode.NONE
+
+
+def test_an_idle_transactional_id_expires_and_an_open_one_does_not(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """transactional.id.expiration.ms: an id idle that long with no transaction open is forgotten (a tombstone in
+    __transaction_state); one with a transaction open stays; the forgotten id starts afresh."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    process = logged_broker(tmp_path_factory.mktemp("txn-expiry"), extra_args=[
+        "--transaction-state-partitions", "1", "--transactional-id-expiration-ms", "1500",
+        "--transaction-abort-timed-out-interval-ms", "100"])
+    process.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": process.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+        with kafka_wire.KafkaWire(process.port) as wire:
+            wire.call(FindCoordinatorRequest(key_type=i8(1), coordinator_keys=("warm-up",)), 4)  # made and loaded
+            idle = init(wire, "idle-id")
+            busy = init(wire, "busy-id")
+            assert code(idle.error_code) == code(busy.error_code) == ErrorCode.NONE
+            assert add(wire, "busy-id", int(busy.producer_id), int(busy.producer_epoch)) == [(0, ErrorCode.NONE)]
+            describe: Any = load_request_schema(65, 0)
+
+            def state(txn_id: str) -> Any:
+                return wire.call(describe(transactional_ids=(TransactionalId(txn_id),)), 0).transaction_states[0]
+
+            deadline = time.monotonic() + 60
+            while code(state("idle-id").error_code) != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                assert time.monotonic() < deadline, "the idle id never expired"
+                time.sleep(0.1)
+            busy_state = state("busy-id")  # open (its timeout is 30 s): kept though idle past the expiration
+            assert (code(busy_state.error_code), str(busy_state.transaction_state)) == (ErrorCode.NONE, "Ongoing")
+            again = init(wire, "idle-id")
+            assert code(again.error_code) == ErrorCode.NONE
+            assert int(again.producer_id) != int(idle.producer_id)  # a new start, not the forgotten producer
+    finally:
+        process.stop(signal.SIGKILL)
+
+
+def test_describe_producers_shows_an_open_transaction_until_its_marker(broker: LoggedBroker) -> None:
+    """KIP-664's DescribeProducers, what ``kafka-transactions.sh find-hanging`` reads: the producer's epoch, last
+    sequence and timestamp, and its open transaction's first offset (-1 once the marker closed it)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, txn_id = f"producers-{uuid.uuid4().hex[:6]}", f"described-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: a dropped client ends its futures
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    with kafka_wire.KafkaWire(broker.port) as wire:
+        def producers(partitions: tuple[int, ...] = (0,)) -> list[Any]:
+            request = DescribeProducersRequest(topics=(DescribeProducersTopic(
+                name=TopicName(topic), partition_indexes=tuple(i32(p) for p in partitions)),))
+            return list(wire.call(request, 0).topics[0].partitions)
+
+        assert [(p.partition_index, code(p.error_code)) for p in producers((0, 7))] == [
+            (0, ErrorCode.NONE), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        assert producers()[0].active_producers == ()
+        started = init(wire, txn_id)
+        pid, epoch = int(started.producer_id), int(started.producer_epoch)
+        assert add(wire, txn_id, pid, epoch, topic=topic) == [(0, ErrorCode.NONE)]
+        data = TopicProduceData(name=TopicName(topic), partition_data=(
+            PartitionProduceData(index=i32(0), records=txn_batch(pid, epoch, 0)),))
+        answer = wire.call(ProduceRequest(transactional_id=TransactionalId(txn_id), acks=i16(-1),
+                                          timeout=timeout(10000), topic_data=(data,)), 9)
+        assert code(answer.responses[0].partition_responses[0].error_code) == ErrorCode.NONE
+        [open_state] = producers()[0].active_producers
+        assert (int(open_state.producer_id), int(open_state.producer_epoch), int(open_state.last_sequence),
+                int(open_state.last_timestamp), int(open_state.current_txn_start_offset)) == (pid, epoch, 0, 1000, 0)
+        assert code(end(wire, txn_id, pid, epoch, commit=True, version=3).error_code) == ErrorCode.NONE
+        [closed] = producers()[0].active_producers
+        assert int(closed.current_txn_start_offset) == -1 and int(closed.coordinator_epoch) >= 0
