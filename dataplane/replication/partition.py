@@ -185,9 +185,14 @@ class Partition:
         self.require_leader()
         marker = build_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
                               timestamp=int(now_ms()))
-        async with self._lock:
-            self.require_leader()
-            info = await asyncio.to_thread(self.log.append_as_leader, marker, self.leader_epoch, control=True)
+        info: AppendInfo | None = None
+        if not self._lock.locked():  # a marker is tiny: on the event loop unless it would block, as appends do
+            with contextlib.suppress(WouldBlock):
+                info = self.log.append_as_leader(marker, self.leader_epoch, control=True, blocking=False)
+        if info is None:
+            async with self._lock:
+                self.require_leader()
+                info = await asyncio.to_thread(self.log.append_as_leader, marker, self.leader_epoch, control=True)
         self._wake(self._replica_watchers)
         self.maybe_advance_high_watermark()
         return info.last_offset

@@ -160,21 +160,22 @@ class BrokerCoordinatorHost:
                 results[tp] = ErrorCode.LEADER_NOT_AVAILABLE
             else:
                 by_leader.setdefault(leader, []).append(tp)
-        for leader, tps in by_leader.items():
-            if leader == self.config.node_id:
-                results.update(await self.write_markers_here(markers.producer_id, markers.producer_epoch,
-                                                             markers.commit, coordinator_epoch, tps))
-            else:
-                results.update(await self._markers_to(leader, markers, coordinator_epoch, tps))
+        # Every leader at once: a transaction's end costs one round of marker writes, not one per broker.
+        for found in await asyncio.gather(*(
+                self.write_markers_here(markers.producer_id, markers.producer_epoch, markers.commit,
+                                        coordinator_epoch, tps) if leader == self.config.node_id
+                else self._markers_to(leader, markers, coordinator_epoch, tps)
+                for leader, tps in by_leader.items())):
+            results.update(found)
         return results
 
     async def write_markers_here(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                                  partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """Markers into partitions this broker leads (acks=all); an offsets partition's group coordinator is
         told, so the transaction's offsets become committed (or are dropped)."""
-        results: dict[TopicPartition, ErrorCode] = {}
         timeout = self.config.offsets_commit_timeout_ms / 1000
-        for topic, index in partitions:
+
+        async def one(topic: str, index: int) -> ErrorCode:
             try:
                 partition = self.replicas.leader_partition(topic, index)
                 offset = await partition.write_txn_marker(producer_id, producer_epoch, commit=commit,
@@ -182,10 +183,13 @@ class BrokerCoordinatorHost:
                 await partition.wait_for_replication(offset + 1, timeout)
                 if topic == OFFSETS_TOPIC:
                     await self.groups.complete_transaction(index, producer_id, commit)
-                results[(topic, index)] = ErrorCode.NONE
+                return ErrorCode.NONE
             except KafkaError as exc:
-                results[(topic, index)] = exc.code
-        return results
+                return exc.code
+
+        # The partitions are independent: their markers are appended and replicated together.
+        codes = await asyncio.gather(*(one(topic, index) for topic, index in partitions))
+        return dict(zip(partitions, codes, strict=True))
 
     async def _markers_to(self, node_id: int, markers: Markers, coordinator_epoch: int,
                           partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
