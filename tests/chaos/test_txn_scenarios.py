@@ -122,26 +122,6 @@ def _coordinator(cluster: Cluster) -> Node:
     return cluster.nodes[leader]
 
 
-def _read_committed(cluster: Cluster) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "checker", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True, **QUIET})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    values, at_end = [], set()
-    try:
-        while len(at_end) < PARTITIONS:
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                continue
-            values.append(message.value())
-        return values
-    finally:
-        consumer.close()
-
-
 def check(ledger: Ledger, values: list[bytes]) -> list[str]:
     """Problems found: lost, torn, duplicated or aborted-but-read transactions."""
     seen = Counter(values)
@@ -192,7 +172,7 @@ def test_transactions_survive_their_coordinator_and_a_leader_killed(cluster: Clu
         worker.join(180)
     assert worker.failure is None, worker.failure
     assert not worker.is_alive()
-    problems = check(ledger, _read_committed(cluster))
+    problems = check(ledger, _read_all(cluster, TOPIC))
     assert not problems, "\n".join(problems)
     assert ledger.committed() >= 13
 
@@ -251,9 +231,13 @@ class CopyPipeline(threading.Thread):
                 committed = consumer.committed([TopicPartition(COPY_IN, p) for p in range(PARTITIONS)], 30)
                 break
             except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                error: KafkaError = exc.args[0]
+                transient = error.retriable() or error.code() in (
+                    KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT)
+                if not transient or time.monotonic() > deadline:
                     raise
-                self.errors.append(str(exc.args[0]))
+                self.errors.append(str(error))
         consumer.assign([TopicPartition(COPY_IN, tp.partition, max(tp.offset, 0)) for tp in committed])
 
     def run(self) -> None:
