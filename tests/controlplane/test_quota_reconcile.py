@@ -15,7 +15,7 @@ from controlplane.streams.models import ClientQuota
 from controlplane.streams.quota_reconcile import reconcile_quotas
 from tests.controlplane.factories import ClusterFactory
 from tests.dataplane.server.processes import LoggedBroker
-from tests.secured_broker import broker_secrets, store_secrets
+from tests.secured_broker import secured_broker, store_secrets
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("quotas")]
 
@@ -27,18 +27,9 @@ def _stored(cluster: Cluster) -> Cluster:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
-    root = tmp_path_factory.mktemp("quota-reconcile")
-    cluster_id = f"test-{uuid.uuid4().hex[:12]}"
-    config = root / "broker.toml"
-    config.write_text('listeners = "SASL_PLAINTEXT://127.0.0.1:0"\nauthorizer.enabled = true\n'
-                      f'inter.broker.sasl.username = "{broker_secrets(cluster_id).username}"\n'
-                      f'inter.broker.sasl.password = "{broker_secrets(cluster_id).password}"\n')
-    process = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
-    process.start()
-    try:
+    """A broker configured as a managed cluster's are (SASL, the authorizer, the cluster's internal super user)."""
+    with secured_broker(tmp_path_factory.mktemp("quota-reconcile"), f"test-{uuid.uuid4().hex[:12]}") as process:
         yield process
-    finally:
-        process.stop()
 
 
 def test_quotas_are_applied_followed_and_drift_corrected(broker: LoggedBroker) -> None:

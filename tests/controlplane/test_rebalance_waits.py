@@ -18,7 +18,7 @@ from controlplane.clusters.models import Agent, BrokerNode, Cluster, Rebalance, 
 from controlplane.clusters.rebalancing import not_yet_proposable, reconcile_rebalances
 from tests.controlplane.factories import ClusterFactory
 from tests.dataplane.server.processes import LoggedBroker
-from tests.secured_broker import broker_secrets, store_secrets
+from tests.secured_broker import secured_broker, store_secrets
 
 
 @pytest.mark.parametrize(("wanted", "nodes", "registered", "expected"), [
@@ -36,18 +36,9 @@ def test_when_a_proposal_may_be_computed(wanted: int, nodes: list[int], register
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
-    root = tmp_path_factory.mktemp("rebalance-waits")
-    cluster_id = f"test-{uuid.uuid4().hex[:12]}"
-    config = root / "broker.toml"
-    config.write_text('listeners = "SASL_PLAINTEXT://127.0.0.1:0"\nauthorizer.enabled = true\n'
-                      f'inter.broker.sasl.username = "{broker_secrets(cluster_id).username}"\n'
-                      f'inter.broker.sasl.password = "{broker_secrets(cluster_id).password}"\n')
-    process = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
-    process.start()
-    try:
+    """A broker configured as a managed cluster's are (SASL, the authorizer, the cluster's internal super user)."""
+    with secured_broker(tmp_path_factory.mktemp("rebalance-waits"), f"test-{uuid.uuid4().hex[:12]}") as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.mark.django_db
