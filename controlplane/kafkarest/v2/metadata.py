@@ -12,13 +12,13 @@ import threading
 from typing import Any
 
 from controlplane.kafkarest.access import ClusterAccess
-from controlplane.kafkarest.admin import rest_error_for_admin
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
     PARTITION_NOT_FOUND,
     TOPIC_NOT_FOUND,
     RestError,
 )
+from controlplane.kafkarest.kafka_admin import rest_error_for_admin
 from dataplane.client.admin import AdminError, ClusterAdmin, PartitionInfo, TopicInfo
 
 ADMIN_TIMEOUT_SECONDS = 10.0

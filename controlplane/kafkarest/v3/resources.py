@@ -20,7 +20,6 @@ from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor
 from controlplane.core.errors import ApplicationError
 from controlplane.kafkarest.access import Caller, ClusterAccess
-from controlplane.kafkarest.admin import KAFKA_BAD_REQUEST, cluster_admin, rest_error_for_admin
 from controlplane.kafkarest.errors import (
     BAD_REQUEST,
     CONSUMER_GROUP_NOT_FOUND,
@@ -30,6 +29,7 @@ from controlplane.kafkarest.errors import (
     TRANSACTION_NOT_FOUND,
     RestError,
 )
+from controlplane.kafkarest.kafka_admin import KAFKA_BAD_REQUEST, cluster_admin, rest_error_for_admin
 from controlplane.streams import services as topics_service
 from controlplane.streams.models import AclBinding, Topic
 from dataplane.client.admin import AdminError, ClusterAdmin, ConfigEntry, NewTopic, TopicInfo, TransactionInfo
