@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 from dataplane.protocol.records import BatchHeader
 from sluice.embedded import free_port_range
 from tests.chaos.proxy import Proxy
+from tests.support.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = {"log_level": 0, "logger": lambda *args: None}
@@ -203,16 +204,8 @@ class Cluster:
         return found.leader, list(found.replicas), list(found.isrs)
 
     def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                if condition():
-                    return
-            except Exception as exc:  # a broker mid-restart answers nothing: ask again
-                last = exc
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+        """A broker mid-restart answers nothing: errors mean "ask again"."""
+        wait_until(condition, what, timeout, interval=0.1, retry_on=(Exception,))
 
     def wait_for_full_isr(self, topic: str, partitions: int = 1, timeout: float = 90) -> None:
         def full() -> bool:

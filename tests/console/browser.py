@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,12 +85,3 @@ def create_user(env: dict[str, str], username: str, password: str, email: str) -
                    capture_output=True, timeout=120)
 
 
-def wait_until(condition: Any, what: str, timeout: float = 60.0) -> Any:
-    """Poll ``condition()`` until it returns something truthy, within a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)  # a poll interval, not a synchronisation

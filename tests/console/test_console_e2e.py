@@ -15,8 +15,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from playwright.sync_api import Page, expect
 
-from tests.console.browser import DIST, check_page, create_user, sign_in, wait_until
+from tests.console.browser import DIST, check_page, create_user, sign_in
 from tests.kafkarest.conftest import RestStack
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("console")
 

@@ -7,9 +7,8 @@ import contextlib
 import json
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import psutil
@@ -17,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded import free_port
 from tests.kafkarest.conftest import ROOT, Answer, RestStack
+from tests.support.polling import wait_until
 
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
@@ -42,15 +42,7 @@ def new_topic(stack: RestStack, partitions: int = 3) -> str:
     return name
 
 
-def until(check: Callable[[], T | None], what: str, timeout: float = 60) -> T:
-    """Call ``check`` until it returns something truthy (the condition), or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+until = wait_until  # the name this package's tests use
 
 
 def v2(stack: RestStack, method: str, path: str, body: Any = None, *, content_type: str = V2,

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import psutil
 import pytest
 
 from sluice.embedded import free_port_range
+from tests.support.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.xdist_group("heavy")
@@ -104,16 +104,10 @@ class Stack:
 
 def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "condition",
              stack: Stack | None = None, detail: Callable[[], object] | None = None) -> Any:
-    """Poll ``check`` until it returns something truthy (the processes under test move on their own)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            state = f"\nstate: {detail()}" if detail else ""
-            raise AssertionError(f"timed out waiting for {what}{state}" + (f"\n{stack.logs()}" if stack else ""))
-        time.sleep(0.1)
+    """Poll ``check`` until it returns something truthy; on failure the stack's broker logs are shown too."""
+    def described() -> object:
+        return "\n".join(filter(None, [f"state: {detail()}" if detail else "", stack.logs() if stack else ""]))
+    return wait_until(check, what, timeout, interval=0.1, detail=described if detail or stack else None)
 
 
 @pytest.fixture(scope="module")

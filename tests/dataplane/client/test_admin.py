@@ -32,6 +32,7 @@ from dataplane.client.admin import (
 from dataplane.client.wire import Deadline, Wire
 from sluice.embedded import free_port
 from tests.dataplane.server.processes import LoggedBroker
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
 
@@ -85,16 +86,6 @@ def start_cluster(root: Path, nodes: tuple[int, ...], extra_args: list[str] | No
     return cluster
 
 
-def wait_until(condition: Callable[[], T | None], what: str, timeout: float = 30) -> T:
-    """``condition()``'s first truthy value, polled until ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = condition()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (last: {found!r})")
-        time.sleep(0.05)
 
 
 def answer(call: Callable[[], T]) -> T | None:

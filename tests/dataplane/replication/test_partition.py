@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from dataplane.protocol.errors import ErrorCode, KafkaError
 from dataplane.protocol.records import Record, build_batch
 from dataplane.replication.partition import INLINE_APPEND_BYTES, Partition, Role
 from dataplane.storage import Log, LogConfig
+from tests.support.polling import wait_until_async
 
 PRODUCER = 4711
 VALUE = b"x" * 1000
@@ -41,12 +40,7 @@ def state(leader: int, epoch: int, isr: tuple[int, ...] = (1, 2)) -> PartitionSt
     return PartitionState(0, (1, 2), isr, leader, epoch, epoch)
 
 
-async def until(condition: Callable[[], bool], timeout: float = 30) -> None:
-    """Yield to the event loop until ``condition`` holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0)
+until = wait_until_async  # the name this module's tests use
 
 
 @pytest.fixture

@@ -8,31 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
 
 from tests.dataplane.server.conftest import BrokerProcess
 from tests.kafka_wire import KafkaWire
+from tests.support.polling import wait_until
 
 T = TypeVar("T")
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def until(probe: Callable[[], T | None], timeout: float = 30, interval: float = 0.05) -> T:
-    """Poll ``probe`` until it returns something truthy (deadline, not a sleep, is the synchronisation)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
+until = wait_until  # the name this module's tests use
 
 
 # ---------------------------------------------------------------------------- confluent-kafka (librdkafka)

@@ -11,7 +11,7 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,9 @@ from dataplane.cluster.migrations import migrate
 from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import MetadataStore
 from dataplane.security.sasl import plain_hash
-from tests.controlplane.managed.conftest import wait_for
 from tests.dataplane.server.processes import LoggedBroker
 from tests.kafka_wire import KafkaWire
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("security")
 
@@ -299,8 +299,6 @@ def _serves(process: LoggedBroker, source: str) -> bool:
         return answered(sock)
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    wait_for(condition, timeout, what)
 
 
 def test_a_connection_that_does_not_authenticate_in_time_is_closed(tmp_path: Path) -> None:

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 
 import pytest
 
 from tests.dataplane.server.conftest import BrokerProcess
 from tests.dataplane.server.test_client_matrix import confluent_consume, create_topic, make_records
+from tests.support.polling import wait_until
 
 COUNT = 20_000
 
 
-def wait_until(predicate: object, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 def log_end(bootstrap: str, topic: str, partitions: int) -> int:
