@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.dataplane.server.processes import LoggedBroker
+from tests.support.broker import BrokerProcess
 
 if TYPE_CHECKING:
     from controlplane.agent.processes import BrokerSecrets
@@ -51,7 +51,7 @@ def store_secrets(cluster: Any) -> None:
 
 
 @contextmanager
-def secured_broker(root: Path, cluster_id: str) -> Iterator[LoggedBroker]:
+def secured_broker(root: Path, cluster_id: str) -> Iterator[BrokerProcess]:
     """A started secured broker with its data and config under ``root``; stopped (by pid) when the block ends."""
     from controlplane.agent.processes import NodeSpec
 
@@ -62,7 +62,7 @@ def secured_broker(root: Path, cluster_id: str) -> Iterator[LoggedBroker]:
     config.write_text("".join(line + "\n" for line in spec.config_toml(
         root / "data", broker_secrets(cluster_id)).splitlines() if line.startswith(_SECURITY_KEYS)))
     config.chmod(0o600)
-    broker = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
+    broker = BrokerProcess(root / "data", cluster_id, extra_args=["--config", str(config)])
     try:
         broker.start()
         yield broker

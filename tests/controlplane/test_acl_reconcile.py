@@ -17,8 +17,8 @@ from controlplane.streams.models import AclBinding
 from controlplane.tenancy.models import Role
 from dataplane.client.admin import AclSpec
 from tests.controlplane.factories import ClusterFactory, MembershipFactory, UserFactory
-from tests.dataplane.server.processes import LoggedBroker
 from tests.secured_broker import broker_secrets, store_secrets
+from tests.support.broker import BrokerProcess
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("security")]
 
@@ -28,7 +28,7 @@ def _stored(cluster: Cluster) -> Cluster:
     return cluster
 
 
-def _broker(root: Path, authorizer: bool) -> LoggedBroker:
+def _broker(root: Path, authorizer: bool) -> BrokerProcess:
     """A broker configured as a managed cluster's are (SASL, the cluster-internal super user), the authorizer
     on or off; the control plane's admin client authenticates as that principal (``client_config``)."""
     cluster_id = f"test-{uuid.uuid4().hex[:12]}"
@@ -37,15 +37,15 @@ def _broker(root: Path, authorizer: bool) -> LoggedBroker:
                       f"authorizer.enabled = {'true' if authorizer else 'false'}\n"
                       f'inter.broker.sasl.username = "{broker_secrets(cluster_id).username}"\n'
                       f'inter.broker.sasl.password = "{broker_secrets(cluster_id).password}"\n')
-    return LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
+    return BrokerProcess(root / "data", cluster_id, extra_args=["--config", str(config)])
 
 
-def _cluster(broker: LoggedBroker) -> Cluster:
+def _cluster(broker: BrokerProcess) -> Cluster:
     return _stored(ClusterFactory(kafka_cluster_id=broker.cluster_id))
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     broker = _broker(tmp_path_factory.mktemp("acl-on"), authorizer=True)
     broker.start()
     try:
@@ -64,7 +64,7 @@ def _spec(name: str, operation: str = "READ") -> AclSpec:
     return AclSpec("TOPIC", name, "PREFIXED", "User:*", "*", operation, "ALLOW")
 
 
-def test_bindings_are_applied_extras_removed_and_removals_followed(secured: LoggedBroker) -> None:
+def test_bindings_are_applied_extras_removed_and_removals_followed(secured: BrokerProcess) -> None:
     cluster = _cluster(secured)
     row = _binding(cluster, "orders-")
     summary = reconcile_acls(cluster, bootstrap=secured.bootstrap)
@@ -102,7 +102,7 @@ def test_without_an_authorizer_bindings_are_kept_and_reported_as_not_enforced(
         broker.stop()
 
 
-def test_owners_and_admins_get_allow_all_bindings_members_none(secured: LoggedBroker) -> None:
+def test_owners_and_admins_get_allow_all_bindings_members_none(secured: BrokerProcess) -> None:
     cluster = _cluster(secured)
     owner, admin_user, member = UserFactory(), UserFactory(), UserFactory()
     MembershipFactory(tenant=cluster.tenant, user=owner, role=Role.OWNER)
@@ -122,7 +122,7 @@ def test_owners_and_admins_get_allow_all_bindings_members_none(secured: LoggedBr
         assert {a.principal for a in admin.acls()} == {kafka_principal("user", owner.pk)}
 
 
-def test_the_admin_clients_own_requests_authenticate_too(secured: LoggedBroker) -> None:
+def test_the_admin_clients_own_requests_authenticate_too(secured: BrokerProcess) -> None:
     """Reassignments, log dirs and group listings go over the admin client's own sockets: SASL there as well."""
     from dataplane.client.admin import AdminError, BrokerInfo
     from dataplane.client.wire import Deadline, Wire

@@ -14,8 +14,8 @@ from controlplane.clusters.models import Cluster
 from controlplane.streams.models import ClientQuota
 from controlplane.streams.quota_reconcile import reconcile_quotas
 from tests.controlplane.factories import ClusterFactory
-from tests.dataplane.server.processes import LoggedBroker
 from tests.secured_broker import secured_broker, store_secrets
+from tests.support.broker import BrokerProcess
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("quotas")]
 
@@ -26,13 +26,13 @@ def _stored(cluster: Cluster) -> Cluster:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker configured as a managed cluster's are (SASL, the authorizer, the cluster's internal super user)."""
     with secured_broker(tmp_path_factory.mktemp("quota-reconcile"), f"test-{uuid.uuid4().hex[:12]}") as process:
         yield process
 
 
-def test_quotas_are_applied_followed_and_drift_corrected(broker: LoggedBroker) -> None:
+def test_quotas_are_applied_followed_and_drift_corrected(broker: BrokerProcess) -> None:
     cluster = _stored(ClusterFactory(kafka_cluster_id=broker.cluster_id))
     account = "User:sa-0b7c6a5e-0000-4000-8000-000000000001"
     row = ClientQuota.objects.create(cluster=cluster, principal=account, producer_byte_rate=1_000_000,

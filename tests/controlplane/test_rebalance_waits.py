@@ -17,8 +17,8 @@ from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Agent, BrokerNode, Cluster, Rebalance, RebalanceState
 from controlplane.clusters.rebalancing import not_yet_proposable, reconcile_rebalances
 from tests.controlplane.factories import ClusterFactory
-from tests.dataplane.server.processes import LoggedBroker
 from tests.secured_broker import secured_broker, store_secrets
+from tests.support.broker import BrokerProcess
 
 
 @pytest.mark.parametrize(("wanted", "nodes", "registered", "expected"), [
@@ -35,14 +35,14 @@ def test_when_a_proposal_may_be_computed(wanted: int, nodes: list[int], register
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker configured as a managed cluster's are (SASL, the authorizer, the cluster's internal super user)."""
     with secured_broker(tmp_path_factory.mktemp("rebalance-waits"), f"test-{uuid.uuid4().hex[:12]}") as process:
         yield process
 
 
 @pytest.mark.django_db
-def test_a_scale_out_proposal_waits_for_the_new_broker_to_register(broker: LoggedBroker) -> None:
+def test_a_scale_out_proposal_waits_for_the_new_broker_to_register(broker: BrokerProcess) -> None:
     agent = Agent.objects.create(host=f"h-{uuid.uuid4().hex[:6]}", advertised_host="127.0.0.1", port_min=1,
                                  port_max=100, last_seen="2024-01-01T00:00Z", started_at="2024-01-01T00:00Z")
     cluster = ClusterFactory(kafka_cluster_id=broker.cluster_id, plan="dedicated",

@@ -50,8 +50,8 @@ from controlplane.tenancy.models import Role
 from sluice.embedded import free_port
 from tests.controlplane.conftest import TenantWorld, make_world
 from tests.controlplane.factories import ClusterFactory
-from tests.dataplane.server.processes import LoggedBroker
 from tests.secured_broker import secured_broker, store_secrets, super_user_config
+from tests.support.broker import BrokerProcess
 
 pytestmark = [pytest.mark.xdist_group("principal"), pytest.mark.django_db(transaction=True)]
 
@@ -59,7 +59,7 @@ FLOOD = 1000
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with secured_broker(tmp_path_factory.mktemp("principal"), f"skc-{uuid.uuid4().hex[:10]}") as broker:
         yield broker
 
@@ -93,7 +93,7 @@ def server() -> Iterator[str]:
 class Setting:
     """The tenant, its cluster (the broker above) and the member's key; ACLs made on the broker as its admin."""
 
-    def __init__(self, broker: LoggedBroker, world: TenantWorld) -> None:
+    def __init__(self, broker: BrokerProcess, world: TenantWorld) -> None:
         self.broker, self.world = broker, world
         key, secret = world.keys[Role.MEMBER]
         self.key = f"{key.key_id}:{secret}"
@@ -142,7 +142,7 @@ class Setting:
 
 
 @pytest.fixture
-def setting(broker: LoggedBroker, server: str) -> Iterator[Setting]:
+def setting(broker: BrokerProcess, server: str) -> Iterator[Setting]:
     clear_caches()
     world = make_world(f"p{uuid.uuid4().hex[:6]}")
     agent = Agent.objects.create(host=f"ext-{uuid.uuid4().hex[:6]}", advertised_host="127.0.0.1",

@@ -22,8 +22,8 @@ import pytest
 from django.utils import timezone
 
 from tests.controlplane.managed.conftest import Process, _database_url, wait_for
-from tests.dataplane.server.processes import LoggedBroker
 from tests.secured_broker import secured_broker, store_secrets, super_user_config
+from tests.support.broker import BrokerProcess
 
 
 @dataclass
@@ -49,7 +49,7 @@ class ReportsStack:
                        env, self.root / f"beat-{uuid.uuid4().hex[:6]}.log")
 
 
-def open_to_everyone(broker: LoggedBroker) -> None:
+def open_to_everyone(broker: BrokerProcess) -> None:
     """Everyone may read and describe here: these tests are about what reports compute (ACLs deciding what a
     report reads is tests/kafkarest/test_principal.py's)."""
     from confluent_kafka.admin import (  # type: ignore[attr-defined]

@@ -31,7 +31,7 @@ from dataplane.client.admin import (
 )
 from dataplane.client.wire import Deadline, Wire
 from sluice.embedded import free_port
-from tests.dataplane.server.processes import LoggedBroker
+from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
@@ -41,7 +41,7 @@ NODES = (1, 2, 3)
 
 
 @dataclass
-class ClusterBroker(LoggedBroker):
+class ClusterBroker(BrokerProcess):
     node_id: int = 1
 
     def command(self) -> list[str]:

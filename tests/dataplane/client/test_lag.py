@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dataplane.client.lag import LagError, Owner, PartitionLag, compute_lag, group_lag
-from tests.dataplane.server.processes import LoggedBroker, logged_broker
+from tests.support.broker import BrokerProcess, logged_broker
 
 
 def test_lag_is_end_minus_committed_and_unknown_without_a_commit() -> None:
@@ -21,7 +21,7 @@ def test_lag_is_end_minus_committed_and_unknown_without_a_commit() -> None:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[LoggedBroker]:
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     process = logged_broker(tmp_path, extra_args=["--group-initial-rebalance-delay-ms", "0"])
     process.start()
     try:
@@ -30,7 +30,7 @@ def broker(tmp_path: Path) -> Iterator[LoggedBroker]:
         process.stop()
 
 
-def test_group_lag_reads_commits_ends_and_owners_from_the_cluster(broker: LoggedBroker) -> None:
+def test_group_lag_reads_commits_ends_and_owners_from_the_cluster(broker: BrokerProcess) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 

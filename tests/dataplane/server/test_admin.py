@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.dataplane.server.conftest import BrokerProcess
 from tests.kafka_wire import KafkaWire
+from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
 
 T = TypeVar("T")

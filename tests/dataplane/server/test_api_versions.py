@@ -23,7 +23,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from dataplane.server import handlers  # noqa: F401  (registers every API)
 from dataplane.server.apis import REGISTRY, api_version_entries
 from tests import kafka_wire
-from tests.dataplane.server.conftest import BrokerProcess
+from tests.support.broker import BrokerProcess
 
 # Apache Kafka 4.0's lowest advertised version of each API this broker serves (ApiVersionsResponse of a 4.0
 # broker). Produce is advertised from 0 but served from 3: Kafka 4.0's KAFKA-18659 workaround, kept here too.

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.dataplane.server.processes import LoggedBroker, logged_broker
+from tests.support.broker import BrokerProcess, logged_broker
 
 MAX_REQUEST = 65536
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = logged_broker(Path(tmp_path_factory.mktemp("bad-input")),
                             extra_args=["--socket-request-max-bytes", str(MAX_REQUEST)])
     process.start()
@@ -68,7 +68,7 @@ BAD_FRAMES = {
 
 
 @pytest.mark.parametrize("case", list(BAD_FRAMES))
-def test_bad_frame_closes_that_connection_only(broker: LoggedBroker, case: str) -> None:
+def test_bad_frame_closes_that_connection_only(broker: BrokerProcess, case: str) -> None:
     data, reason = BAD_FRAMES[case]
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as bystander, \
             socket.create_connection(("127.0.0.1", broker.port), timeout=10) as culprit:
@@ -84,7 +84,7 @@ def test_bad_frame_closes_that_connection_only(broker: LoggedBroker, case: str) 
         assert struct.unpack_from(">ih", answer, 4) == (2, 0)  # correlation id, error code NONE
 
 
-def test_a_frame_at_the_limit_is_read(broker: LoggedBroker) -> None:
+def test_a_frame_at_the_limit_is_read(broker: BrokerProcess) -> None:
     """The limit is inclusive, as Kafka's is: a request of exactly max bytes is read and answered
     (the padding after its last field is ignored, as Kafka's parser ignores trailing bytes)."""
     payload = header(18, 0) + b"\x00" * (MAX_REQUEST - len(header(18, 0)))
@@ -93,7 +93,7 @@ def test_a_frame_at_the_limit_is_read(broker: LoggedBroker) -> None:
         assert read_frame(sock)
 
 
-def test_client_that_hangs_up_mid_frame_is_not_an_error(broker: LoggedBroker) -> None:
+def test_client_that_hangs_up_mid_frame_is_not_an_error(broker: BrokerProcess) -> None:
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", 100) + b"\x00\x03")
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:

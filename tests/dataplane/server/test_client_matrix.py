@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.dataplane.server.conftest import BrokerProcess
+from tests.support.broker import BrokerProcess
 
 BASE_TS = 1_700_000_000_000
 VOLUME = 100_000

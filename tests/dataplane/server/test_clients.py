@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.dataplane.server.conftest import BrokerProcess
+from tests.support.broker import BrokerProcess
 
 COUNT = 2000
 

@@ -13,7 +13,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from dataplane.protocol.records import Compression, Record, build_batch, set_max_timestamp
 from tests import kafka_wire
-from tests.dataplane.server.conftest import BrokerProcess
+from tests.support.broker import BrokerProcess
 
 OFFSET_OUT_OF_RANGE = 1
 INVALID_RECORD = 87

@@ -11,9 +11,8 @@ import pytest
 from dataplane.server.config import BrokerConfig, ConfigError, settings_from_table
 from sluice.cli import broker_config, build_parser
 from sluice.embedded import free_port
-from tests.dataplane.server.conftest import ROOT
-from tests.dataplane.server.processes import LoggedBroker
 from tests.dataplane.server.test_metrics import scrape
+from tests.support.broker import ROOT, BrokerProcess
 
 
 def fields(table: dict[str, object]) -> dict[str, object]:
@@ -146,7 +145,7 @@ def test_cli_exits_2_with_one_line(tmp_path: Path, content: str, flags: list[str
         assert result.stderr.startswith(f"sluice: {config_file}: ")
 
 
-class ConfiguredBroker(LoggedBroker):
+class ConfiguredBroker(BrokerProcess):
     def command(self) -> list[str]:
         return [sys.executable, "-m", "sluice", "broker", "--config", str(self.data_dir.parent / "broker.toml")]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.dataplane.server.processes import LoggedBroker, logged_broker
+from tests.support.broker import BrokerProcess, logged_broker
 
 GROUP_ARGS = ["--group-min-session-timeout-ms", "500", "--group-initial-rebalance-delay-ms", "0",
               "--offsets-topic-partitions", "4"]
@@ -29,7 +29,7 @@ CHILD = Path(__file__).with_name("group_member_child.py")
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[LoggedBroker]:
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     process = logged_broker(tmp_path, extra_args=GROUP_ARGS)
     process.start()
     try:
@@ -82,14 +82,14 @@ class Ledger:
             and not any(self.assignments[m] for m in set(self.assignments) - members)
 
 
-def create_topic(broker: LoggedBroker, name: str, partitions: int) -> None:
+def create_topic(broker: BrokerProcess, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
-def produce(broker: LoggedBroker, topic: str, values: list[bytes]) -> None:
+def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
@@ -222,7 +222,7 @@ LIBRARIES: dict[str, type[Member]] = {"confluent-kafka": ConfluentMember, "kafka
 
 
 @pytest.mark.parametrize("library", list(LIBRARIES))
-def test_three_consumers_split_six_partitions_and_read_every_record_once(broker: LoggedBroker,
+def test_three_consumers_split_six_partitions_and_read_every_record_once(broker: BrokerProcess,
                                                                           library: str) -> None:
     create_topic(broker, "orders", 6)
     ledger = Ledger()
@@ -247,7 +247,7 @@ def test_three_consumers_split_six_partitions_and_read_every_record_once(broker:
 
 
 def test_two_groups_each_receive_every_record_and_offset_reset_applies_without_a_commit(
-        broker: LoggedBroker) -> None:
+        broker: BrokerProcess) -> None:
     create_topic(broker, "news", 3)
     produce(broker, "news", [b"old-%d" % i for i in range(30)])
     ledger_a, ledger_b, ledger_latest = Ledger(), Ledger(), Ledger()
@@ -282,7 +282,7 @@ def test_two_groups_each_receive_every_record_and_offset_reset_applies_without_a
     assert not any(v.startswith(b"old-") for v in ledger_latest.received)
 
 
-def test_commit_close_and_restart_resumes_at_the_committed_offset(broker: LoggedBroker) -> None:
+def test_commit_close_and_restart_resumes_at_the_committed_offset(broker: BrokerProcess) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     create_topic(broker, "jobs", 1)
@@ -313,7 +313,7 @@ def test_commit_close_and_restart_resumes_at_the_committed_offset(broker: Logged
     assert committed[0].offset == 75
 
 
-def test_a_killed_consumer_s_partitions_move_and_no_record_is_skipped(broker: LoggedBroker, tmp_path: Path) -> None:
+def test_a_killed_consumer_s_partitions_move_and_no_record_is_skipped(broker: BrokerProcess, tmp_path: Path) -> None:
     create_topic(broker, "work", 6)
     values = [b"w%d" % i for i in range(2000)]
     ledger = Ledger()
@@ -354,7 +354,7 @@ def test_a_killed_consumer_s_partitions_move_and_no_record_is_skipped(broker: Lo
 
 
 def test_a_consumer_stuck_past_max_poll_interval_is_removed_and_its_partitions_reassigned(
-        broker: LoggedBroker) -> None:
+        broker: BrokerProcess) -> None:
     create_topic(broker, "slow", 4)
     ledger = Ledger()
     config = {"max.poll.interval.ms": 2000, "session.timeout.ms": 2000}
@@ -377,7 +377,7 @@ def test_a_consumer_stuck_past_max_poll_interval_is_removed_and_its_partitions_r
             member.close()
 
 
-def test_cooperative_sticky_never_revokes_a_partition_that_stays(broker: LoggedBroker) -> None:
+def test_cooperative_sticky_never_revokes_a_partition_that_stays(broker: BrokerProcess) -> None:
     create_topic(broker, "coop", 6)
     ledger = Ledger()
     config = {"partition.assignment.strategy": "cooperative-sticky"}
@@ -406,7 +406,7 @@ def test_cooperative_sticky_never_revokes_a_partition_that_stays(broker: LoggedB
         assert revoked == before[name] - after[name]
 
 
-def test_a_static_member_restarting_within_its_session_causes_no_rebalance(broker: LoggedBroker) -> None:
+def test_a_static_member_restarting_within_its_session_causes_no_rebalance(broker: BrokerProcess) -> None:
     from confluent_kafka.admin import AdminClient
 
     create_topic(broker, "static", 4)
@@ -439,7 +439,7 @@ def test_a_static_member_restarting_within_its_session_causes_no_rebalance(broke
         restarted.close()
 
 
-def test_admin_lists_describes_and_deletes_groups_and_offsets(broker: LoggedBroker) -> None:
+def test_admin_lists_describes_and_deletes_groups_and_offsets(broker: BrokerProcess) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
     from kafka import KafkaConsumer

@@ -41,8 +41,8 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from dataplane.protocol.errors import ErrorCode
-from tests.dataplane.server.processes import LoggedBroker, logged_broker
 from tests.dataplane.server.wire import WireClient
+from tests.support.broker import BrokerProcess, logged_broker
 
 _CommitTopic = OffsetCommitRequest.OffsetCommitRequestTopic
 _CommitPartition = _CommitTopic.OffsetCommitRequestPartition
@@ -57,7 +57,7 @@ def subscription(*topics: str) -> bytes:
 
 
 @pytest.fixture
-def group_broker(tmp_path: Path) -> Iterator[LoggedBroker]:
+def group_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     broker = logged_broker(tmp_path, extra_args=GROUP_ARGS)
     broker.start()
     try:
@@ -138,7 +138,7 @@ class GroupClient(WireClient):
         return self.call(request, OffsetFetchResponse, version)
 
 
-def create_topic(broker: LoggedBroker, name: str, partitions: int) -> None:
+def create_topic(broker: BrokerProcess, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -153,7 +153,7 @@ def stable_member(client: GroupClient, group: str) -> tuple[str, int]:
     return joined.member_id, joined.generation_id
 
 
-def test_find_coordinator_names_this_broker_single_and_batched(group_broker: LoggedBroker) -> None:
+def test_find_coordinator_names_this_broker_single_and_batched(group_broker: BrokerProcess) -> None:
     with GroupClient(group_broker.port) as client:
         single = client.find_coordinator("g1", version=3)
         assert (single.error_code, single.node_id, single.port) == (0, 1, group_broker.port)
@@ -166,7 +166,7 @@ def test_find_coordinator_names_this_broker_single_and_batched(group_broker: Log
         assert (transactional.error_code, transactional.node_id) == (ErrorCode.NONE, 1)  # __transaction_state made
 
 
-def test_the_offsets_topic_is_internal_compacted_with_fifty_partitions(group_broker: LoggedBroker) -> None:
+def test_the_offsets_topic_is_internal_compacted_with_fifty_partitions(group_broker: BrokerProcess) -> None:
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     with GroupClient(group_broker.port) as client:
@@ -179,7 +179,7 @@ def test_the_offsets_topic_is_internal_compacted_with_fifty_partitions(group_bro
     assert configs["cleanup.policy"].value == "compact"
 
 
-def test_stale_generations_and_unknown_members_are_refused(group_broker: LoggedBroker) -> None:
+def test_stale_generations_and_unknown_members_are_refused(group_broker: BrokerProcess) -> None:
     create_topic(group_broker, "t", 2)
     with GroupClient(group_broker.port) as client:
         member, generation = stable_member(client, "g")
@@ -211,7 +211,7 @@ def test_stale_generations_and_unknown_members_are_refused(group_broker: LoggedB
             assert client.sync("g", generation, member).error_code == ErrorCode.ILLEGAL_GENERATION
 
 
-def test_commits_round_trip_with_metadata_and_batched_fetch(group_broker: LoggedBroker) -> None:
+def test_commits_round_trip_with_metadata_and_batched_fetch(group_broker: BrokerProcess) -> None:
     create_topic(group_broker, "t", 3)
     with GroupClient(group_broker.port) as client:
         member, generation = stable_member(client, "g1")
@@ -234,7 +234,7 @@ def test_commits_round_trip_with_metadata_and_batched_fetch(group_broker: Logged
             {("t", 0): 10, ("t", 2): 7}
 
 
-def test_bad_group_requests_get_error_codes_not_a_closed_connection(group_broker: LoggedBroker) -> None:
+def test_bad_group_requests_get_error_codes_not_a_closed_connection(group_broker: BrokerProcess) -> None:
     with GroupClient(group_broker.port) as client:
         assert client.join("g").error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE  # no __consumer_offsets yet
         client.find_coordinator("g")
@@ -252,7 +252,7 @@ def test_bad_group_requests_get_error_codes_not_a_closed_connection(group_broker
         assert client.find_coordinator("g").coordinators[0].error_code == 0
 
 
-def test_describe_list_leave_and_delete_groups(group_broker: LoggedBroker) -> None:
+def test_describe_list_leave_and_delete_groups(group_broker: BrokerProcess) -> None:
     create_topic(group_broker, "t", 1)
     with GroupClient(group_broker.port) as client:
         member, generation = stable_member(client, "busy")
@@ -284,7 +284,7 @@ def test_describe_list_leave_and_delete_groups(group_broker: LoggedBroker) -> No
         assert client.heartbeat("busy", generation, member) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
-def test_offset_delete_refuses_subscribed_topics(group_broker: LoggedBroker) -> None:
+def test_offset_delete_refuses_subscribed_topics(group_broker: BrokerProcess) -> None:
     create_topic(group_broker, "t", 1)
     create_topic(group_broker, "u", 1)
     with GroupClient(group_broker.port) as client:
@@ -307,7 +307,7 @@ def test_offset_delete_refuses_subscribed_topics(group_broker: LoggedBroker) -> 
         assert delete("ghost").error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
-def test_a_member_that_stops_heartbeating_is_expired(group_broker: LoggedBroker) -> None:
+def test_a_member_that_stops_heartbeating_is_expired(group_broker: BrokerProcess) -> None:
     create_topic(group_broker, "t", 1)
     with GroupClient(group_broker.port) as client:
         joined = client.join_fully("g", session_ms=300)

@@ -8,8 +8,8 @@ import pytest
 
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.records import Record, build_batch
-from tests.dataplane.server.conftest import BrokerProcess
 from tests.dataplane.server.wire import WireClient
+from tests.support.broker import BrokerProcess
 
 
 def batch(pid: int, epoch: int, seq: int, count: int = 5) -> bytes:

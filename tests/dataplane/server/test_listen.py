@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dataplane.server.conftest import BrokerProcess
+from tests.support.broker import BrokerProcess
 
 
 def test_a_taken_port_is_one_readable_line_and_an_exit(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dataplane.server.metrics import BrokerMetrics, response_error
 from dataplane.storage import LogManager
-from tests.dataplane.server.processes import logged_broker
+from tests.support.broker import logged_broker
 
 RECORDS = 120
 

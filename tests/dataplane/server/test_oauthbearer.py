@@ -29,9 +29,9 @@ from kio.schema.metadata.v12.request import MetadataRequest
 
 from dataplane.client.producer import AsyncProducer, Segment
 from dataplane.security.oauthbearer import mint, token_key
-from tests.dataplane.server.processes import LoggedBroker
 from tests.dataplane.server.test_security import QUIET, client_config, sasl_config_file, seed_credentials
 from tests.kafka_wire import KafkaWire
+from tests.support.broker import BrokerProcess
 
 pytestmark = pytest.mark.xdist_group("security")
 
@@ -41,13 +41,13 @@ METADATA = MetadataRequest(topics=None, allow_auto_topic_creation=False, include
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     root = tmp_path_factory.mktemp("oauth")
     cluster_id = f"test-{uuid.uuid4().hex[:12]}"
     config = sasl_config_file(root)
     config.write_text(config.read_text() + f'sasl.oauthbearer.token.key = "{token_key(SECRET, cluster_id).hex()}"\n')
     config.chmod(0o600)
-    broker = LoggedBroker(root / "data", cluster_id, extra_args=["--config", str(config)])
+    broker = BrokerProcess(root / "data", cluster_id, extra_args=["--config", str(config)])
     seed_credentials(cluster_id)
     broker.start()
     try:
@@ -63,13 +63,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
         broker.stop()
 
 
-def token_for(broker: LoggedBroker, name: str, seconds: float = 300, *, secret: str = SECRET,
+def token_for(broker: BrokerProcess, name: str, seconds: float = 300, *, secret: str = SECRET,
               audience: str | None = None) -> tuple[str, float]:
     key = token_key(secret, broker.cluster_id)
     return mint(key, principal_name=name, audience=audience or broker.cluster_id, lifetime_seconds=seconds)
 
 
-def oauth_config(broker: LoggedBroker, name: str, seconds: float = 300, **token_args: Any) -> dict[str, Any]:
+def oauth_config(broker: BrokerProcess, name: str, seconds: float = 300, **token_args: Any) -> dict[str, Any]:
     def refresh(_config: str) -> tuple[str, float, str, dict[str, str]]:
         token, expires = token_for(broker, name, seconds, **token_args)
         return token, expires, name, {}
@@ -86,7 +86,7 @@ def produce(config: dict[str, Any], topic: str) -> int | None:
     return outcome[0]
 
 
-def test_confluent_kafka_acts_as_the_tokens_principal(broker: LoggedBroker) -> None:
+def test_confluent_kafka_acts_as_the_tokens_principal(broker: BrokerProcess) -> None:
     config = oauth_config(broker, "u-1")
     assert produce(config, "granted") is None
     assert produce(config, "other") == TOPIC_AUTHORIZATION_FAILED
@@ -100,7 +100,7 @@ def test_confluent_kafka_acts_as_the_tokens_principal(broker: LoggedBroker) -> N
     ({"audience": "another-cluster"}, "not for this cluster"),
     ({"seconds": -60}, "expired"),
 ])
-def test_refused_tokens(broker: LoggedBroker, args: dict[str, Any], why: str) -> None:
+def test_refused_tokens(broker: BrokerProcess, args: dict[str, Any], why: str) -> None:
     with KafkaWire(broker.port) as wire:
         with pytest.raises(PermissionError, match=f"(?i)sasl_authentication_failed.*{why}"):
             wire.authenticate_token(token_for(broker, "u-1", **args)[0])
@@ -110,7 +110,7 @@ def test_refused_tokens(broker: LoggedBroker, args: dict[str, Any], why: str) ->
         AdminClient(oauth_config(broker, "u-1", **args)).list_topics(timeout=3)
 
 
-def test_kafka_python_token_provider(broker: LoggedBroker) -> None:
+def test_kafka_python_token_provider(broker: BrokerProcess) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.errors import KafkaError
     from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -138,7 +138,7 @@ def test_kafka_python_token_provider(broker: LoggedBroker) -> None:
         consumer.close()
 
 
-def test_aiokafka_token_provider(broker: LoggedBroker) -> None:
+def test_aiokafka_token_provider(broker: BrokerProcess) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
     from aiokafka.errors import KafkaError
@@ -166,7 +166,7 @@ def test_aiokafka_token_provider(broker: LoggedBroker) -> None:
         asyncio.run(send(Tokens("u-1", "guessed"), "granted"))
 
 
-def test_a_session_ends_with_its_token_unless_re_authenticated(broker: LoggedBroker) -> None:
+def test_a_session_ends_with_its_token_unless_re_authenticated(broker: BrokerProcess) -> None:
     with KafkaWire(broker.port) as wire:
         started = time.monotonic()
         lifetime_ms = wire.authenticate_token(token_for(broker, "u-1", seconds=4)[0])
@@ -185,7 +185,7 @@ def test_a_session_ends_with_its_token_unless_re_authenticated(broker: LoggedBro
             wire.authenticate_token(token_for(broker, "u-2", seconds=120)[0])
 
 
-def test_librdkafka_re_authenticates_before_its_short_tokens_expire(broker: LoggedBroker) -> None:
+def test_librdkafka_re_authenticates_before_its_short_tokens_expire(broker: BrokerProcess) -> None:
     config = oauth_config(broker, "u-1", seconds=4)
     seen = len(broker.lines)
     consumer = Consumer({**config, "group.id": "unused", "enable.auto.commit": False})
@@ -200,7 +200,7 @@ def test_librdkafka_re_authenticates_before_its_short_tokens_expire(broker: Logg
     assert not any("re-authentication was required" in line for line in broker.lines[seen:])
 
 
-def test_the_asyncio_producer_renews_its_connections_before_their_sessions_end(broker: LoggedBroker) -> None:
+def test_the_asyncio_producer_renews_its_connections_before_their_sessions_end(broker: BrokerProcess) -> None:
     """The REST proxy's producer (``dataplane.client.producer``) as the token's principal: WRITE on ``granted``
     only, and connections replaced before their short sessions end, so no request is ever refused for it."""
     config = oauth_config(broker, "u-1", seconds=3)
@@ -226,12 +226,12 @@ def test_the_asyncio_producer_renews_its_connections_before_their_sessions_end(b
     assert not any("re-authentication was required" in line for line in broker.lines[seen:])
 
 
-def test_oauthbearer_is_offered_only_with_a_token_key(broker: LoggedBroker, tmp_path: Path) -> None:
+def test_oauthbearer_is_offered_only_with_a_token_key(broker: BrokerProcess, tmp_path: Path) -> None:
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
     with KafkaWire(broker.port) as wire:
         assert "OAUTHBEARER" in wire.call(SaslHandshakeRequest(mechanism="PLAIN")).mechanisms
-    plain = LoggedBroker(tmp_path / "data", f"test-{uuid.uuid4().hex[:12]}",
+    plain = BrokerProcess(tmp_path / "data", f"test-{uuid.uuid4().hex[:12]}",
                          extra_args=["--config", str(sasl_config_file(tmp_path))])
     plain.start()
     try:
@@ -243,7 +243,7 @@ def test_oauthbearer_is_offered_only_with_a_token_key(broker: LoggedBroker, tmp_
         plain.stop()
 
 
-def test_the_spark_native_engine_reads_with_a_static_token(broker: LoggedBroker) -> None:
+def test_the_spark_native_engine_reads_with_a_static_token(broker: BrokerProcess) -> None:
     """A Spark task's settings carry a token, not a callback: our own client authenticates with it too."""
     from dataplane.client.spark.fetch import fetch_range, native_engine
     from dataplane.client.spark.options import SparkSourceError

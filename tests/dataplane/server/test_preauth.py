@@ -25,8 +25,8 @@ from dataplane.cluster.migrations import migrate
 from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import MetadataStore
 from dataplane.security.sasl import plain_hash
-from tests.dataplane.server.processes import LoggedBroker
 from tests.kafka_wire import KafkaWire
+from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("security")
@@ -37,9 +37,9 @@ USER, SECRET = "alice", "alice-secret"
 QUIET: dict[str, Any] = {"log_level": 0, "logger": lambda *args: None}
 
 
-def sasl_broker(root: Path, **settings: int) -> LoggedBroker:
+def sasl_broker(root: Path, **settings: int) -> BrokerProcess:
     """A SASL_PLAINTEXT broker (authorizer off) that knows alice's PLAIN credential, with ``settings`` added."""
-    broker = LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}")
+    broker = BrokerProcess(root / "data", f"test-{uuid.uuid4().hex[:12]}")
     config = root / "broker.toml"
     config.write_text('listeners = "SASL_PLAINTEXT://127.0.0.1:0"\n'
                       'inter.broker.sasl.username = "broker"\n'
@@ -57,7 +57,7 @@ def sasl_broker(root: Path, **settings: int) -> LoggedBroker:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = sasl_broker(tmp_path_factory.mktemp("preauth"))
     try:
         yield process
@@ -116,13 +116,13 @@ def answered(sock: socket.socket, correlation_id: int = 7) -> bool:
     return Responses(sock).correlation_id() == correlation_id
 
 
-def producer(broker: LoggedBroker) -> Producer:
+def producer(broker: BrokerProcess) -> Producer:
     return Producer({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                      "sasl.mechanism": "PLAIN", "sasl.username": USER, "sasl.password": SECRET,
                      "message.max.bytes": 2 * MIB, **QUIET})
 
 
-def produces(broker: LoggedBroker, size: int = 100) -> None:
+def produces(broker: BrokerProcess, size: int = 100) -> None:
     """A normal client authenticates and produces one record of ``size`` bytes."""
     client = producer(broker)
     outcome: list[object] = []
@@ -141,7 +141,7 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
 # ---------------------------------------------------------------------- frame size before and after authentication
 
 
-def test_a_frame_above_the_limit_before_authentication_closes_the_connection(broker: LoggedBroker) -> None:
+def test_a_frame_above_the_limit_before_authentication_closes_the_connection(broker: BrokerProcess) -> None:
     logged = len(broker.lines)
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", MAX_RECEIVE + 1) + b"\x00" * 64)
@@ -154,7 +154,7 @@ def test_a_frame_above_the_limit_before_authentication_closes_the_connection(bro
     produces(broker)
 
 
-def test_a_bare_token_above_the_limit_after_handshake_v0_closes_the_connection(broker: LoggedBroker) -> None:
+def test_a_bare_token_above_the_limit_after_handshake_v0_closes_the_connection(broker: BrokerProcess) -> None:
     """After SaslHandshake v0 the client's frames are bare SASL tokens, read under the same limit."""
     logged = len(broker.lines)
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
@@ -167,7 +167,7 @@ def test_a_bare_token_above_the_limit_after_handshake_v0_closes_the_connection(b
     produces(broker)
 
 
-def test_the_same_size_after_authentication_is_read(broker: LoggedBroker) -> None:
+def test_the_same_size_after_authentication_is_read(broker: BrokerProcess) -> None:
     with KafkaWire(broker.port) as wire:
         wire.authenticate("PLAIN", USER, SECRET)
         wire.sock.sendall(api_versions(MAX_RECEIVE + 1))
@@ -185,7 +185,7 @@ def test_the_same_size_after_authentication_is_read(broker: LoggedBroker) -> Non
     produces(broker, size=900 * KIB)  # one produce request larger than the pre-authentication limit
 
 
-def test_describe_configs_reports_the_limits(broker: LoggedBroker) -> None:
+def test_describe_configs_reports_the_limits(broker: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                          "sasl.mechanism": "PLAIN", "sasl.username": USER, "sasl.password": SECRET, **QUIET})
     resource = ConfigResource(ConfigResource.Type.BROKER, "1")
@@ -199,7 +199,7 @@ def test_describe_configs_reports_the_limits(broker: LoggedBroker) -> None:
 # ---------------------------------------------------------------------- memory
 
 
-def test_strangers_cannot_make_the_broker_hold_large_frames(broker: LoggedBroker) -> None:
+def test_strangers_cannot_make_the_broker_hold_large_frames(broker: BrokerProcess) -> None:
     """8 unauthenticated connections declare 100 MiB frames and trickle up to 8 MiB each (64 MiB if buffered), then
     8 more send frames at the limit in small pieces, interleaved: the broker's peak RSS grows by far less."""
     assert broker.proc is not None
@@ -289,7 +289,7 @@ def test_unauthenticated_connections_are_capped_per_broker_and_per_address(tmp_p
         process.stop()
 
 
-def _serves(process: LoggedBroker, source: str) -> bool:
+def _serves(process: BrokerProcess, source: str) -> bool:
     """Whether a new connection from ``source`` is admitted (answered rather than closed)."""
     with socket.create_connection(("127.0.0.1", process.port), timeout=10, source_address=(source, 0)) as sock:
         try:

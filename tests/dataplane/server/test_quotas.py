@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from tests.dataplane.server.processes import LoggedBroker
 from tests.dataplane.server.test_security import USERS, sasl_config_file, seed_credentials
 from tests.kafka_wire import KafkaWire
+from tests.support.broker import BrokerProcess
 
 pytestmark = pytest.mark.xdist_group("quotas")
 
@@ -31,9 +31,9 @@ WINDOW = ["--quota-window-num", "11", "--quota-window-size-seconds", "0.2"]
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     root = tmp_path_factory.mktemp("quotas")
-    process = LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}", extra_args=WINDOW)
+    process = BrokerProcess(root / "data", f"test-{uuid.uuid4().hex[:12]}", extra_args=WINDOW)
     process.start()
     try:
         yield process
@@ -42,7 +42,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
 
 
 @pytest.fixture
-def admin(broker: LoggedBroker) -> Iterator[KafkaAdminClient]:
+def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="quota-admin")
     try:
         yield client
@@ -135,7 +135,7 @@ def test_bad_filters_are_refused(admin: KafkaAdminClient) -> None:
 # ---------------------------------------------------------------------- byte rates held
 
 
-def _delivered_rate(broker: LoggedBroker, client_id: str, *, warmup: float, measure: float) -> float:
+def _delivered_rate(broker: BrokerProcess, client_id: str, *, warmup: float, measure: float) -> float:
     """Bytes/s acknowledged to a producer sending as fast as it can, measured after ``warmup`` seconds."""
     producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": client_id, "linger.ms": 5,
                          "batch.size": 32 * 1024, "queue.buffering.max.kbytes": 4096, **QUIET})
@@ -157,7 +157,7 @@ def _delivered_rate(broker: LoggedBroker, client_id: str, *, warmup: float, meas
     return sum(window) / measure
 
 
-def test_a_producer_at_ten_times_its_quota_is_held_within_ten_percent(broker: LoggedBroker,
+def test_a_producer_at_ten_times_its_quota_is_held_within_ten_percent(broker: BrokerProcess,
                                                                       admin: KafkaAdminClient) -> None:
     quota = 1_000_000.0
     unthrottled = _delivered_rate(broker, "free-producer", warmup=0.5, measure=1.0)
@@ -168,7 +168,7 @@ def test_a_producer_at_ten_times_its_quota_is_held_within_ten_percent(broker: Lo
     assert rate == pytest.approx(quota, rel=0.10), f"held at {rate:.0f} B/s against a quota of {quota:.0f}"
 
 
-def test_a_consumer_is_held_within_ten_percent_of_its_quota(broker: LoggedBroker, admin: KafkaAdminClient) -> None:
+def test_a_consumer_is_held_within_ten_percent_of_its_quota(broker: BrokerProcess, admin: KafkaAdminClient) -> None:
     quota = 1_000_000.0
     topic = f"fill-{uuid.uuid4().hex[:8]}"
     creator = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
@@ -222,9 +222,9 @@ def _closed_at_once(port: int) -> bool:
 
 
 @pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[LoggedBroker]:
+def fresh(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker of the test's own: every connection to it is one the test made."""
-    process = LoggedBroker(tmp_path / "data", f"test-{uuid.uuid4().hex[:12]}", extra_args=WINDOW)
+    process = BrokerProcess(tmp_path / "data", f"test-{uuid.uuid4().hex[:12]}", extra_args=WINDOW)
     process.start()
     try:
         yield process
@@ -232,7 +232,7 @@ def fresh(tmp_path: Path) -> Iterator[LoggedBroker]:
         process.stop()
 
 
-def test_anonymous_connections_are_capped(fresh: LoggedBroker) -> None:
+def test_anonymous_connections_are_capped(fresh: BrokerProcess) -> None:
     broker = fresh
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="quota-admin")
     # The admin client holds one ANONYMOUS connection (this PLAINTEXT listener authenticates nobody).
@@ -251,11 +251,11 @@ def test_anonymous_connections_are_capped(fresh: LoggedBroker) -> None:
         admin.close()
 
 
-def _sasl_broker(factory: pytest.TempPathFactory, name: str, extra_config: str = "") -> Iterator[LoggedBroker]:
+def _sasl_broker(factory: pytest.TempPathFactory, name: str, extra_config: str = "") -> Iterator[BrokerProcess]:
     root = factory.mktemp(name)
     config: Path = sasl_config_file(root)
     config.write_text(config.read_text() + extra_config)
-    process = LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}",
+    process = BrokerProcess(root / "data", f"test-{uuid.uuid4().hex[:12]}",
                            extra_args=["--config", str(config), *WINDOW])
     seed_credentials(process.cluster_id)
     process.start()
@@ -266,12 +266,12 @@ def _sasl_broker(factory: pytest.TempPathFactory, name: str, extra_config: str =
 
 
 @pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from _sasl_broker(tmp_path_factory, "secure-quotas")
 
 
 @pytest.fixture(scope="module")
-def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker whose every SASL credential may hold two connections."""
     yield from _sasl_broker(tmp_path_factory, "capped", "max.connections.per.credential = 2\n")
 
@@ -293,7 +293,7 @@ def _third_login_is_refused(port: int, logins: tuple[str, str, str], expected: s
         second.close()
 
 
-def test_a_principal_over_its_connection_cap_is_told_why(secure: LoggedBroker) -> None:
+def test_a_principal_over_its_connection_cap_is_told_why(secure: BrokerProcess) -> None:
     with KafkaWire(secure.port, client_id="admin") as admin_wire:
         admin_wire.authenticate("PLAIN", "admin", USERS["admin"])
         from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest as KioAlter
@@ -309,13 +309,13 @@ def test_a_principal_over_its_connection_cap_is_told_why(secure: LoggedBroker) -
                             "at most 2 allowed (max_connections quota)")
 
 
-def test_a_credential_over_its_connection_cap_is_told_why(capped: LoggedBroker) -> None:
+def test_a_credential_over_its_connection_cap_is_told_why(capped: BrokerProcess) -> None:
     _third_login_is_refused(capped.port, ("SCRAM-SHA-512", "PLAIN", "SCRAM-SHA-256"),
                             "policy_violation: Too many connections for credential alice: 2 open, "
                             "at most 2 allowed (max.connections.per.credential)")
 
 
-def test_quota_admin_needs_cluster_rights(secure: LoggedBroker) -> None:
+def test_quota_admin_needs_cluster_rights(secure: BrokerProcess) -> None:
     from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
     from kio.static.primitive import i8
     with KafkaWire(secure.port) as wire:
@@ -325,7 +325,7 @@ def test_quota_admin_needs_cluster_rights(secure: LoggedBroker) -> None:
         assert answer.error_code == CLUSTER_AUTHORIZATION_FAILED
 
 
-def test_the_projects_admin_client_reads_and_writes_quotas(broker: LoggedBroker) -> None:
+def test_the_projects_admin_client_reads_and_writes_quotas(broker: BrokerProcess) -> None:
     """``ClusterAdmin`` (what the control plane reconciles with): set, read back, refuse, remove."""
     from dataplane.client.admin import ClusterAdmin
     user = f"u-{uuid.uuid4().hex[:8]}"
@@ -345,7 +345,7 @@ def test_the_projects_admin_client_reads_and_writes_quotas(broker: LoggedBroker)
         assert alice not in admin.client_quotas() and defaults not in admin.client_quotas()
 
 
-def test_a_throttled_response_says_so_and_the_channel_is_muted(fresh: LoggedBroker) -> None:
+def test_a_throttled_response_says_so_and_the_channel_is_muted(fresh: BrokerProcess) -> None:
     """KIP-219 on the wire: the over-quota Produce is answered at once with its throttle time, and the next
     request on that connection is read only once the throttle has passed (another connection is not held)."""
     import datetime
@@ -382,7 +382,7 @@ def test_a_throttled_response_says_so_and_the_channel_is_muted(fresh: LoggedBrok
         assert time.monotonic() - sent >= throttle - 0.05  # not read before the throttle ended
 
 
-def test_request_percentage_throttles_any_request(fresh: LoggedBroker) -> None:
+def test_request_percentage_throttles_any_request(fresh: BrokerProcess) -> None:
     """KIP-124: handler time, not bytes. A tiny share of one thread is used up by a few Metadata requests."""
     from kio.schema.metadata.v12.request import MetadataRequest
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from sluice.embedded import free_port
-from tests.dataplane.server.conftest import ROOT, BrokerProcess
+from tests.support.broker import ROOT, BrokerProcess
 
 
 def run_broker(data_dir: Path, cluster_id: str, node_id: int) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from tests.dataplane.server.conftest import BrokerProcess
 from tests.dataplane.server.test_client_matrix import confluent_consume, create_topic, make_records
+from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
 
 COUNT = 20_000

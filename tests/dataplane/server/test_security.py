@@ -45,8 +45,8 @@ from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import MetadataStore
 from dataplane.security.sasl import plain_hash
 from dataplane.security.scram import derive
-from tests.dataplane.server.processes import LoggedBroker
 from tests.kafka_wire import KafkaWire
+from tests.support.broker import BrokerProcess
 
 pytestmark = pytest.mark.xdist_group("security")
 
@@ -81,9 +81,9 @@ def sasl_config_file(directory: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     root = tmp_path_factory.mktemp("secure")
-    broker = LoggedBroker(root / "data", f"test-{uuid.uuid4().hex[:12]}",
+    broker = BrokerProcess(root / "data", f"test-{uuid.uuid4().hex[:12]}",
                           extra_args=["--config", str(sasl_config_file(root))])
     seed_credentials(broker.cluster_id)
     broker.start()
@@ -106,14 +106,14 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
         broker.stop()
 
 
-def client_config(broker: LoggedBroker, user: str, mechanism: str = "PLAIN",
+def client_config(broker: BrokerProcess, user: str, mechanism: str = "PLAIN",
                   password: str | None = None) -> dict[str, Any]:
     return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": mechanism, "sasl.username": user,
             "sasl.password": USERS.get(user, "") if password is None else password, **QUIET}
 
 
-def admin_client(broker: LoggedBroker, user: str, mechanism: str = "PLAIN") -> AdminClient:
+def admin_client(broker: BrokerProcess, user: str, mechanism: str = "PLAIN") -> AdminClient:
     return AdminClient(client_config(broker, user, mechanism))
 
 
@@ -121,7 +121,7 @@ def admin_client(broker: LoggedBroker, user: str, mechanism: str = "PLAIN") -> A
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_confluent_kafka_authenticates_and_a_wrong_secret_is_refused(secure: LoggedBroker, mechanism: str) -> None:
+def test_confluent_kafka_authenticates_and_a_wrong_secret_is_refused(secure: BrokerProcess, mechanism: str) -> None:
     topics = AdminClient(client_config(secure, "alice", mechanism)).list_topics(timeout=20).topics
     assert "orders" in topics and "secret" not in topics  # Metadata lists what alice may describe
     wrong = AdminClient(client_config(secure, "alice", mechanism, password="nope"))
@@ -130,7 +130,7 @@ def test_confluent_kafka_authenticates_and_a_wrong_secret_is_refused(secure: Log
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python_authenticates_and_a_wrong_secret_is_refused(secure: LoggedBroker, mechanism: str,
+def test_kafka_python_authenticates_and_a_wrong_secret_is_refused(secure: BrokerProcess, mechanism: str,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError
@@ -153,7 +153,7 @@ def test_kafka_python_authenticates_and_a_wrong_secret_is_refused(secure: Logged
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_aiokafka_authenticates_and_a_wrong_secret_is_refused(secure: LoggedBroker, mechanism: str) -> None:
+def test_aiokafka_authenticates_and_a_wrong_secret_is_refused(secure: BrokerProcess, mechanism: str) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError
 
@@ -171,7 +171,7 @@ def test_aiokafka_authenticates_and_a_wrong_secret_is_refused(secure: LoggedBrok
         asyncio.run(produce("nope"))
 
 
-def test_unauthenticated_requests_are_refused_and_the_connection_closed(secure: LoggedBroker) -> None:
+def test_unauthenticated_requests_are_refused_and_the_connection_closed(secure: BrokerProcess) -> None:
     with KafkaWire(secure.port) as wire, pytest.raises(ConnectionError):
         wire.call(MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                   include_topic_authorized_operations=False))
@@ -185,7 +185,7 @@ def test_unauthenticated_requests_are_refused_and_the_connection_closed(secure: 
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_handshake_v0_logs_in_with_bare_token_frames(secure: LoggedBroker, mechanism: str) -> None:
+def test_handshake_v0_logs_in_with_bare_token_frames(secure: BrokerProcess, mechanism: str) -> None:
     """KIP-43's framing, which Kafka 4.0 still serves: after SaslHandshake v0 the tokens travel as bare frames."""
     metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     with KafkaWire(secure.port) as wire:
@@ -197,7 +197,7 @@ def test_handshake_v0_logs_in_with_bare_token_frames(secure: LoggedBroker, mecha
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python_as_a_0_10_client_logs_in_with_handshake_v0(secure: LoggedBroker, mechanism: str) -> None:
+def test_kafka_python_as_a_0_10_client_logs_in_with_handshake_v0(secure: BrokerProcess, mechanism: str) -> None:
     """kafka-python pinned to broker 0.10.0 has no SaslAuthenticate (Kafka 1.0): handshake v0 and bare tokens."""
     from kafka import KafkaConsumer
 
@@ -211,7 +211,7 @@ def test_kafka_python_as_a_0_10_client_logs_in_with_handshake_v0(secure: LoggedB
         consumer.close()
 
 
-def test_handshake_v0_is_advertised_for_librdkafka(secure: LoggedBroker) -> None:
+def test_handshake_v0_is_advertised_for_librdkafka(secure: BrokerProcess) -> None:
     """librdkafka tests SaslHandshake 0..0 before any SASL login ("SASL Handshake not supported by broker")."""
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
@@ -234,7 +234,7 @@ def fetch_request(topic: str, replica_id: int = -1) -> FetchRequest:
         forgotten_topics_data=(), rack_id="")
 
 
-def test_produce_consume_and_groups_follow_the_acls(secure: LoggedBroker) -> None:
+def test_produce_consume_and_groups_follow_the_acls(secure: BrokerProcess) -> None:
     producer = Producer(client_config(secure, "alice", "SCRAM-SHA-512"))
     outcomes: dict[str, int | None] = {}
     for topic in ("orders", "secret"):
@@ -271,7 +271,7 @@ def test_produce_consume_and_groups_follow_the_acls(secure: LoggedBroker) -> Non
         denied.close()
 
 
-def test_wire_level_error_codes(secure: LoggedBroker) -> None:
+def test_wire_level_error_codes(secure: BrokerProcess) -> None:
     with KafkaWire(secure.port) as wire:
         wire.authenticate("PLAIN", "alice", USERS["alice"])
         fetched = wire.call(fetch_request("secret"))
@@ -289,7 +289,7 @@ def test_wire_level_error_codes(secure: LoggedBroker) -> None:
         assert listed.topics[0].topic_authorized_operations == (1 << 3) | (1 << 4) | (1 << 8)  # READ WRITE DESCRIBE
 
 
-def test_a_forged_replica_id_fetch_is_refused_and_changes_nothing(secure: LoggedBroker) -> None:
+def test_a_forged_replica_id_fetch_is_refused_and_changes_nothing(secure: BrokerProcess) -> None:
     with KafkaWire(secure.port) as wire:
         wire.authenticate("SCRAM-SHA-256", "alice", USERS["alice"])
         refused = wire.call(fetch_request("orders", replica_id=7))
@@ -301,7 +301,7 @@ def test_a_forged_replica_id_fetch_is_refused_and_changes_nothing(secure: Logged
         assert wire.call(fetch_request("orders", replica_id=7)).error_code.value == 0
 
 
-def test_admin_apis_need_cluster_and_topic_rights(secure: LoggedBroker) -> None:
+def test_admin_apis_need_cluster_and_topic_rights(secure: BrokerProcess) -> None:
     alice = admin_client(secure, "alice")
     [created] = alice.create_topics([NewTopic("alices", 1, 1)]).values()
     with pytest.raises(KafkaException) as caught:
@@ -319,7 +319,7 @@ def test_admin_apis_need_cluster_and_topic_rights(secure: LoggedBroker) -> None:
         assert described_acls.error_code.value == CLUSTER_AUTHORIZATION_FAILED and not described_acls.resources
 
 
-def test_describe_and_delete_acls_with_filters(secure: LoggedBroker) -> None:
+def test_describe_and_delete_acls_with_filters(secure: BrokerProcess) -> None:
     admin = admin_client(secure, "admin", "SCRAM-SHA-256")
     temporary = AclBinding(ResourceType.TOPIC, "temp", ResourcePatternType.PREFIXED, "User:bob", "*",
                            AclOperation.READ, AclPermissionType.DENY)
@@ -336,7 +336,7 @@ def test_describe_and_delete_acls_with_filters(secure: LoggedBroker) -> None:
     assert len(admin.describe_acls(everything).result(30)) == 3
 
 
-def test_scram_credentials_through_the_admin_api(secure: LoggedBroker) -> None:
+def test_scram_credentials_through_the_admin_api(secure: BrokerProcess) -> None:
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
     admin = admin_client(secure, "admin")
@@ -365,7 +365,7 @@ def _security(cluster_id: str) -> Iterator[SecurityStore]:
         yield SecurityStore(MetadataStore(conn, cluster_id))
 
 
-def test_a_credential_authenticates_as_the_principal_it_names(secure: LoggedBroker) -> None:
+def test_a_credential_authenticates_as_the_principal_it_names(secure: BrokerProcess) -> None:
     """An API key (username = key id) acts as its owner: the owner's ACLs apply, not User:<key id>."""
     for security in _security(secure.cluster_id):
         security.set_plain_credential("KEYOWNEDBYALICE1", plain_hash("key-secret"), principal="User:alice")
@@ -390,7 +390,7 @@ def test_a_credential_authenticates_as_the_principal_it_names(secure: LoggedBrok
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_deleting_a_credential_closes_its_open_connections(secure: LoggedBroker, mechanism: str) -> None:
+def test_deleting_a_credential_closes_its_open_connections(secure: BrokerProcess, mechanism: str) -> None:
     user = f"REVOKE{mechanism.replace('-', '')[:10]}"
     for security in _security(secure.cluster_id):
         if mechanism == "PLAIN":

@@ -8,9 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from tests.dataplane.server.processes import logged_broker
 from tests.dataplane.server.test_bad_input import api_versions_v0
 from tests.dataplane.server.test_metrics import scrape
+from tests.support.broker import logged_broker
 
 TOPIC = "busy"
 

@@ -32,10 +32,9 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
-from tests.dataplane.server.conftest import ROOT
-from tests.dataplane.server.processes import LoggedBroker
 from tests.dataplane.server.test_security import USERS, seed_credentials
 from tests.kafka_wire import KafkaWire
+from tests.support.broker import ROOT, BrokerProcess
 
 pytestmark = pytest.mark.xdist_group("tls")
 
@@ -77,9 +76,9 @@ def tls_config(directory: Path, pki: Pki, protocol: str, settings: tuple[str, ..
 
 
 def start_broker(root: Path, pki: Pki, protocol: str, *, cluster_id: str | None = None, node_id: int = 1,
-                 settings: tuple[str, ...] = ()) -> LoggedBroker:
+                 settings: tuple[str, ...] = ()) -> BrokerProcess:
     root.mkdir(parents=True, exist_ok=True)
-    broker = LoggedBroker(root / "data", cluster_id or f"test-{uuid.uuid4().hex[:12]}",
+    broker = BrokerProcess(root / "data", cluster_id or f"test-{uuid.uuid4().hex[:12]}",
                           extra_args=["--config", str(tls_config(root, pki, protocol, settings)),
                                       "--node-id", str(node_id)])
     if protocol.startswith("SASL_") and cluster_id is None:
@@ -89,7 +88,7 @@ def start_broker(root: Path, pki: Pki, protocol: str, *, cluster_id: str | None 
 
 
 @pytest.fixture(scope="module")
-def sasl_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[LoggedBroker]:
+def sasl_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
     broker = start_broker(tmp_path_factory.mktemp("sasl-ssl"), pki, "SASL_SSL")
     try:
         yield broker
@@ -98,7 +97,7 @@ def sasl_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Log
 
 
 @pytest.fixture(scope="module")
-def plain_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[LoggedBroker]:
+def plain_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
     broker = start_broker(tmp_path_factory.mktemp("ssl"), pki, "SSL")
     try:
         yield broker
@@ -106,7 +105,7 @@ def plain_ssl(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Lo
         broker.stop()
 
 
-def confluent_config(broker: LoggedBroker, pki: Pki, mechanism: str | None) -> dict[str, Any]:
+def confluent_config(broker: BrokerProcess, pki: Pki, mechanism: str | None) -> dict[str, Any]:
     if mechanism is None:
         return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(pki.ca),
                 **QUIET}
@@ -137,7 +136,7 @@ def fresh_topic(prefix: str) -> str:
 @pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=IDS)
 def test_confluent_kafka_produces_and_consumes(request: pytest.FixtureRequest, pki: Pki, listener: str,
                                                mechanism: str | None) -> None:
-    broker: LoggedBroker = request.getfixturevalue(listener)
+    broker: BrokerProcess = request.getfixturevalue(listener)
     config, topic = confluent_config(broker, pki, mechanism), fresh_topic("ck")
     producer = Producer(config)
     errors: list[Any] = []
@@ -164,7 +163,7 @@ def test_kafka_python_produces_and_consumes(request: pytest.FixtureRequest, pki:
                                             mechanism: str | None) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
-    broker: LoggedBroker = request.getfixturevalue(listener)
+    broker: BrokerProcess = request.getfixturevalue(listener)
     topic = fresh_topic("kp")
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, request_timeout_ms=20_000,
                              **python_config(pki, mechanism))
@@ -192,7 +191,7 @@ def test_aiokafka_produces_and_consumes(request: pytest.FixtureRequest, pki: Pki
                                         mechanism: str | None) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    broker: LoggedBroker = request.getfixturevalue(listener)
+    broker: BrokerProcess = request.getfixturevalue(listener)
     topic = fresh_topic("ak")
 
     async def roundtrip() -> list[bytes]:
@@ -236,7 +235,7 @@ def fetch_all(topic: str, max_bytes: int) -> FetchRequest:
         forgotten_topics_data=(), rack_id="")
 
 
-def test_a_large_fetch_over_tls_returns_the_stored_bytes_exactly(sasl_ssl: LoggedBroker, pki: Pki) -> None:
+def test_a_large_fetch_over_tls_returns_the_stored_bytes_exactly(sasl_ssl: BrokerProcess, pki: Pki) -> None:
     """Several MiB of incompressible records: what a Fetch returns over TLS (pread and encrypted, in 1 MiB
     pieces) is byte for byte the segment file."""
     topic = fresh_topic("big")
@@ -279,7 +278,7 @@ def closed_by_broker(sock: socket.socket) -> bool:
 
 
 def test_plaintext_and_garbage_on_a_tls_port_are_disconnected_and_others_keep_working(
-        sasl_ssl: LoggedBroker, pki: Pki) -> None:
+        sasl_ssl: BrokerProcess, pki: Pki) -> None:
     mark = len(sasl_ssl.lines)
     with KafkaWire(sasl_ssl.port, tls=pki.client_context()) as good:
         good.authenticate("PLAIN", "alice", USERS["alice"])
@@ -300,7 +299,7 @@ def test_plaintext_and_garbage_on_a_tls_port_are_disconnected_and_others_keep_wo
     assert "Traceback" not in sasl_ssl.output()
 
 
-def test_a_torn_tls_stream_closes_that_connection_with_a_log_line(sasl_ssl: LoggedBroker, pki: Pki) -> None:
+def test_a_torn_tls_stream_closes_that_connection_with_a_log_line(sasl_ssl: BrokerProcess, pki: Pki) -> None:
     """A client that stops in the middle of a TLS record: the broker says so and carries on."""
     mark = len(sasl_ssl.lines)
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
@@ -324,14 +323,14 @@ def test_a_torn_tls_stream_closes_that_connection_with_a_log_line(sasl_ssl: Logg
         assert wire.call(metadata()).brokers
 
 
-def test_a_client_that_does_not_trust_the_broker_fails_its_handshake(sasl_ssl: LoggedBroker, tmp_path: Path) -> None:
+def test_a_client_that_does_not_trust_the_broker_fails_its_handshake(sasl_ssl: BrokerProcess, tmp_path: Path) -> None:
     other = tmp_path / "other-ca.pem"
     trustme.CA().cert_pem.write_to_path(str(other))
     with pytest.raises(ssl.SSLCertVerificationError):
         KafkaWire(sasl_ssl.port, tls=ssl.create_default_context(cafile=str(other)))
 
 
-def test_metadata_and_configs_name_the_listeners_security_protocol(sasl_ssl: LoggedBroker, pki: Pki) -> None:
+def test_metadata_and_configs_name_the_listeners_security_protocol(sasl_ssl: BrokerProcess, pki: Pki) -> None:
     from confluent_kafka.admin import ConfigResource
 
     admin = AdminClient(confluent_config(sasl_ssl, pki, "PLAIN"))

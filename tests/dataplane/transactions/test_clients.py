@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.dataplane.server.processes import LoggedBroker, logged_broker
+from tests.support.broker import BrokerProcess, logged_broker
 
 pytestmark = pytest.mark.xdist_group("transactions-clients")
 
@@ -29,7 +29,7 @@ BROKER_ARGS = ["--group-min-session-timeout-ms", "500", "--group-initial-rebalan
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = logged_broker(tmp_path_factory.mktemp("txn-clients"), extra_args=BROKER_ARGS)
     process.start()
     try:
@@ -38,21 +38,21 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
         process.stop(signal.SIGKILL)
 
 
-def _topic(broker: LoggedBroker, partitions: int = 1) -> str:
+def _topic(broker: BrokerProcess, partitions: int = 1) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(30)
     return name
 
 
-def _producer(broker: LoggedBroker, txn_id: str, **extra: Any) -> Producer:
+def _producer(broker: BrokerProcess, txn_id: str, **extra: Any) -> Producer:
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id, "linger.ms": 1,
                          **extra})
     producer.init_transactions(30)
     return producer
 
 
-def _read_all(broker: LoggedBroker, topic: str, *, committed: bool, partitions: int = 1) -> list[bytes]:
+def _read_all(broker: BrokerProcess, topic: str, *, committed: bool, partitions: int = 1) -> list[bytes]:
     """Every record a consumer of the isolation level reads up to the end it may read (the LSO for read_committed)."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
                          "enable.partition.eof": True, "enable.auto.commit": False,
@@ -78,7 +78,7 @@ def _read_all(broker: LoggedBroker, topic: str, *, committed: bool, partitions: 
         consumer.close()
 
 
-def test_commit_is_read_and_abort_is_not(broker: LoggedBroker) -> None:
+def test_commit_is_read_and_abort_is_not(broker: BrokerProcess) -> None:
     topic = _topic(broker, partitions=2)
     producer = _producer(broker, f"tx-{uuid.uuid4().hex[:6]}")
     producer.begin_transaction()
@@ -101,7 +101,7 @@ def test_commit_is_read_and_abort_is_not(broker: LoggedBroker) -> None:
                                         + [b"c-last"])
 
 
-def test_read_committed_stops_at_an_open_transaction(broker: LoggedBroker) -> None:
+def test_read_committed_stops_at_an_open_transaction(broker: BrokerProcess) -> None:
     """The LSO holds back later non-transactional records too, until the transaction ends."""
     topic = _topic(broker)
     producer = _producer(broker, f"tx-{uuid.uuid4().hex[:6]}")
@@ -117,7 +117,7 @@ def test_read_committed_stops_at_an_open_transaction(broker: LoggedBroker) -> No
     assert _read_all(broker, topic, committed=True) == [b"open", b"after"]
 
 
-def test_consume_transform_produce_commits_offsets_with_the_transaction(broker: LoggedBroker) -> None:
+def test_consume_transform_produce_commits_offsets_with_the_transaction(broker: BrokerProcess) -> None:
     source, sink = _topic(broker), _topic(broker)
     plain = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(20):
@@ -152,7 +152,7 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(broker: 
     assert _read_all(broker, sink, committed=True) == [b"x%d" % i for i in range(20)]
 
 
-def test_a_second_producer_with_the_same_id_fences_the_first(broker: LoggedBroker) -> None:
+def test_a_second_producer_with_the_same_id_fences_the_first(broker: BrokerProcess) -> None:
     topic = _topic(broker)
     txn_id = f"tx-{uuid.uuid4().hex[:6]}"
     first = _producer(broker, txn_id)
@@ -171,7 +171,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker: LoggedBroke
     assert _read_all(broker, topic, committed=True) == [b"live"]
 
 
-def test_a_transaction_left_open_past_its_timeout_is_aborted(broker: LoggedBroker) -> None:
+def test_a_transaction_left_open_past_its_timeout_is_aborted(broker: BrokerProcess) -> None:
     topic = _topic(broker)
     producer = _producer(broker, f"tx-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 1000})
     producer.begin_transaction()
@@ -190,7 +190,7 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted(broker: LoggedBroke
         producer.commit_transaction(30)
 
 
-def test_kafka_python_transactions(broker: LoggedBroker) -> None:
+def test_kafka_python_transactions(broker: BrokerProcess) -> None:
     from kafka import KafkaProducer
 
     topic = _topic(broker)
@@ -210,7 +210,7 @@ def test_kafka_python_transactions(broker: LoggedBroker) -> None:
     assert _read_all(broker, topic, committed=False) == [b"kp-commit", b"kp-abort"]
 
 
-def test_aiokafka_transactions(broker: LoggedBroker) -> None:
+def test_aiokafka_transactions(broker: BrokerProcess) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     topic = _topic(broker)
@@ -263,7 +263,7 @@ def test_the_log_survives_a_restart_with_an_open_transaction(tmp_path: Path) -> 
         process.stop(signal.SIGKILL)
 
 
-def test_transactions_are_listed_described_and_a_hanging_one_aborted(broker: LoggedBroker) -> None:
+def test_transactions_are_listed_described_and_a_hanging_one_aborted(broker: BrokerProcess) -> None:
     """kafka-python's admin client, as ``kafka-transactions.sh`` uses these APIs (KIP-664)."""
     from kafka.admin import AbortTransactionSpec, KafkaAdminClient
     from kafka.structs import TopicPartition as KTopicPartition

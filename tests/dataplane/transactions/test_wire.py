@@ -29,14 +29,14 @@ from dataplane.protocol.control import build_marker
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.records import Record, build_batch
 from tests import kafka_wire
-from tests.dataplane.server.processes import LoggedBroker, logged_broker
+from tests.support.broker import BrokerProcess, logged_broker
 
 pytestmark = pytest.mark.xdist_group("transactions-wire")
 TOPIC = "wire-txn"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoggedBroker]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     process = logged_broker(tmp_path_factory.mktemp("txn-wire"),
@@ -95,7 +95,7 @@ def txn_batch(pid: int, epoch: int, seq: int, value: bytes = b"v") -> bytes:
                        base_sequence=seq, is_transactional=True)
 
 
-def test_bad_transactional_requests_get_kafkas_error_codes(broker: LoggedBroker) -> None:
+def test_bad_transactional_requests_get_kafkas_error_codes(broker: BrokerProcess) -> None:
     txn_id = f"bad-{uuid.uuid4().hex[:6]}"
     with kafka_wire.KafkaWire(broker.port) as wire:
         assert code(init(wire, txn_id, timeout_ms=0).error_code) == ErrorCode.INVALID_TRANSACTION_TIMEOUT
@@ -126,7 +126,7 @@ def test_bad_transactional_requests_get_kafkas_error_codes(broker: LoggedBroker)
         assert code(end(wire, txn_id, pid, epoch, commit=False, version=3).error_code) == ErrorCode.NONE  # retried
 
 
-def test_verify_only_never_adds_a_partition(broker: LoggedBroker) -> None:
+def test_verify_only_never_adds_a_partition(broker: BrokerProcess) -> None:
     txn_id = f"ver-{uuid.uuid4().hex[:6]}"
     with kafka_wire.KafkaWire(broker.port) as wire:
         started = init(wire, txn_id)
@@ -142,7 +142,7 @@ def test_verify_only_never_adds_a_partition(broker: LoggedBroker) -> None:
         assert produce(wire, txn_id, txn_batch(pid, epoch, 0), partition=1) == ErrorCode.INVALID_TXN_STATE
 
 
-def test_transaction_version_2_bumps_the_epoch_at_every_end(broker: LoggedBroker) -> None:
+def test_transaction_version_2_bumps_the_epoch_at_every_end(broker: BrokerProcess) -> None:
     """KIP-890 part 2: a late write of a finished transaction cannot join the next one."""
     txn_id = f"tv2-{uuid.uuid4().hex[:6]}"
     with kafka_wire.KafkaWire(broker.port) as wire:
@@ -199,7 +199,7 @@ def test_an_idle_transactional_id_expires_and_an_open_one_does_not(tmp_path_fact
         process.stop(signal.SIGKILL)
 
 
-def test_describe_producers_shows_an_open_transaction_until_its_marker(broker: LoggedBroker) -> None:
+def test_describe_producers_shows_an_open_transaction_until_its_marker(broker: BrokerProcess) -> None:
     """KIP-664's DescribeProducers, what ``kafka-transactions.sh find-hanging`` reads: the producer's epoch, last
     sequence and timestamp, and its open transaction's first offset (-1 once the marker closed it)."""
     from confluent_kafka.admin import AdminClient, NewTopic

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.dataplane.server.conftest import BrokerProcess
+from tests.support.broker import BrokerProcess
 
 TS0 = 1_700_000_000_000  # record timestamps (CreateTime) the tests set themselves
 
