@@ -3,15 +3,15 @@ constructor arguments), never the ``Broker`` itself.
 
 Each field is the narrowest owner that answers for its part: the replica manager
 for partitions and the waits on them, the admin manager for every metadata write,
-the coordinators for groups and transactions, ``Access`` for decisions. The two
+the coordinators for groups and transactions, ``Access`` for decisions. The three
 interfaces below are what the broker itself still provides, as typing ``Protocol``s,
 so a handler cannot reach past them into the composition root; an import-linter
 contract forbids ``dataplane.server.handlers`` from importing ``dataplane.server.broker``.
 
 Built once by the broker (the composition root) before it serves a request; the
 objects it names are owned by their builders and used on the broker's event loop.
-Tests build one from real parts (tests/dataplane/server/handlers/) and call
-handlers in process, without a broker process or sockets.
+Tests call handlers with a real broker's set (tests/dataplane/server/test_handlers_in_process.py),
+in process, without a broker process or sockets.
 """
 
 from __future__ import annotations
