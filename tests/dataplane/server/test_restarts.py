@@ -66,7 +66,7 @@ def test_restart_mid_stream(broker: BrokerProcess, how: signal.Signals, idempote
 
     thread = threading.Thread(target=produce_all)
     thread.start()
-    wait_until(lambda: len(acked) >= COUNT // 4)
+    wait_until(lambda: len(acked) >= COUNT // 4, "a quarter of the stream acknowledged", interval=0.01)
     at_kill = len(acked)
     broker.stop(how)
     assert at_kill < COUNT, "the stream ended before the restart"
