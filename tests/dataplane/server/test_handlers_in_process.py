@@ -30,6 +30,7 @@ from dataplane.protocol.records import Record, build_batch, decode_batches
 from dataplane.server.apis import REGISTRY, Later, RequestContext
 from dataplane.server.broker import Broker
 from dataplane.server.config import BrokerConfig
+from tests.support.polling import wait_until_async
 
 ADMIN = RequestContext(principal="User:admin", client_id="in-process", peer="127.0.0.1:1", listener="PLAINTEXT")
 ALICE = RequestContext(principal="User:alice", client_id="in-process", peer="127.0.0.1:2", listener="PLAINTEXT")
@@ -94,6 +95,12 @@ def fetch(topic: str, offset: int, *, min_bytes: int = 1, max_wait: float = 0.0)
             "forgotten_topics_data": (), "rack_id": ""}
 
 
+async def watched(broker: Broker, topic: str) -> None:
+    """Until a long poll watches the partition (its first pass found nothing)."""
+    partition = broker.replicas.leader_partition(topic, 0)
+    await wait_until_async(lambda: bool(partition._consumer_watchers), "a long poll watching the partition")
+
+
 def fetched_values(response: Any) -> list[bytes | None]:
     records = response.responses[0].partitions[0].records
     data = records.source.read_bytes() if isinstance(records, Deferred) else bytes(records or b"")
@@ -121,8 +128,7 @@ def test_a_long_poll_waits_in_the_replica_manager_and_a_write_wakes_it(tmp_path:
         await call(broker, 19, 7, create("events"))
         # A minute's max wait: if it answers, the write woke it (its deadline never came).
         poll = asyncio.create_task(call(broker, 1, 12, fetch("events", 0, max_wait=60.0)))
-        for _ in range(20):  # let the first pass read nothing and start watching the partition
-            await asyncio.sleep(0)
+        await watched(broker, "events")  # the first pass read nothing and watches the partition
         assert not poll.done()
         await call(broker, 0, 9, produce("events", [b"late"], acks=1))
         got = await asyncio.wait_for(poll, 30)
@@ -134,8 +140,7 @@ def test_a_stopping_broker_ends_long_polls(tmp_path: Path) -> None:
     async def test(broker: Broker) -> None:
         await call(broker, 19, 7, create("quiet"))
         poll = asyncio.create_task(call(broker, 1, 12, fetch("quiet", 0, max_wait=60.0)))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await watched(broker, "quiet")
         assert not poll.done()
         await broker.begin_shutdown()
         got = await asyncio.wait_for(poll, 30)

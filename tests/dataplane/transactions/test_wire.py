@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +29,7 @@ from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.records import Record, build_batch
 from tests import kafka_wire
 from tests.support.broker import BrokerProcess, logged_broker
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("transactions-wire")
 TOPIC = "wire-txn"
@@ -186,10 +186,8 @@ def test_an_idle_transactional_id_expires_and_an_open_one_does_not(tmp_path_fact
             def state(txn_id: str) -> Any:
                 return wire.call(describe(transactional_ids=(TransactionalId(txn_id),)), 0).transaction_states[0]
 
-            deadline = time.monotonic() + 60
-            while code(state("idle-id").error_code) != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
-                assert time.monotonic() < deadline, "the idle id never expired"
-                time.sleep(0.1)
+            wait_until(lambda: code(state("idle-id").error_code) == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                       "the idle id to expire")
             busy_state = state("busy-id")  # open (its timeout is 30 s): kept though idle past the expiration
             assert (code(busy_state.error_code), str(busy_state.transaction_state)) == (ErrorCode.NONE, "Ongoing")
             again = init(wire, "idle-id")
