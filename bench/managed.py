@@ -276,7 +276,7 @@ def create_topic_rows(cluster: Any, names: list[str], rf: int) -> tuple[list[flo
     from django.db import transaction
 
     from controlplane.core.actors import SYSTEM_ACTOR
-    from controlplane.streams.services import topic_create
+    from controlplane.resources.services import topic_create
 
     committed: list[float] = []
     t0 = time.monotonic()
@@ -291,7 +291,7 @@ def topics_applied(cluster: Any) -> int:
     """Managed topic rows whose status has observed_generation == generation and Ready=True."""
     from django.db import connection
 
-    from controlplane.streams.models import Topic
+    from controlplane.resources.models import Topic
 
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {Topic._meta.db_table} WHERE cluster_id = %s AND managed AND "
@@ -317,11 +317,12 @@ class Resync:
 def noop_resync(cluster: Any, runs: int = 3) -> Resync:
     """reconcile_cluster(resync=True) in this process ``runs`` times (busy passes retried, not counted)."""
     from controlplane.clusters import metadata
-    from controlplane.clusters import reconcile as cluster_reconcile
     from controlplane.clusters.credentials import cluster_admin
-    from controlplane.streams import reconcile as topic_reconcile
-    from controlplane.streams.models import Topic
-    from controlplane.streams.topic_plan import Drift, plan_topics
+    from controlplane.reconcile import nodes as node_step
+    from controlplane.reconcile import pipeline
+    from controlplane.reconcile import topics as topic_reconcile
+    from controlplane.reconcile.topic_plan import Drift, plan_topics
+    from controlplane.resources.models import Topic
     from dataplane.client.admin import AdminError, ClusterAdmin
 
     before = {r[0]: (r[1], r[2]) for r in Topic.objects.filter(cluster=cluster)
@@ -334,12 +335,12 @@ def noop_resync(cluster: Any, runs: int = 3) -> Resync:
     with (counting(ClusterAdmin, writes, calls),
           counting(ClusterAdmin, ["topics", "topic_configs"], parts),
           counting(metadata, ["registration"], parts),
-          counting(cluster_reconcile, ["_act"], parts, "brokers."),
-          counting(topic_reconcile, ["plan_topics", "_act"], parts, "topics.")):
+          counting(node_step, ["apply"], parts, "brokers."),
+          counting(topic_reconcile, ["plan_topics", "apply"], parts, "topics.")):
         deadline = time.monotonic() + 180
         while len(seconds) < runs and time.monotonic() < deadline:
             t0 = time.perf_counter()
-            outcome = cluster_reconcile.reconcile_cluster(cluster.pk, resync=True)
+            outcome = pipeline.reconcile_cluster(cluster.pk, resync=True)
             took = time.perf_counter() - t0
             if outcome.busy:  # the worker holds the cluster's lock: try again, this one is not a pass
                 busy += 1
@@ -356,7 +357,7 @@ def noop_resync(cluster: Any, runs: int = 3) -> Resync:
     try:
         # The cluster authenticates: the control plane's own client settings (the internal principal).
         with cluster_admin(cluster, bootstrap=status["bootstrap_servers"], timeout=120) as admin:
-            observed, _ = topic_reconcile.observe_topics(admin)
+            observed, _ = topic_reconcile.observe_topics(admin, admin.topics())
     except AdminError as exc:
         return Resync(seconds, busy, {k: len(v) for k, v in calls.items()}, parts, changed, ["(no observation)"],
                       conditions(status), f"observation failed even with a 120 s deadline: {exc}", not_done)

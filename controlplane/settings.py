@@ -8,6 +8,7 @@ production settings.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,6 @@ def _secret_key() -> str:
         return key
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        import secrets
-
         VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
@@ -65,7 +64,8 @@ INSTALLED_APPS = [
     "controlplane.tenancy",
     "controlplane.audit",
     "controlplane.clusters",
-    "controlplane.streams",
+    "controlplane.resources",
+    "controlplane.reconcile",
     "controlplane.agent",
     "controlplane.kafkarest",
     "controlplane.reports",
@@ -110,8 +110,6 @@ def _required_url(name: str) -> str:
     to report, not a reason to guess some other server."""
     value = os.environ.get(name, "")
     if not value:
-        from django.core.exceptions import ImproperlyConfigured
-
         raise ImproperlyConfigured(f"{name} is not set: run through `sluice` or manage.py, or export it")
     return value
 

@@ -7,14 +7,14 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from controlplane.audit.views import AuditEventViewSet
 from controlplane.clusters.views import ClusterViewSet, RebalanceViewSet
 from controlplane.core.console import NOT_CONSOLE, console_asset, console_index
 from controlplane.core.views import HealthView
 from controlplane.kafkarest.v2.urls import root_urlpatterns as rest_v2_root
 from controlplane.kafkarest.views import not_found as rest_not_found
 from controlplane.reports.views import ReportRunViewSet, ReportViewSet
-from controlplane.streams.views import AclViewSet, ClientQuotaViewSet, TopicViewSet
+from controlplane.resources.views import AclViewSet, ClientQuotaViewSet, TopicViewSet
+from controlplane.tenancy.audit_views import AuditEventViewSet
 from controlplane.tenancy.auth_views import JoinView, LoginView, LogoutView, PasswordChangeView
 from controlplane.tenancy.views import (
     ApiKeyViewSet,

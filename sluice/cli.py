@@ -148,7 +148,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     demo = demo_bootstrap(var)
     from controlplane.agent.processes import STOP_TIMEOUT as BROKER_STOP_TIMEOUT
-    from controlplane.clusters.bootstrap import demo_cluster
+    from controlplane.resources.bootstrap import demo_cluster
 
     demo_row = demo_cluster(demo.tenant_slug)
     demo_cluster_id, demo_kafka_id = demo_row.pk, demo_row.kafka_cluster_id
@@ -216,7 +216,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_cluster_id: Any, demo_kafka_id: str,
             supervisor: Supervisor, console: Console) -> None:
     """Wait for the web port and the demo cluster, then print where everything is."""
-    from controlplane.clusters.bootstrap import (
+    from controlplane.resources.bootstrap import (
         demo_client_config,
         demo_shell_env,
         ready_bootstrap,
@@ -329,14 +329,19 @@ def cmd_agent(args: argparse.Namespace) -> int:
     """One dataplane host's agent: runs the brokers the control plane places here."""
     if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
         _fail("agent: set DATABASE_URL and REDIS_URL to the control plane's Postgres and Redis")
-    from controlplane.agent.runtime import AgentOptions, run
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+    from controlplane.agent.runtime import AgentOptions
+    from controlplane.clusters.agents import run_agent
 
     listen = args.listen_host
     advertised = args.advertise_host or (socket.gethostname() if listen in ("0.0.0.0", "::") else listen)
-    return run(AgentOptions(host=args.host, rack=args.rack, listen_host=listen, advertised_host=advertised,
-                            port_min=args.ports[0], port_max=args.ports[1],
-                            root=Path(args.root) if args.root else runtime.var_dir() / "clusters",
-                            concurrency=args.concurrency, stop_brokers_on_exit=args.stop_brokers_on_exit))
+    return run_agent(AgentOptions(host=args.host, rack=args.rack, listen_host=listen, advertised_host=advertised,
+                                  port_min=args.ports[0], port_max=args.ports[1],
+                                  root=Path(args.root) if args.root else runtime.var_dir() / "clusters",
+                                  concurrency=args.concurrency, stop_brokers_on_exit=args.stop_brokers_on_exit))
 
 
 def cmd_manage(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -28,7 +29,5 @@ def ensure_environment(step: Callable[[str], AbstractContextManager[object]] | N
         return None
     _services = ensure_services(var_dir(), step=step)
     _services.export()
-    import atexit
-
     atexit.register(_services.stop)
     return _services

@@ -2,7 +2,10 @@
 
 ``run`` owns the process: it builds the one ``BrokerProcesses`` of this host,
 adopts the brokers already running, registers the host, and runs the worker in
-the main thread while a daemon thread ticks supervision and heartbeats.
+the main thread while a daemon thread ticks supervision and heartbeats. The agent
+is the control plane's bottom layer: what it reports and reads goes through the
+``ControlPlane`` it is given (``controlplane.clusters.agents``), and orders reach it
+as tasks sent by name.
 """
 
 from __future__ import annotations
@@ -10,8 +13,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+from celery import Celery
+from celery.signals import worker_shutting_down
 
 from controlplane.agent.processes import BrokerProcesses, BrokerSecrets, NodeSpec, NodeState, TlsFiles
 
@@ -22,6 +30,7 @@ HEARTBEAT_SECONDS = 2.0
 FULL_REPORT_SECONDS = 5.0
 
 _processes: BrokerProcesses | None = None
+_control_plane: ControlPlane | None = None
 _listen_host = "127.0.0.1"
 
 
@@ -29,45 +38,46 @@ class WrongAgent(RuntimeError):
     """A task for another host reached this agent (a routing mistake, never acted on)."""
 
 
+class ControlPlane(Protocol):
+    """What the agent tells the control plane and reads from it, given to :func:`run` by the layer above
+    (``controlplane.clusters.agents``): the agent sits below the control plane and never imports it."""
+
+    def register(self, options: AgentOptions) -> None: ...
+
+    def heartbeat(self, options: AgentOptions) -> None: ...
+
+    def gone(self, host: str) -> None: ...
+
+    def node_report(self, spec: NodeSpec, state: NodeState | None) -> None: ...
+
+    def nodes_report(self, host: str, states: dict[tuple[str, int], NodeState]) -> None: ...
+
+    def secrets(self, kafka_cluster_id: str, version: int) -> BrokerSecrets:
+        """A version of the cluster's secrets; ValueError when it cannot be read (the broker backs off)."""
+        ...
+
+    def metadata_url(self) -> str:
+        """The metadata store as this host reaches it (the same Postgres as the control plane's)."""
+        ...
+
+    def tls_files(self) -> TlsFiles | None:
+        """This host's certificate and key for TLS listeners, if the deployment has them."""
+        ...
+
+    def release_connections(self) -> None:
+        """Drop database connections a failure may have broken (the next call opens fresh ones)."""
+        ...
+
+
 def listen_host() -> str:
     """The address this host's brokers bind (the control plane places by advertised address only)."""
     return _listen_host
 
 
-def metadata_url() -> str:
-    """The metadata store as this host reaches it (the same Postgres as the control plane's)."""
-    from django.conf import settings
-
-    return str(settings.DATABASE_URL)
-
-
-def _secrets(kafka_cluster_id: str, version: int) -> BrokerSecrets:
-    """A version of the cluster's secrets, read from the control plane's database as the config is written.
-
-    KeyError (the version is gone: a stale spec) and database errors become ValueError, which backs the broker
-    off; the next reconcile sends a spec with the version to use.
-    """
-    from django.core.exceptions import ObjectDoesNotExist
-    from django.db import DatabaseError, close_old_connections
-
-    from controlplane.clusters import internal_secrets
-
-    try:
-        return internal_secrets.of_version(kafka_cluster_id, version).broker_secrets
-    except (KeyError, ObjectDoesNotExist) as exc:
-        raise ValueError(f"no secrets of version {version} for cluster {kafka_cluster_id}") from exc
-    except DatabaseError as exc:
-        close_old_connections()
-        raise ValueError(f"cannot read the cluster's secrets: {exc}") from exc
-
-
-def _tls_files() -> TlsFiles | None:
-    """This host's certificate and key for TLS listeners (the deployment's SLUICE_TLS_* settings), if any."""
-    from django.conf import settings
-
-    if not settings.SLUICE_TLS_CERT or not settings.SLUICE_TLS_KEY:
-        return None
-    return TlsFiles(settings.SLUICE_TLS_CERT, settings.SLUICE_TLS_KEY, settings.SLUICE_TLS_CA)
+def control_plane() -> ControlPlane:
+    if _control_plane is None:
+        raise WrongAgent("this worker is not an agent: agent tasks must go to an agent.<host> queue")
+    return _control_plane
 
 
 def processes_for(host: str) -> BrokerProcesses:
@@ -92,66 +102,48 @@ class AgentOptions:
 
 
 def _on_change(spec: NodeSpec, state: NodeState) -> None:
-    from django.db import close_old_connections
-
-    from controlplane.agent.reporting import node_report
-
     try:
-        node_report(spec, state)
+        control_plane().node_report(spec, state)
     except Exception:  # the periodic full report repairs a lost one
         log.exception("could not report broker %s/%d", spec.cluster, spec.node_id)
-        close_old_connections()
+        control_plane().release_connections()
 
 
 def _supervise(processes: BrokerProcesses, options: AgentOptions, stop: threading.Event) -> None:
-    import time
-
-    from django.db import close_old_connections
-
-    from controlplane.agent.reporting import agent_heartbeat, nodes_report
-
+    reports = control_plane()
     last_beat = last_report = 0.0
     while not stop.wait(TICK_SECONDS):
         try:
             processes.tick()
             now = time.monotonic()
             if now - last_beat >= HEARTBEAT_SECONDS:
-                agent_heartbeat(options.host, rack=options.rack, advertised_host=options.advertised_host,
-                                port_min=options.port_min, port_max=options.port_max)
+                reports.heartbeat(options)
                 last_beat = now
             if now - last_report >= FULL_REPORT_SECONDS:
-                nodes_report(options.host, processes.states())
+                reports.nodes_report(options.host, processes.states())
                 last_report = now
         except Exception:
             log.exception("agent %s: supervise pass failed", options.host)
-            close_old_connections()
+            reports.release_connections()
 
 
-def run(options: AgentOptions) -> int:
-    """Run the agent until SIGTERM/SIGINT (Celery's warm shutdown)."""
-    global _processes, _listen_host
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    django.setup()
-    from controlplane.agent.reporting import agent_register
-    from controlplane.celery_app import app
-
+def run(options: AgentOptions, plane: ControlPlane, app: Celery) -> int:
+    """Run the agent until SIGTERM/SIGINT (Celery's warm shutdown): ``app`` is the control plane's Celery
+    application, whose ``agent.<host>`` queue this worker serves."""
+    global _processes, _listen_host, _control_plane
+    _control_plane = plane
     _listen_host = options.listen_host
     processes = BrokerProcesses(options.root, options.host, on_change=_on_change,
-                                secrets=_secrets, tls=_tls_files())
+                                secrets=plane.secrets, tls=plane.tls_files())
     _processes = processes
     adopted = processes.adopt()
     log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))
-    agent_register(host=options.host, rack=options.rack, advertised_host=options.advertised_host,
-                   port_min=options.port_min, port_max=options.port_max)
+    plane.register(options)
     stop = threading.Event()
     thread = threading.Thread(target=_supervise, args=(processes, options, stop), name="agent-supervise",
                               daemon=True)
     thread.start()
     if options.stop_brokers_on_exit:
-        from celery.signals import worker_shutting_down
-
         def _stop_brokers(**_: object) -> None:
             # At the start of shutdown, not after it: Redis may be going away with us (`sluice up` stopping).
             stop.set()
@@ -167,13 +159,9 @@ def run(options: AgentOptions) -> int:
     finally:
         stop.set()
         thread.join(5)
-        from django.db import close_old_connections
-
-        from controlplane.agent.reporting import agent_gone
-
         try:
-            close_old_connections()
-            agent_gone(options.host)
+            plane.release_connections()
+            plane.gone(options.host)
         except Exception:  # the database may be going away with us; the heartbeat then simply lapses
             log.warning("agent %s: could not record its stop", options.host)
         if options.stop_brokers_on_exit:

@@ -18,15 +18,13 @@ from controlplane.agent.processes import NodeSpec
 @shared_task(name="agent.ensure_broker", ignore_result=True)
 def ensure_broker(spec: dict[str, Any]) -> dict[str, Any]:
     node = NodeSpec(**{**spec, "listen_host": spec.get("listen_host") or runtime.listen_host(),
-                       "metadata_url": spec.get("metadata_url") or runtime.metadata_url()})
+                       "metadata_url": spec.get("metadata_url") or runtime.control_plane().metadata_url()})
     processes = runtime.processes_for(node.host)
     return asdict(processes.ensure(node))
 
 
 @shared_task(name="agent.remove_broker", ignore_result=True)
 def remove_broker(host: str, cluster: str, node_id: int, purge: bool = True) -> None:
-    from controlplane.agent.reporting import node_report
-
     processes = runtime.processes_for(host)
     processes.remove(cluster, node_id, purge=purge)
-    node_report(NodeSpec(cluster, node_id, host, "", "", 0, ""), None)
+    runtime.control_plane().node_report(NodeSpec(cluster, node_id, host, "", "", 0, ""), None)

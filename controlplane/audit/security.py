@@ -17,12 +17,12 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from django.apps import apps
 from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
-from controlplane.tenancy.models import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,8 @@ def _record(tenant_id: int | None, action: str, subject: str, subject_type: str,
             if last is not None:
                 AuditEvent.objects.filter(pk=last).update(count=F("count") + count)
                 return
-        slug = Tenant.objects.filter(pk=tenant_id).values_list("slug", flat=True).first() if tenant_id else None
+        tenants = apps.get_model("tenancy", "Tenant")._default_manager  # by name: tenancy sits above audit
+        slug = tenants.filter(pk=tenant_id).values_list("slug", flat=True).first() if tenant_id else None
         AuditEvent.objects.create(tenant_id=tenant_id, tenant_slug=slug or "", actor_type=subject_type,
                                   actor_id=subject, actor_display=subject, action=action, target_type=target_type,
                                   target_id=target_id, data=data, count=count)

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from controlplane.audit.models import AuditEvent
 from controlplane.core.actors import Actor
-from controlplane.tenancy.models import Tenant
 
 
-def audit_record(*, tenant: Tenant, actor: Actor, action: str, target_type: str, target_id: str,
+class AuditedTenant(Protocol):
+    """The tenant a row belongs to (tenancy's ``Tenant``: tenancy writes audit rows, so audit never imports it)."""
+
+    @property
+    def pk(self) -> Any: ...
+
+    @property
+    def slug(self) -> str: ...
+
+
+def audit_record(*, tenant: AuditedTenant, actor: Actor, action: str, target_type: str, target_id: str,
                  data: dict[str, Any] | None = None) -> AuditEvent:
     return AuditEvent.objects.create(
-        tenant=tenant,
+        tenant_id=tenant.pk,
         tenant_slug=tenant.slug,
         actor_type=actor.type,
         actor_id=actor.id,

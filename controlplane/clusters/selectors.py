@@ -1,8 +1,10 @@
-"""Reads of clusters that cross module boundaries (``sluice up``'s state lines)."""
+"""Reads of clusters that cross module boundaries (``sluice up``'s state lines, the topics' totals)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from django.db.models import Max, Sum
 
 from controlplane.clusters.models import Cluster
 
@@ -44,3 +46,15 @@ def phase_changes(before: dict[str, ClusterPhase], after: dict[str, ClusterPhase
             lines.append(f"cluster {now.tenant}/{now.name}: {was.phase} → {now.phase}")
     lines += [f"cluster {was.tenant}/{was.name}: deleted" for key, was in before.items() if key not in after]
     return lines
+
+
+# The cluster's topics, read through the resources app's reverse relation (``Topic.cluster``): resources sits
+# above clusters, so its models are never imported here.
+
+
+def topic_partition_count(cluster: Cluster) -> int:
+    return int(cluster.topics.aggregate(total=Sum("partitions"))["total"] or 0)
+
+
+def topic_max_replication_factor(cluster: Cluster) -> int:
+    return int(cluster.topics.aggregate(rf=Max("replication_factor"))["rf"] or 0)

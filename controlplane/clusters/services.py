@@ -15,8 +15,19 @@ from django.db.models import Count
 from django.utils import timezone
 
 from controlplane.audit.services import audit_record
-from controlplane.clusters.models import Cluster, ClusterSecret, new_internal_password, new_token_key
+from controlplane.clusters.models import (
+    ACTIVE_REBALANCE_STATES,
+    BrokerNode,
+    Cluster,
+    ClusterSecret,
+    Rebalance,
+    new_internal_password,
+    new_token_key,
+)
 from controlplane.clusters.plans import PLAN_LIMITS, TenantLimits, TenantUsage, tenant_limit_refusal
+from controlplane.clusters.rebalancing import rebalance_create
+from controlplane.clusters.selectors import topic_max_replication_factor, topic_partition_count
+from controlplane.clusters.tasks import request_reconcile
 from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
@@ -109,19 +120,8 @@ def cluster_create(*, tenant: Tenant, name: str, plan: str, actor: Actor, broker
     return cluster
 
 
-def request_reconcile(cluster: Cluster) -> None:
-    """Ask for a reconcile pass once the current transaction commits (the worker must see the change)."""
-    from controlplane.clusters.tasks import enqueue_reconcile
-
-    cluster_id = cluster.pk
-    transaction.on_commit(lambda: enqueue_reconcile(cluster_id))
-
-
 def _propose_after_scale_out(cluster: Cluster) -> None:
     """New brokers start empty: propose moving load onto them (computed once they have registered)."""
-    from controlplane.clusters.models import ACTIVE_REBALANCE_STATES, Rebalance
-    from controlplane.clusters.rebalancing import rebalance_create
-
     if not Rebalance.objects.filter(cluster=cluster, state__in=ACTIVE_REBALANCE_STATES).exists():
         rebalance_create(cluster=cluster, actor=None, reason="scale-out")
 
@@ -146,21 +146,17 @@ def cluster_update(*, cluster: Cluster, actor: Actor, name: str | None = None, p
         cluster.name = name
     new_plan = plan or cluster.plan
     if plan is not None or broker_count is not None or max_partitions is not None:
-        from controlplane.streams.selectors import cluster_partition_count
-
         keep_brokers = broker_count if broker_count is not None else (
             cluster.broker_count if new_plan == cluster.plan else None)
         keep_partitions = max_partitions if max_partitions is not None else (
             cluster.max_partitions if new_plan == cluster.plan else None)
         spec = cluster_spec(plan=new_plan, broker_count=keep_brokers, max_partitions=keep_partitions,
-                            current_partitions=cluster_partition_count(cluster))
+                            current_partitions=topic_partition_count(cluster))
         if new_plan != cluster.plan:
             changes["plan"] = [cluster.plan, new_plan]
             cluster.plan = new_plan
         if spec != cluster.spec:
-            from controlplane.streams.selectors import cluster_max_replication_factor
-
-            if spec["broker_count"] < cluster_max_replication_factor(cluster):
+            if spec["broker_count"] < topic_max_replication_factor(cluster):
                 raise ValidationFailed({"broker_count": [
                     "Topics with a higher replication factor exist; the cluster cannot shrink below it."]})
             placed = cluster.nodes.count()
@@ -187,8 +183,6 @@ def cluster_delete(*, cluster: Cluster, actor: Actor) -> bool:
     A cluster that never had a broker placed is removed at once (nothing ran). Returns whether the row
     is gone already. Asking again while the deletion runs changes nothing.
     """
-    from controlplane.clusters.models import BrokerNode
-
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
     if cluster.deletion_requested_at is not None:
         return False

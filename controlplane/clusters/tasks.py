@@ -1,9 +1,9 @@
-"""Cluster tasks: thin callers of the reconcile service.
+"""Cluster tasks, and the one way to ask for a reconcile pass.
 
-``enqueue_reconcile`` is the one way to ask for a pass. A Redis key (SET NX with
-an expiry) keeps at most one pass queued per cluster, however many spec
-changes, agent reports and resyncs ask; the expiry means a pass lost with a
-killed worker only delays the next one.
+``enqueue_reconcile`` sends the ``clusters.reconcile`` task (``controlplane.reconcile.tasks``) by name: the
+layers above (reconcile) are never imported from here. A Redis key (SET NX with an expiry) keeps at most one
+pass queued per cluster, however many spec changes, agent reports and resyncs ask; the expiry means a pass lost
+with a killed worker only delays the next one.
 """
 
 from __future__ import annotations
@@ -13,57 +13,48 @@ import logging
 import uuid
 
 import redis
-from celery import shared_task
+from celery import current_app, shared_task
 from django.conf import settings
+from django.db import transaction
 
 from controlplane.clusters.models import Cluster
-from controlplane.clusters.reconcile import reconcile_cluster
+from controlplane.clusters.security_events import security_events_ingest_all
+from controlplane.clusters.throughput import sample
 
 log = logging.getLogger(__name__)
 
 PENDING_TTL_SECONDS = 10
-RETRY_SECONDS = 1.0
-SLOW_RETRY_SECONDS = 5.0
-FAST_ATTEMPTS = 60
+RECONCILE = "clusters.reconcile"  # the reconcile tasks' names (controlplane.reconcile.tasks)
+RECONCILE_CREDENTIALS = "clusters.reconcile_credentials"
 
 
 @functools.cache
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)
 
 
-def _pending_key(cluster_id: str) -> str:
+def pending_key(cluster_id: str) -> str:
     return f"sluice:reconcile-pending:{cluster_id}"
 
 
 def enqueue_reconcile(cluster_id: uuid.UUID | str, *, countdown: float = 0, resync: bool = False,
                       attempt: int = 0) -> bool:
-    if not _redis().set(_pending_key(str(cluster_id)), "1", nx=True, ex=PENDING_TTL_SECONDS):
+    if not redis_client().set(pending_key(str(cluster_id)), "1", nx=True, ex=PENDING_TTL_SECONDS):
         return False
-    reconcile.apply_async(args=[str(cluster_id)], kwargs={"resync": resync, "attempt": attempt},
+    current_app.send_task(RECONCILE, args=[str(cluster_id)], kwargs={"resync": resync, "attempt": attempt},
                           countdown=countdown)
     return True
+
+
+def request_reconcile(cluster: Cluster) -> None:
+    """Ask for a reconcile pass once the current transaction commits (the worker must see the change)."""
+    cluster_id = cluster.pk
+    transaction.on_commit(lambda: enqueue_reconcile(cluster_id))
 
 
 def enqueue_reconcile_by_kafka_id(kafka_cluster_id: str) -> None:
     for pk in Cluster.objects.filter(kafka_cluster_id=kafka_cluster_id).values_list("pk", flat=True):
         enqueue_reconcile(pk)
-
-
-@shared_task(name="clusters.reconcile", ignore_result=True)
-def reconcile(cluster_id: str, resync: bool = False, attempt: int = 0) -> None:
-    _redis().delete(_pending_key(cluster_id))
-    try:
-        outcome = reconcile_cluster(uuid.UUID(cluster_id), resync=resync)
-    except Exception:
-        log.exception("reconcile of cluster %s failed; retrying", cluster_id)
-        enqueue_reconcile(cluster_id, countdown=SLOW_RETRY_SECONDS, attempt=attempt + 1)
-        return
-    if outcome.busy:  # another worker's pass is running: come back soon, and it is not an attempt of ours
-        enqueue_reconcile(cluster_id, countdown=0.2, attempt=attempt)
-    elif not outcome.done:
-        wait = RETRY_SECONDS if attempt < FAST_ATTEMPTS else SLOW_RETRY_SECONDS
-        enqueue_reconcile(cluster_id, countdown=wait, attempt=attempt + 1)
 
 
 def enqueue_credentials(tenant_id: int, *, cluster_id: uuid.UUID | None = None) -> None:
@@ -72,18 +63,7 @@ def enqueue_credentials(tenant_id: int, *, cluster_id: uuid.UUID | None = None) 
     if cluster_id is not None:
         clusters = clusters.filter(pk=cluster_id)
     for pk in clusters.values_list("pk", flat=True):
-        reconcile_credentials.apply_async(args=[str(pk)])
-
-
-@shared_task(name="clusters.reconcile_credentials", ignore_result=True)
-def reconcile_credentials(cluster_id: str) -> None:
-    from controlplane.clusters.credential_reconcile import reconcile_credentials as reconcile_cluster_credentials
-
-    cluster = Cluster.objects.filter(pk=cluster_id, deletion_requested_at__isnull=True).first()
-    if cluster is None:
-        return
-    if reconcile_cluster_credentials(cluster).get("pending"):  # brokers not up yet, or the store unreachable
-        enqueue_reconcile(cluster.pk, countdown=RETRY_SECONDS)
+        current_app.send_task(RECONCILE_CREDENTIALS, args=[str(pk)])
 
 
 @shared_task(name="clusters.resync_all", ignore_result=True)
@@ -98,8 +78,6 @@ def resync_all() -> int:
 @shared_task(name="clusters.sample_throughput", ignore_result=True)
 def sample_throughput() -> int:
     """Once a minute (beat): a throughput sample of every Ready cluster."""
-    from controlplane.clusters.throughput import sample
-
     written = 0
     for cluster in Cluster.objects.filter(deletion_requested_at__isnull=True):
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in cluster.status.get("conditions", []))
@@ -115,6 +93,4 @@ def sample_throughput() -> int:
 @shared_task(name="clusters.ingest_security_events", ignore_result=True)
 def ingest_security_events() -> int:
     """Every 10 s (beat): brokers' SASL failures and ACL denials into the tenants' audit trails."""
-    from controlplane.clusters.security_events import security_events_ingest_all
-
     return security_events_ingest_all()

@@ -18,7 +18,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane.clusters import metadata
 from controlplane.clusters.models import Cluster, ThroughputCounter, ThroughputSample
+from controlplane.clusters.observability import admin_for
 from dataplane.client.admin import ClusterAdmin
 
 KEEP = timedelta(hours=48)
@@ -89,9 +91,6 @@ def record(cluster: Cluster, now: datetime, totals: dict[tuple[str, str], Totals
 
 
 def sample(cluster: Cluster) -> int:
-    from controlplane.clusters import metadata
-    from controlplane.clusters.observability import admin_for
-
     with admin_for(cluster) as admin:
         totals = measure(admin, metadata.bytes_out(cluster.kafka_cluster_id))
     return record(cluster, timezone.now(), totals)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, mixins, status
+from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,15 +27,10 @@ from controlplane.clusters.serializers import (
     ThroughputQuerySerializer,
     TransactionSerializer,
 )
+from controlplane.clusters.viewsets import ClusterChildViewSet, key_scoped
 from controlplane.core.serializers import bodiless
-from controlplane.core.viewsets import WHOLE_LIST, TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
-
-
-def key_scoped(request: Request, clusters: QuerySet[Cluster]) -> QuerySet[Cluster]:
-    """Only the key's cluster when the caller's API key is scoped to one (others are a 404)."""
-    cluster_id = getattr(request.auth, "cluster_id", None)
-    return clusters if cluster_id is None else clusters.filter(pk=cluster_id)
+from controlplane.tenancy.viewsets import WHOLE_LIST, TenantScopedViewSet
 
 
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
@@ -148,22 +142,6 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             return Response(status=status.HTTP_204_NO_CONTENT)
         cluster.refresh_from_db()
         return Response(ClusterSerializer(cluster).data, status=status.HTTP_202_ACCEPTED)
-
-
-class ClusterChildViewSet(TenantScopedViewSet):
-    """Resolves ``cluster_pk`` within the tenant: another tenant's cluster is a 404."""
-
-    cluster: Cluster
-
-    def resolve_parents(self, kwargs: dict[str, Any]) -> None:
-        try:
-            cluster_id = uuid.UUID(str(kwargs["cluster_pk"]))
-        except ValueError:
-            raise exceptions.NotFound("Not found.") from None
-        cluster = key_scoped(self.request, Cluster.objects.filter(tenant=self.tenant, pk=cluster_id)).first()
-        if cluster is None:
-            raise exceptions.NotFound("Not found.")
-        self.cluster = cluster
 
 
 class RebalanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChildViewSet):

@@ -7,8 +7,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import redis
 from django.conf import settings
 from django.db import connection
+
+from controlplane.core.tasks import ping
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +40,6 @@ def _postgres() -> str:
 
 
 def _redis() -> str:
-    import redis
-
     client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
     try:
         client.ping()
@@ -48,8 +49,6 @@ def _redis() -> str:
 
 
 def _celery() -> str:
-    from controlplane.core.tasks import ping
-
     token = secrets.token_hex(8)
     result = ping.apply_async(args=[token])
     try:

@@ -92,10 +92,9 @@ def hit(scope: str, identity: str) -> Refusal | None:
 
 def request_identity(request: Request) -> str | None:
     """``key:<key id>`` for an API key, ``user:<pk>`` for a session; None for an anonymous request."""
-    from controlplane.tenancy.models import ApiKey
-
-    if isinstance(request.auth, ApiKey):
-        return f"key:{request.auth.key_id}"
+    key_id = getattr(request.auth, "key_id", None)  # an ApiKey (tenancy's model: tenancy sits above core)
+    if isinstance(key_id, str):
+        return f"key:{key_id}"
     user: Any = request.user
     if user is not None and getattr(user, "is_authenticated", False) and getattr(user, "pk", None) is not None:
         return f"user:{user.pk}"

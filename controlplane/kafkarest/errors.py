@@ -104,7 +104,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = Response(error.body(), status=error.status)
     access = getattr(context.get("view"), "access", None)
     if access is not None and error.status == FORBIDDEN:
-        from controlplane.kafkarest.access import audit_refusal  # access imports this module
+        from controlplane.kafkarest.access import audit_refusal  # noqa: PLC0415 - access imports this module
 
         kwargs = (context.get("kwargs") or {})
         audit_refusal(access, error, surface="rest", topic=str(kwargs.get("topic_name") or kwargs.get("topic") or ""))

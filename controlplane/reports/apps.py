@@ -6,4 +6,4 @@ class ReportsConfig(AppConfig):
     label = "reports"
 
     def ready(self) -> None:
-        from controlplane.reports import worker  # noqa: F401  (worker signals: the Spark session's lifetime)
+        from controlplane.reports import worker  # noqa: F401, PLC0415  (worker signals: the Spark session's lifetime)

@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import time
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
 from controlplane.clusters.credentials import SASL_PROTOCOLS, client_config
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.observability import ClusterUnavailable, bootstrap
 from controlplane.clusters.principals import as_principal, spark_options_for
 from controlplane.reports.engine import ReportError
 from controlplane.reports.models import Report
+from dataplane.client.admin import ClusterAdmin
+from dataplane.client.wire import AdminError
+from dataplane.coordinator.records import partition_for_group
 
 RUN_TOKEN_SECONDS = 6 * 3600  # a run's longest expected life: its executors cannot ask for a fresh token
 COMMITS_READ_SECONDS = 60.0
@@ -48,9 +53,6 @@ def _secured(cluster: Cluster) -> bool:
 
 def check_group_access(report: Report, group: str, topic: str) -> None:
     """``ReportError`` unless the report's owner may read ``group``'s committed offsets on ``topic``."""
-    from dataplane.client.admin import ClusterAdmin
-    from dataplane.client.wire import AdminError
-
     cluster: Cluster = report.cluster
     if not _secured(cluster):
         return
@@ -75,11 +77,7 @@ def check_group_access(report: Report, group: str, topic: str) -> None:
 def group_commits(report: Report, group: str, topic: str, end_ms: int | None) -> list[list[int]]:
     """``group``'s commits on ``topic`` as ``[partition, offset, commit time ms]``, read from the one
     ``__consumer_offsets`` partition that holds the group, up to its end now (records before ``end_ms``)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    from dataplane.client.admin import ClusterAdmin
-    from dataplane.client.spark.records import offset_commit
-    from dataplane.coordinator.records import partition_for_group
+    from dataplane.client.spark.records import offset_commit  # noqa: PLC0415 - loads pyspark (reports worker only)
 
     cluster: Cluster = report.cluster
     config = client_config(cluster) if _secured(cluster) else {"bootstrap.servers": bootstrap(cluster)}

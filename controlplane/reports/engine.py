@@ -24,7 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.parquet as pq
+
 from controlplane.reports import kinds
+from dataplane.client.spark.offsets import OffsetLookup
+from dataplane.client.spark.options import parse_source_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,9 +57,6 @@ def _ranges_json(ranges: list[Any]) -> tuple[str, str, int]:
 
 def pin(options: dict[str, str]) -> tuple[str, str, int]:
     """Resolve a view's ranges now: (startingOffsets JSON, endingOffsets JSON, records in them)."""
-    from dataplane.client.spark.offsets import OffsetLookup
-    from dataplane.client.spark.options import parse_source_options
-
     lookup = OffsetLookup(parse_source_options(options, streaming=False))
     try:
         return _ranges_json(lookup.batch_ranges())
@@ -156,8 +157,6 @@ def write_result(df: DataFrame, directory: Path, *, max_rows: int, max_bytes: in
 
 def result_size(directory: Path) -> tuple[int, int]:
     """Rows (from the Parquet footers, without reading data) and bytes of a written result."""
-    import pyarrow.parquet as pq
-
     files = parquet_files(directory)
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files), sum(f.stat().st_size for f in files)
 
@@ -165,8 +164,6 @@ def result_size(directory: Path) -> tuple[int, int]:
 def load_result(directory: Path, columns: list[dict[str, str]]) -> Outcome:
     """A written result as an ``Outcome``: small ones read back as rows (the directory is then removed),
     large ones stay Parquet files there."""
-    import pyarrow.parquet as pq
-
     count, _ = result_size(directory)
     out = Outcome(columns=columns, row_count=count)
     if count <= ROW_LIMIT:
@@ -191,8 +188,6 @@ def _json_rows(table: Any) -> Iterator[list[Any]]:
 
 def iter_parquet_rows(directory: Path, offset: int = 0, limit: int | None = None) -> Iterator[list[Any]]:
     """Rows of a stored Parquet result, JSON-safe, from ``offset`` (reading only the files it needs)."""
-    import pyarrow.parquet as pq
-
     remaining = limit
     for path in parquet_files(directory):
         meta = pq.ParquetFile(path).metadata

@@ -8,6 +8,7 @@ commits on the topic through the view ``commits`` (partition, offset, commit_ts)
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -150,8 +151,6 @@ def normalize_params(kind: str, params: object) -> dict[str, Any]:
 
 
 def _dumps(value: object) -> str:
-    import json
-
     return json.dumps(value)
 
 

@@ -22,11 +22,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane.core.actors import SYSTEM_ACTOR
 from controlplane.reports import engine, kinds
 from controlplane.reports.connection import check_group_access, connection_options, group_commits
 from controlplane.reports.models import Report, ReportResultRow, ReportRun, RunStatus
 from controlplane.reports.sandbox.launcher import RunnerLost, SandboxUnavailable
-from controlplane.reports.services import cancel_requested, run_dir
+from controlplane.reports.sandboxes import sandbox
+from controlplane.reports.services import cancel_requested, run_dir, run_request
 from controlplane.tenancy.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -79,8 +81,6 @@ def _progress_recorder(run_id: str) -> Any:
 
 def _run_sandboxed(run: ReportRun, request: dict[str, Any]) -> Any:
     """The runner's reply; a run in flight when the runner died is retried alone (see ``launcher``)."""
-    from controlplane.reports.worker import sandbox
-
     run_id = str(run.pk)
     exclusive = False
     for _ in range(3):
@@ -151,9 +151,6 @@ def _finish(run: ReportRun, status: str, error: str, scanned: int | None, outcom
 
 def run_scheduled(*, report_id: str) -> str | None:
     """Beat's entry point: queue a run of the report (gone reports are skipped)."""
-    from controlplane.core.actors import SYSTEM_ACTOR
-    from controlplane.reports.services import run_request
-
     report = Report.objects.select_related("cluster__tenant").filter(pk=report_id).first()
     if report is None:
         return None

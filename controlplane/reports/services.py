@@ -12,6 +12,8 @@ import json
 import shutil
 from typing import Any
 
+from celery import current_app
+from celery.schedules import ParseException, crontab
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
@@ -20,6 +22,7 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
+from controlplane.clusters.observability import admin_for
 from controlplane.core.actors import Actor
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.reports import kinds
@@ -27,6 +30,9 @@ from controlplane.reports.kinds import ParamError
 from controlplane.reports.models import DEFAULT_KEEP_RUNS, FINISHED, Report, ReportRun, RunStatus
 from controlplane.reports.sqlcheck import check_sql
 from controlplane.tenancy.models import Tenant
+from dataplane.client.spark.options import SparkSourceError, parse_source_options
+
+RUN_REPORT = "reports.run"  # the task (controlplane.reports.tasks)
 
 CANCEL_KEY = "sluice:reports:cancel:{run_id}"
 CANCEL_TTL_SECONDS = 24 * 3600
@@ -51,8 +57,6 @@ def _normalize_schedule(value: object) -> dict[str, Any]:
     fields = cron.split() if isinstance(cron, str) else []
     if len(fields) != 5:
         raise ParamError("schedule.cron", "must have five fields: minute hour day-of-month month day-of-week")
-    from celery.schedules import ParseException, crontab
-
     try:
         crontab(*fields)
     except (ParseException, ValueError) as e:
@@ -62,8 +66,6 @@ def _normalize_schedule(value: object) -> dict[str, Any]:
 
 def _check_topics(cluster: Cluster, topics: list[str], field: str) -> None:
     """Each topic must exist in the cluster (asked live: topics made by clients count too)."""
-    from controlplane.clusters.observability import admin_for
-
     with admin_for(cluster) as admin:
         known = set(admin.topics())
     missing = [t for t in topics if t not in known]
@@ -74,8 +76,6 @@ def _check_topics(cluster: Cluster, topics: list[str], field: str) -> None:
 
 def _check_offsets(params: dict[str, Any], topics: list[str]) -> None:
     """startingOffsets/endingOffsets with the source's own rules (same words as a Spark job gets)."""
-    from dataplane.client.spark.options import SparkSourceError, parse_source_options
-
     options = {"kafka.bootstrap.servers": "validation:9092", "subscribe": ",".join(topics)}
     for field, option in (("starting_offsets", "startingOffsets"), ("ending_offsets", "endingOffsets")):
         if params.get(field) is not None:
@@ -215,8 +215,6 @@ def _definition(report: Report) -> dict[str, Any]:
 
 def run_request(*, report: Report, actor: Actor, trigger: str = "manual") -> ReportRun:
     """Queue a run of the report as it is now ("run now", or beat's schedule)."""
-    from controlplane.reports.tasks import run_report
-
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=report.cluster.tenant_id)
         waiting = ReportRun.objects.filter(report__cluster__tenant=tenant, status=RunStatus.QUEUED).count()
@@ -231,7 +229,8 @@ def run_request(*, report: Report, actor: Actor, trigger: str = "manual") -> Rep
                          target_id=str(run.pk), data={"report": str(report.pk)})
 
         def enqueue() -> None:
-            result = run_report.apply_async(args=[str(run.pk)], queue=settings.SLUICE_REPORTS_QUEUE)
+            # By name: the tasks module is the reports' entry point, above this one.
+            result = current_app.send_task(RUN_REPORT, args=[str(run.pk)], queue=settings.SLUICE_REPORTS_QUEUE)
             ReportRun.objects.filter(pk=run.pk, celery_task_id="").update(celery_task_id=result.id)
 
         transaction.on_commit(enqueue)
@@ -243,11 +242,9 @@ def _request_cancel(run: ReportRun) -> None:
     run_id = str(run.pk)
 
     def revoke() -> None:
-        from controlplane.celery_app import app
-
         task_id = ReportRun.objects.filter(pk=run_id).values_list("celery_task_id", flat=True).first()
         if task_id:
-            app.control.revoke(task_id)  # a queued run is dropped by the worker; a running one sees the flag
+            current_app.control.revoke(task_id)  # a queued run is dropped by the worker; a running one sees the flag
 
     transaction.on_commit(revoke)
 

@@ -19,7 +19,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.clusters.views import ClusterChildViewSet
+from controlplane.clusters.viewsets import ClusterChildViewSet
 from controlplane.core.errors import ApplicationError, ValidationFailed
 from controlplane.core.serializers import bodiless
 from controlplane.reports import selectors, services

@@ -12,26 +12,17 @@ import threading
 from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
+from django.conf import settings
 
-from controlplane.reports.sandbox.launcher import SHUTDOWN_GRACE, Sandbox, SandboxUnavailable, hidden_paths
+from controlplane.reports import sandboxes
+from controlplane.reports.runner import runs_fail_orphaned
+from controlplane.reports.sandbox.launcher import SHUTDOWN_GRACE, SandboxUnavailable
+from controlplane.reports.sandboxes import sandbox
 
 log = logging.getLogger(__name__)
-_lock = threading.Lock()
-_sandbox: Sandbox | None = None
-
-
-def sandbox() -> Sandbox:
-    """This process's sandbox (made on first use; its runner starts with the first run or ``prestart``)."""
-    global _sandbox
-    with _lock:
-        if _sandbox is None:
-            _sandbox = Sandbox(hidden_paths())
-        return _sandbox
 
 
 def _is_reports_worker(sender: Any) -> bool:
-    from django.conf import settings
-
     # worker_ready's sender is the worker's Consumer (Celery 5); a WorkController holds one as ``consumer``.
     consumer = getattr(sender, "consumer", None) or sender
     task_consumer = getattr(consumer, "task_consumer", None)
@@ -41,15 +32,11 @@ def _is_reports_worker(sender: Any) -> bool:
 
 @worker_ready.connect
 def _on_ready(sender: Any = None, **_: Any) -> None:
-    from controlplane.reports.runner import runs_fail_orphaned
-
     hostname = getattr(sender, "hostname", "")
     if hostname:
         count = runs_fail_orphaned(worker=hostname)
         if count:
             log.warning("%d report run(s) left running by this worker's previous life were failed", count)
-    from django.conf import settings
-
     if settings.SLUICE_REPORTS_PRESTART and _is_reports_worker(sender):
         threading.Thread(target=_prestart, name="sandbox-prestart", daemon=True).start()
 
@@ -65,9 +52,7 @@ def _prestart() -> None:
 @worker_shutdown.connect
 @worker_process_shutdown.connect
 def _stop_sandbox(**_: Any) -> None:
-    global _sandbox
-    with _lock:
-        box, _sandbox = _sandbox, None
+    box = sandboxes.take()
     if box is not None:
         try:
             box.stop(SHUTDOWN_GRACE)

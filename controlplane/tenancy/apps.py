@@ -6,4 +6,4 @@ class TenancyConfig(AppConfig):
     label = "tenancy"
 
     def ready(self) -> None:
-        from controlplane.tenancy import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from controlplane.tenancy import schema  # noqa: F401, PLC0415  (registers the OpenAPI auth extension)

@@ -39,16 +39,15 @@ from controlplane.tenancy.models import (
 )
 from controlplane.tenancy.revocation import Revocation, publish_on_commit
 from controlplane.tenancy.selectors import actor_for
+from controlplane.tenancy.signals import kafka_access_changed
 
 log = logging.getLogger(__name__)
 
 
 def _validate_slug(slug: str) -> None:
-    from django.core.exceptions import ValidationError
-
     try:
         slug_validator(slug)
-    except ValidationError as exc:
+    except DjangoValidationError as exc:
         raise ValidationFailed({"slug": list(exc.messages)}) from exc
 
 
@@ -76,9 +75,7 @@ def tenant_update(*, tenant: Tenant, name: str, actor: Actor) -> Tenant:
 
 @transaction.atomic
 def tenant_delete(*, tenant: Tenant, actor: Actor) -> None:
-    from controlplane.clusters.models import BrokerNode
-
-    if BrokerNode.objects.filter(cluster__tenant=tenant).exists():
+    if tenant.clusters.filter(nodes__isnull=False).exists():  # clusters' reverse relation
         raise Conflict("Delete the tenant's clusters first: their brokers are still running.",
                        code="tenant_has_clusters")
     audit_record(tenant=tenant, actor=actor, action="tenant.delete", target_type="tenant", target_id=tenant.slug)
@@ -90,16 +87,8 @@ def _sync_kafka(tenant: Tenant, *, cluster_id: uuid.UUID | None = None, acls: bo
     being so), and with ``acls`` run their reconcile (the ACLs derived from roles changed)."""
     tenant_id = tenant.pk
 
-    def run() -> None:
-        # clusters depends on tenancy, not the reverse: imported when needed.
-        from controlplane.clusters.models import Cluster
-        from controlplane.clusters.tasks import enqueue_credentials, enqueue_reconcile
-
-        enqueue_credentials(tenant_id, cluster_id=cluster_id)
-        if acls:
-            for pk in Cluster.objects.filter(tenant_id=tenant_id).values_list("pk", flat=True):
-                enqueue_reconcile(pk)
-    transaction.on_commit(run)
+    transaction.on_commit(lambda: kafka_access_changed.send(sender=Tenant, tenant_id=tenant_id,
+                                                           cluster_id=cluster_id, acls=acls))
 
 
 def _owner_count(tenant: Tenant) -> int:
@@ -378,9 +367,9 @@ def api_key_create(*, tenant: Tenant, actor: Actor, description: str = "",
         raise ValidationFailed({"owner": ["The key's owner must be a member of the tenant."]})
     cluster = None
     if cluster_id is not None:
-        from controlplane.clusters.models import Cluster  # clusters depends on tenancy, not the reverse
-
-        cluster = Cluster.objects.filter(tenant=tenant, pk=cluster_id, deletion_requested_at__isnull=True).first()
+        # The clusters' reverse relation: clusters depends on tenancy, not the reverse.
+        cluster = tenant.clusters.filter(pk=cluster_id,
+                                         deletion_requested_at__isnull=True).first()
         if cluster is None:
             raise ValidationFailed({"cluster": ["No such cluster in this tenant."]})
     secret = keys.new_secret()

@@ -17,7 +17,6 @@ from rest_framework.viewsets import GenericViewSet
 
 from controlplane.core.actors import kafka_principal
 from controlplane.core.serializers import bodiless
-from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy import services
 from controlplane.tenancy.authentication import ServiceAccountIdentity
 from controlplane.tenancy.models import ApiKey, Invitation, InvitationState, Membership, Role, ServiceAccount, Tenant
@@ -39,6 +38,7 @@ from controlplane.tenancy.serializers import (
     TenantSerializer,
     TenantUpdateSerializer,
 )
+from controlplane.tenancy.viewsets import TenantScopedViewSet
 
 
 def _api_key(request: Request) -> ApiKey | None:

@@ -13,6 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
 TopicPartition = tuple[str, int]
 
 
@@ -70,10 +74,6 @@ def compute_lag(committed: Mapping[TopicPartition, tuple[int, str]], end_offsets
 def group_lag(bootstrap_servers: str, group_id: str, *, timeout: float = 10.0,
               client_config: Mapping[str, Any] | None = None) -> GroupLag:
     """Ask the cluster for ``group_id``'s lag. Raises LagError when it cannot."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
     try:
         description = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id].result()

@@ -14,16 +14,16 @@ from types import ModuleType
 def columns_module() -> ModuleType:
     """``_columns``, installed or shipped; ImportError when neither is here (the caller falls back)."""
     try:
-        from dataplane.protocol import _columns
+        from dataplane.protocol import _columns  # noqa: PLC0415 - an optional compiled extension
     except ImportError:
-        import _columns  # type: ignore[no-redef]  # shipped beside the zip
+        import _columns  # type: ignore[no-redef]  # noqa: PLC0415 - the copy shipped beside the zip to Spark executors
     return _columns
 
 
 def extension_file() -> str | None:
     """The installed extension's path (what the driver ships to executors), or None without one."""
     try:
-        from dataplane.protocol import _columns
+        from dataplane.protocol import _columns  # noqa: PLC0415 - an optional compiled extension
     except ImportError:
         return None
     return _columns.__file__

@@ -87,7 +87,7 @@ async def run_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -
 
 def main(config: BrokerConfig) -> int:
     try:
-        import uvloop
+        import uvloop  # noqa: PLC0415 - optional: asyncio's own loop otherwise
 
         uvloop.install()
     except ImportError:

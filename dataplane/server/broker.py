@@ -65,6 +65,7 @@ from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.quotas import Window
 from dataplane.security.sasl import PLAIN, ClientCredentials, plain_hash
 from dataplane.security.tls import client_context
+from dataplane.server import handlers  # noqa: F401  (registers every API in REGISTRY)
 from dataplane.server.access import Access
 from dataplane.server.admission import Admission, AdmissionLimits
 from dataplane.server.apis import REGISTRY, RequestContext, SaslSession
@@ -92,8 +93,6 @@ class Broker:
     """One broker process's objects. Built and run on the broker's event loop by ``server.app``."""
 
     def __init__(self, config: BrokerConfig) -> None:
-        from dataplane.server import handlers  # noqa: F401  (registers every API)
-
         self.config = config
         self.incarnation = uuid.uuid4()
         self.manager = LogManager(config.data_dir)

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 
 from controlplane.clusters.models import Cluster, Plan
 from controlplane.core.status import pending_status
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.resources.models import AclBinding, Topic
 from controlplane.tenancy.models import Membership, Role, ServiceAccount, Tenant
 
 

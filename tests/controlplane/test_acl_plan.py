@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlplane.streams.acl_plan import plan_acls
+from controlplane.reconcile.acl_plan import plan_acls
 from dataplane.client.admin import AclSpec
 
 

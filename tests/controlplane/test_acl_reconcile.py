@@ -12,8 +12,10 @@ import pytest
 from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import kafka_principal
-from controlplane.streams.acl_reconcile import reconcile_acls
-from controlplane.streams.models import AclBinding
+from controlplane.reconcile import acls as acl_step
+from controlplane.reconcile.context import PassContext
+from controlplane.reconcile.results import AclsResult
+from controlplane.resources.models import AclBinding
 from controlplane.tenancy.models import Role
 from dataplane.client.admin import AclSpec
 from tests.controlplane.factories import ClusterFactory, MembershipFactory, UserFactory
@@ -38,6 +40,12 @@ def _broker(root: Path, authorizer: bool) -> BrokerProcess:
                       f'inter.broker.sasl.username = "{broker_secrets(cluster_id).username}"\n'
                       f'inter.broker.sasl.password = "{broker_secrets(cluster_id).password}"\n')
     return BrokerProcess(root / "data", cluster_id, extra_args=["--config", str(config)])
+
+
+def reconcile_acls(cluster: Cluster, *, bootstrap: str) -> AclsResult:
+    """The ACL step alone, as a pass runs it."""
+    with PassContext(cluster, bootstrap) as ctx:
+        return acl_step.run(ctx)
 
 
 def _cluster(broker: BrokerProcess) -> Cluster:
@@ -68,15 +76,15 @@ def test_bindings_are_applied_extras_removed_and_removals_followed(secured: Brok
     cluster = _cluster(secured)
     row = _binding(cluster, "orders-")
     summary = reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    assert summary == {"pending": 0, "acls": {"bindings": 1, "from_roles": 0, "enforced": True}}
+    assert summary == AclsResult(bindings=1, from_roles=0, enforced=True)
     with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("orders-")]
         admin.create_acls([_spec("stray", "WRITE")])
     cluster.drift_policy = "report"
     report = reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    assert report["drift"] == "1 ACL(s) in the cluster that no binding names" and report["pending"] == 0
+    assert report.drift == "1 ACL(s) in the cluster that no binding names" and report.pending == 0
     cluster.drift_policy = "correct"
-    assert "drift" not in reconcile_acls(cluster, bootstrap=secured.bootstrap)
+    assert not reconcile_acls(cluster, bootstrap=secured.bootstrap).drift
     with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("orders-")]
     row.delete()
@@ -85,7 +93,7 @@ def test_bindings_are_applied_extras_removed_and_removals_followed(secured: Brok
     with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("payments-", "WRITE")]
     # Nothing left to do: a second pass changes nothing.
-    assert reconcile_acls(cluster, bootstrap=secured.bootstrap)["pending"] == 0
+    assert reconcile_acls(cluster, bootstrap=secured.bootstrap).pending == 0
 
 
 def test_without_an_authorizer_bindings_are_kept_and_reported_as_not_enforced(
@@ -96,8 +104,8 @@ def test_without_an_authorizer_bindings_are_kept_and_reported_as_not_enforced(
         cluster = _cluster(broker)
         _binding(cluster, "orders-")
         summary = reconcile_acls(cluster, bootstrap=broker.bootstrap)
-        assert summary["pending"] == 0 and summary["acls"]["enforced"] is False
-        assert "without an authorizer" in summary["acls"]["message"]
+        assert summary.pending == 0 and summary.enforced is False
+        assert "without an authorizer" in summary.message
     finally:
         broker.stop()
 
@@ -109,7 +117,7 @@ def test_owners_and_admins_get_allow_all_bindings_members_none(secured: BrokerPr
     MembershipFactory(tenant=cluster.tenant, user=admin_user, role=Role.ADMIN)
     MembershipFactory(tenant=cluster.tenant, user=member, role=Role.MEMBER)
     summary = reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    assert summary["acls"] == {"bindings": 0, "from_roles": 8, "enforced": True}
+    assert (summary.bindings, summary.from_roles, summary.enforced) == (0, 8, True)
     with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
         acls = admin.acls()
     assert {a.principal for a in acls} == {kafka_principal("user", owner.pk), kafka_principal("user", admin_user.pk)}

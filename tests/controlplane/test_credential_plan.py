@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlplane.clusters.credential_plan import CredentialPlan, DesiredCredential, plan_credentials
+from controlplane.reconcile.credential_plan import CredentialPlan, DesiredCredential, plan_credentials
 from controlplane.tenancy.keys import KEY_ID_RE
 from dataplane.security.sasl import Credentials, plain_hash
 from dataplane.security.scram import derive

@@ -20,7 +20,7 @@ from django.utils import timezone
 from controlplane.audit.models import AuditEvent
 from controlplane.clusters.models import Cluster, Rebalance
 from controlplane.reports.models import Report, ReportRun
-from controlplane.streams.models import AclBinding, ClientQuota, Topic
+from controlplane.resources.models import AclBinding, ClientQuota, Topic
 from controlplane.tenancy.models import ApiKey, Invitation, Membership, Role, ServiceAccount, Tenant
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import AclFactory, ClusterFactory, TopicFactory

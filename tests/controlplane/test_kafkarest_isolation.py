@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from controlplane.clusters.models import Cluster
 from controlplane.kafkarest.access import clear_caches
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.resources.models import AclBinding, Topic
 from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import AclFactory, ClusterFactory, TopicFactory

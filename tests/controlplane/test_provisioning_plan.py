@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlplane.clusters.provisioning import (
+from controlplane.reconcile.node_plan import (
     AgentView,
     ClusterView,
     Drain,
@@ -20,7 +20,7 @@ from controlplane.clusters.provisioning import (
     place,
     plan_nodes,
 )
-from controlplane.streams.topic_plan import (
+from controlplane.reconcile.topic_plan import (
     AddPartitions,
     Adopt,
     AlterConfigs,
@@ -32,7 +32,7 @@ from controlplane.streams.topic_plan import (
     pending,
     plan_topics,
 )
-from controlplane.streams.topic_plan import Forget as ForgetTopic
+from controlplane.reconcile.topic_plan import Forget as ForgetTopic
 
 
 def agent(host: str, rack: str = "", *, live: bool = True, ports: tuple[int, int] = (9000, 9009),

@@ -11,8 +11,10 @@ import pytest
 
 from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Cluster
-from controlplane.streams.models import ClientQuota
-from controlplane.streams.quota_reconcile import reconcile_quotas
+from controlplane.reconcile import quotas as quota_step
+from controlplane.reconcile.context import PassContext
+from controlplane.reconcile.results import QuotasResult
+from controlplane.resources.models import ClientQuota
 from tests.controlplane.factories import ClusterFactory
 from tests.secured_broker import secured_broker, store_secrets
 from tests.support.broker import BrokerProcess
@@ -32,6 +34,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield process
 
 
+def reconcile_quotas(cluster: Cluster, *, bootstrap: str) -> QuotasResult:
+    """The quota step alone, as a pass runs it."""
+    with PassContext(cluster, bootstrap) as ctx:
+        return quota_step.run(ctx)
+
+
 def test_quotas_are_applied_followed_and_drift_corrected(broker: BrokerProcess) -> None:
     cluster = _stored(ClusterFactory(kafka_cluster_id=broker.cluster_id))
     account = "User:sa-0b7c6a5e-0000-4000-8000-000000000001"
@@ -39,7 +47,7 @@ def test_quotas_are_applied_followed_and_drift_corrected(broker: BrokerProcess) 
                                      max_connections=20)
     ClientQuota.objects.create(cluster=cluster, principal=None, client_id="batch", consumer_byte_rate=500_000)
     summary = reconcile_quotas(cluster, bootstrap=broker.bootstrap)
-    assert summary == {"pending": 0, "quotas": {"entities": 2, "applied": True}}
+    assert summary == QuotasResult(entities=2, applied=True)
     mine = (("user", account.removeprefix("User:")),)
     batch = (("client-id", "batch"), ("user", None))
     with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
@@ -48,17 +56,16 @@ def test_quotas_are_applied_followed_and_drift_corrected(broker: BrokerProcess) 
         admin.alter_client_quotas({(("user", "stray"),): {"producer_byte_rate": 5.0}})
     cluster.drift_policy = "report"
     report = reconcile_quotas(cluster, bootstrap=broker.bootstrap)
-    assert report["drift"] == "1 client quota entit(ies) in the cluster that no quota names"
+    assert report.drift == "1 client quota entit(ies) in the cluster that no quota names"
     cluster.drift_policy = "correct"
     row.max_connections = None
     row.request_percentage = 50.0
     row.save()
-    assert "drift" not in reconcile_quotas(cluster, bootstrap=broker.bootstrap)
+    assert not reconcile_quotas(cluster, bootstrap=broker.bootstrap).drift
     with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
         assert admin.client_quotas() == {mine: {"producer_byte_rate": 1_000_000.0, "request_percentage": 50.0},
                                          batch: {"consumer_byte_rate": 500_000.0}}
-    assert reconcile_quotas(cluster, bootstrap=broker.bootstrap) == {"pending": 0,
-                                                                     "quotas": {"entities": 2, "applied": True}}
+    assert reconcile_quotas(cluster, bootstrap=broker.bootstrap) == QuotasResult(entities=2, applied=True)
     ClientQuota.objects.filter(cluster=cluster).delete()
     reconcile_quotas(cluster, bootstrap=broker.bootstrap)
     with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
@@ -71,5 +78,5 @@ def test_an_unreachable_cluster_is_pending_with_the_reason() -> None:
     cluster = ClusterFactory()
     ClientQuota.objects.create(cluster=cluster, producer_byte_rate=1)
     summary = reconcile_quotas(cluster, bootstrap=f"127.0.0.1:{free_port_range(1)[0]}")
-    assert summary["pending"] == 1 and summary["errors"]
+    assert summary.pending == 1 and summary.errors
 

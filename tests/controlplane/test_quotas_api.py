@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from controlplane.audit.models import AuditEvent
-from controlplane.streams.models import ClientQuota
-from controlplane.streams.quota_plan import plan_quotas
+from controlplane.reconcile.quota_plan import plan_quotas
+from controlplane.resources.models import ClientQuota
 from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import ClusterFactory

@@ -61,7 +61,7 @@ def test_a_cluster_that_does_not_answer_leaves_the_rebalance_where_it_was(world_
                                                                          state: str) -> None:
     """A timeout is retried on the next pass: a rebalance half-way through its moves is not abandoned."""
     from controlplane.clusters.credentials import cluster_admin
-    from controlplane.clusters.rebalancing import reconcile_rebalances
+    from controlplane.reconcile.rebalance import reconcile_rebalances
     from sluice.embedded import free_port_range
 
     cluster = ClusterFactory(tenant=world_a.tenant)

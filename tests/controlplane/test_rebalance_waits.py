@@ -15,7 +15,7 @@ import pytest
 
 from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Agent, BrokerNode, Cluster, Rebalance, RebalanceState
-from controlplane.clusters.rebalancing import not_yet_proposable, reconcile_rebalances
+from controlplane.reconcile.rebalance import not_yet_proposable, reconcile_rebalances
 from tests.controlplane.factories import ClusterFactory
 from tests.secured_broker import secured_broker, store_secrets
 from tests.support.broker import BrokerProcess

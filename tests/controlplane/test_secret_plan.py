@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controlplane.clusters.internal_secrets import is_internal_username
-from controlplane.clusters.secret_plan import (
+from controlplane.reconcile.secret_plan import (
     INTERNAL_MECHANISM,
     NodeSecrets,
     Promote,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from controlplane.core.actors import kafka_principal
-from controlplane.streams.models import AclBinding
+from controlplane.resources.models import AclBinding
 from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import ClusterFactory, TopicFactory

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from controlplane.clusters.models import Rebalance
 from controlplane.core.serializers import StrictSerializer, unknown_field_errors
 from controlplane.reports.models import Report, ReportRun
-from controlplane.streams.models import DEFAULT_PARTITIONS, ClientQuota, Topic
+from controlplane.resources.models import DEFAULT_PARTITIONS, ClientQuota, Topic
 from controlplane.tenancy.models import Invitation, Membership, Role
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import AclFactory, ClusterFactory, TenantFactory, TopicFactory

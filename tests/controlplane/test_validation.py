@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.resources.models import AclBinding, Topic
 from controlplane.tenancy.models import Role
 from dataplane.config.topic import ConfigError, parse_topic_config
 from dataplane.naming import InvalidTopicName, validate_topic_name

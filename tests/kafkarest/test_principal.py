@@ -241,7 +241,7 @@ def test_records_batch_and_v2_produce_are_refused_without_write(setting: Setting
 
 def test_v3_and_v2_topic_paths_see_and_change_only_what_the_callers_acls_allow(setting: Setting,
                                                                               server: str) -> None:
-    from controlplane.streams.models import Topic
+    from controlplane.resources.models import Topic
 
     visible, hidden = setting.topic(), setting.topic()
     setting.grant(visible, AclOperation.DESCRIBE)

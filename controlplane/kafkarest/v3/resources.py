@@ -30,8 +30,8 @@ from controlplane.kafkarest.errors import (
     RestError,
 )
 from controlplane.kafkarest.kafka_admin import KAFKA_BAD_REQUEST, cluster_admin, rest_error_for_admin
-from controlplane.streams import services as topics_service
-from controlplane.streams.models import AclBinding, Topic
+from controlplane.resources import services as topics_service
+from controlplane.resources.models import AclBinding, Topic
 from dataplane.client.admin import AdminError, ClusterAdmin, ConfigEntry, NewTopic, TopicInfo, TransactionInfo
 from dataplane.client.lag import compute_lag
 

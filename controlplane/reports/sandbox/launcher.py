@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
+import controlplane
 from controlplane.reports.sandbox.protocol import Channel, ChannelClosed
 
 log = logging.getLogger(__name__)
@@ -132,15 +135,11 @@ class _Process:
 
 
 def _code_root() -> str:
-    import controlplane
-
     return str(Path(str(controlplane.__file__)).resolve().parent.parent)
 
 
 def hidden_paths() -> list[str]:
     """What the runner must not see: ``var/`` and the TLS key, plus ``SLUICE_REPORTS_HIDE`` (os.pathsep list)."""
-    from django.conf import settings
-
     paths = [str(Path(settings.VAR_DIR).resolve())]
     tls_key = getattr(settings, "SLUICE_TLS_KEY", None)
     if tls_key:

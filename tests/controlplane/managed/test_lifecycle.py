@@ -15,7 +15,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import BrokerNode, Cluster
+from controlplane.reconcile import nodes
+from controlplane.reconcile.node_plan import plan_nodes
+from controlplane.reconcile.topic_plan import plan_topics
+from controlplane.reconcile.topics import desired_topic, observe_topics
+from controlplane.resources.models import Topic
 from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld, make_world
 from tests.controlplane.managed.conftest import Stack, wait_for
@@ -95,7 +101,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
 
         def acls_reported() -> bool:
             body = _status(world, cluster_id)
-            acls = body["status"].get("topics", {}).get("acls", {})
+            acls = body["status"].get("acls", {})
             # Managed brokers enforce ACLs: the binding, plus the allow-all ones of the owner and the admin.
             return acls.get("bindings") == 1 and acls.get("from_roles") == 8 and acls.get("enforced") is True \
                 and _condition(body, "Ready").get("status") == "True"
@@ -177,17 +183,10 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
 
 
 def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
-    from controlplane.clusters.credentials import cluster_admin
-    from controlplane.clusters.provisioning import plan_nodes
-    from controlplane.clusters.reconcile import cluster_view
-    from controlplane.streams.models import Topic
-    from controlplane.streams.reconcile import desired_topic, observe_topics
-    from controlplane.streams.topic_plan import plan_topics
-
     cluster = Cluster.objects.get(pk=cluster_id)
-    view, _ = cluster_view(cluster)
+    view, _ = nodes.observe(cluster)
     with cluster_admin(cluster, bootstrap=bootstrap) as admin:
-        observed, under = observe_topics(admin)
+        observed, under = observe_topics(admin, admin.topics())
     rows = [desired_topic(t) for t in Topic.objects.filter(cluster_id=cluster_id)]
     planned = (plan_nodes(view), plan_topics(rows, observed, correct_drift=True), under)
     last.append(planned)

@@ -29,16 +29,16 @@ LONG = "SELECT count(*) AS n FROM {view} CROSS JOIN range(1000000000000)"
 @pytest.fixture(scope="module")
 def sandbox(reports_stack: ReportsStack) -> Iterator[Any]:
     """A sandbox of this process's own, installed as the one ``run_execute`` uses."""
-    from controlplane.reports import worker
+    from controlplane.reports import sandboxes
     from controlplane.reports.sandbox.launcher import Sandbox, hidden_paths
 
     box = Sandbox(hidden_paths())
     box.start()
-    previous, worker._sandbox = worker._sandbox, box
+    previous, sandboxes._sandbox = sandboxes._sandbox, box
     try:
         yield box
     finally:
-        worker._sandbox = previous
+        sandboxes._sandbox = previous
         box.stop()
 
 

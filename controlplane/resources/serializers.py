@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from controlplane.core.serializers import StrictSerializer
-from controlplane.streams.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
+from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
 

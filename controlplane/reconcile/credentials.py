@@ -1,4 +1,4 @@
-"""Reconcile a cluster's SASL credentials with its tenant's API keys, straight into the metadata store.
+"""The credentials step: a cluster's SASL credentials are its tenant's API keys, written to the metadata store.
 
 Why the store and not Kafka's AlterUserScramCredentials: KIP-554 sends the *salted password*, which is
 password-equivalent for SCRAM (it yields the ClientKey, so whoever holds it can log in), and Kafka has
@@ -22,15 +22,16 @@ import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import psycopg
 from django.db import connection
 from django.db.models import Q
 
 from controlplane.clusters import metadata
-from controlplane.clusters.credential_plan import DesiredCredential, plan_credentials
 from controlplane.clusters.models import Cluster
+from controlplane.reconcile.context import PassContext
+from controlplane.reconcile.credential_plan import DesiredCredential, plan_credentials
+from controlplane.reconcile.results import CredentialsResult
 from controlplane.tenancy.kafka_credentials import scram_credentials
 from controlplane.tenancy.keys import KEY_ID_RE
 from controlplane.tenancy.models import ApiKey, Membership
@@ -63,14 +64,18 @@ def _credentials_lock(cluster_id: uuid.UUID) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
-def reconcile_credentials(cluster: Cluster) -> dict[str, Any]:
-    """One pass; a summary for the cluster's status (``keys``: how many keys log in; ``pending``; ``errors``)."""
+def run(ctx: PassContext) -> CredentialsResult:
+    return reconcile_credentials(ctx.cluster)
+
+
+def reconcile_credentials(cluster: Cluster) -> CredentialsResult:
+    """Write the cluster's credentials now (also outside a pass: a key made or revoked is at once)."""
     with _credentials_lock(cluster.pk):
         desired = desired_credentials(cluster)
         try:
             with metadata.security(cluster.kafka_cluster_id) as security:
                 if security is None:  # no broker has started yet: the pass after they register writes them
-                    return {"keys": len(desired), "pending": len(desired)}
+                    return CredentialsResult(keys=len(desired), pending=len(desired))
                 plan = plan_credentials(desired, security.credentials(), managed=_managed)
                 if plan:
                     security.apply_credentials(plain=plan.plain, scram=plan.scram, delete_plain=plan.delete_plain,
@@ -79,5 +84,5 @@ def reconcile_credentials(cluster: Cluster) -> dict[str, Any]:
                              len(plan.plain) + len(plan.scram), len(plan.delete_plain) + len(plan.delete_scram))
         except psycopg.Error as exc:
             log.warning("cluster %s: credential reconcile failed: %s", cluster.kafka_cluster_id, exc)
-            return {"keys": len(desired), "pending": 1, "errors": [f"credentials: {exc}"]}
-    return {"keys": len(desired), "pending": 0}
+            return CredentialsResult(keys=len(desired), pending=1, errors=(f"credentials: {exc}",))
+    return CredentialsResult(keys=len(desired))

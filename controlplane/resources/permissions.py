@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controlplane.clusters.models import Cluster
-from controlplane.streams.acl_reconcile import desired_acl, role_acls
-from controlplane.streams.models import AclBinding as AclRow
+from controlplane.resources.acls import desired_acls
 from controlplane.tenancy.models import Role
 from controlplane.tenancy.services import role_at_least
 from dataplane.client.admin import AclSpec
@@ -49,8 +48,7 @@ def _binding(spec: AclSpec) -> AclBinding:
 
 def cluster_authorizer(cluster: Cluster) -> Authorizer:
     """The cluster's desired ACLs (bound ones and those derived from tenant roles) as an authorizer."""
-    specs = {desired_acl(row) for row in AclRow.objects.filter(cluster=cluster)} | set(role_acls(cluster))
-    return Authorizer(_binding(spec) for spec in sorted(specs))
+    return Authorizer(_binding(spec) for spec in desired_acls(cluster).all)
 
 
 def _by_role(role: str, needed: str, action: str) -> Permission:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Max, Sum
 
 from controlplane.clusters.models import Cluster
-from controlplane.streams.models import Topic
+from controlplane.resources.models import Topic
 
 
 def cluster_partition_count(cluster: Cluster, *, excluding: Topic | None = None) -> int:

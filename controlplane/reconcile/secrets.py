@@ -1,6 +1,5 @@
-"""Carry out ``secret_plan``: the store's internal credentials, the roll of the brokers, the promotion.
-
-Run by every cluster reconcile pass once the brokers are up (under the cluster's reconcile lock). Each step is
+"""The secrets step: carry out ``secret_plan`` (the store's internal credentials, the roll of the brokers, the
+promotion of a rotated secret). Each action is
 idempotent: the credentials are compared with the store before any write, a ``Roll`` re-sends a spec the agent
 already has without effect, and ``Promote`` only moves a row still waiting for it.
 """
@@ -8,8 +7,6 @@ already has without effect, and ``Promote`` only moves a row still waiting for i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
 import psycopg
 from django.db import transaction
@@ -18,8 +15,11 @@ from django.utils import timezone
 from controlplane.clusters import internal_secrets, metadata
 from controlplane.clusters.internal_secrets import INTERNAL_PRINCIPAL, INTERNAL_USERNAME, InternalSecrets
 from controlplane.clusters.models import BrokerNode, Cluster, ClusterSecret
-from controlplane.clusters.provisioning import ClusterView
-from controlplane.clusters.secret_plan import (
+from controlplane.reconcile.context import PassContext
+from controlplane.reconcile.node_plan import ClusterView
+from controlplane.reconcile.nodes import send_ensure
+from controlplane.reconcile.results import SecretsResult
+from controlplane.reconcile.secret_plan import (
     NodeSecrets,
     Promote,
     Roll,
@@ -66,14 +66,19 @@ def _promote(cluster: Cluster, version: int) -> bool:
     return True
 
 
-def reconcile_secrets(cluster: Cluster, view: ClusterView, nodes: list[BrokerNode], *, in_sync: bool,
-                      ensure: Callable[[BrokerNode], None]) -> dict[str, Any]:
-    """One pass; a summary for the cluster's status (``version``, ``rotating``, ``pending``: work left)."""
+def run(ctx: PassContext, *, in_sync: bool) -> SecretsResult:
+    """``in_sync``: no partition under-replicated, so a broker may be rolled."""
+    assert ctx.view is not None, "the secrets step runs after the nodes step"
+    return reconcile_secrets(ctx.cluster, ctx.view, ctx.nodes, in_sync=in_sync)
+
+
+def reconcile_secrets(cluster: Cluster, view: ClusterView, nodes: list[BrokerNode], *,
+                      in_sync: bool) -> SecretsResult:
     current = internal_secrets.current(cluster)
     target = internal_secrets.pending(cluster)
     versions = [current, *([target] if target else [])]
     if not sync_internal_credentials(cluster, versions):
-        return {"version": current.version, "rotating": target is not None, "pending": 1}
+        return SecretsResult(version=current.version, rotating=target is not None, pending=1)
     registered = {n.node_id: n.registered for n in view.nodes}
     secrets_view = SecretsView(current.version, target.version if target else None, tuple(
         NodeSecrets(n.node_id, n.secrets_version, n.process.get("secrets_version"), registered.get(n.node_id, False),
@@ -88,7 +93,7 @@ def reconcile_secrets(cluster: Cluster, view: ClusterView, nodes: list[BrokerNod
                          node.node_id, action.version)
                 BrokerNode.objects.filter(pk=node.pk).update(secrets_version=action.version)
                 node.secrets_version = action.version
-            ensure(node)
+            send_ensure(cluster, node)
         elif isinstance(action, Promote):
             promoted = _promote(cluster, action.version)
     if promoted:  # the old credential goes now: whatever still logs in with it is closed
@@ -97,4 +102,4 @@ def reconcile_secrets(cluster: Cluster, view: ClusterView, nodes: list[BrokerNod
     rotating = target is not None
     waiting = any(n.secrets_version != current.version or n.process.get("secrets_version") != current.version
                   for n in nodes if n.removal_requested_at is None)
-    return {"version": current.version, "rotating": rotating, "pending": int(rotating or waiting)}
+    return SecretsResult(version=current.version, rotating=rotating, pending=int(rotating or waiting))

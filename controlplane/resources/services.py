@@ -11,13 +11,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane.audit.services import audit_record
-from controlplane.clusters.models import Cluster
-from controlplane.clusters.services import request_reconcile
+from controlplane.clusters.models import BrokerNode, Cluster
+from controlplane.clusters.tasks import request_reconcile
 from controlplane.core.actors import Actor, kafka_principal
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
-from controlplane.streams.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
-from controlplane.streams.selectors import cluster_partition_count
+from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
+from controlplane.resources.selectors import cluster_partition_count
 from controlplane.tenancy.models import Membership, ServiceAccount
 from dataplane.config.topic import ConfigError, validate_topic_configs
 from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
@@ -154,8 +154,6 @@ def topic_delete(*, topic: Topic, actor: Actor) -> bool:
 
     A topic that no reconcile ever created on a cluster that never had a broker goes at once.
     """
-    from controlplane.clusters.models import BrokerNode
-
     topic = Topic.objects.select_for_update().get(pk=topic.pk)
     if topic.deletion_requested_at is not None:
         return False

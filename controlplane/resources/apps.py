@@ -2,5 +2,5 @@ from django.apps import AppConfig
 
 
 class StreamsConfig(AppConfig):
-    name = "controlplane.streams"
+    name = "controlplane.resources"
     label = "streams"

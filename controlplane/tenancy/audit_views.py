@@ -1,4 +1,5 @@
-"""The tenant's audit trail, read-only, for admins."""
+"""The tenant's audit trail, read-only, for admins (audit's rows, served here because tenancy's viewsets scope it:
+audit sits below tenancy, which writes audit rows)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from rest_framework import mixins
 
 from controlplane.audit.models import AuditEvent
 from controlplane.audit.serializers import AuditEventSerializer
-from controlplane.core.viewsets import TenantScopedViewSet
 from controlplane.tenancy.models import Role, Tenant
+from controlplane.tenancy.viewsets import TenantScopedViewSet
 
 
 class AuditEventFilter(django_filters.FilterSet):

@@ -13,12 +13,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from controlplane.clusters import observability
-from controlplane.clusters.views import ClusterChildViewSet
-from controlplane.core.viewsets import WHOLE_LIST, ServiceWriteMixin
-from controlplane.streams import services
-from controlplane.streams.models import AclBinding, ClientQuota, Topic
-from controlplane.streams.permissions import topic_permissions
-from controlplane.streams.serializers import (
+from controlplane.clusters.viewsets import ClusterChildViewSet
+from controlplane.resources import services
+from controlplane.resources.models import AclBinding, ClientQuota, Topic
+from controlplane.resources.permissions import topic_permissions
+from controlplane.resources.serializers import (
     AclSerializer,
     AclWriteSerializer,
     ClientQuotaSerializer,
@@ -32,6 +31,7 @@ from controlplane.streams.serializers import (
     TopicUpdateSerializer,
 )
 from controlplane.tenancy.models import Role, Tenant
+from controlplane.tenancy.viewsets import WHOLE_LIST, ServiceWriteMixin
 
 
 class TopicFilter(django_filters.FilterSet):

@@ -1,9 +1,7 @@
-"""Reconcile a cluster's topics through the Kafka admin API.
+"""The topic step: make the cluster's topics the control plane's, and adopt those Kafka clients made.
 
-Runs inside the cluster's reconcile (under its advisory lock) once the brokers
-are up. Observes with one topic listing and one config description, plans with
-the pure :func:`plan_topics`, acts with batched admin calls, and writes each
-topic's status (never its spec).
+Observes the pass's topic snapshot and one config description, plans with the pure :func:`plan_topics`,
+applies with batched admin calls, and writes each topic's status (never its spec).
 """
 
 from __future__ import annotations
@@ -14,11 +12,11 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from controlplane.clusters.credentials import cluster_admin
 from controlplane.clusters.models import Cluster
 from controlplane.core.status import condition
-from controlplane.streams.models import Topic
-from controlplane.streams.topic_plan import (
+from controlplane.reconcile.context import PassContext
+from controlplane.reconcile.results import TopicsResult
+from controlplane.reconcile.topic_plan import (
     AddPartitions,
     Adopt,
     AlterConfigs,
@@ -31,7 +29,8 @@ from controlplane.streams.topic_plan import (
     TopicAction,
     plan_topics,
 )
-from dataplane.client.admin import AdminError, ClusterAdmin, overrides
+from controlplane.resources.models import Topic
+from dataplane.client.admin import AdminError, ClusterAdmin, NewTopic, TopicInfo, overrides
 from dataplane.naming import collision_key
 
 log = logging.getLogger(__name__)
@@ -42,9 +41,9 @@ def _reason(error: AdminError) -> str:
     return "".join(part.capitalize() for part in re.split(r"[_\W]+", error.code) if part) or "AdminError"
 
 
-def observe_topics(admin: ClusterAdmin) -> tuple[dict[str, ObservedTopic], int]:
+def observe_topics(admin: ClusterAdmin, infos: dict[str, TopicInfo]) -> tuple[dict[str, ObservedTopic], int]:
     """The cluster's topics (internal ones aside) and how many partitions are under-replicated."""
-    infos = admin.topics()
+    infos = {name: info for name, info in infos.items() if not info.internal}
     configs = admin.topic_configs(list(infos)) if infos else {}
     under = sum(1 for info in infos.values() for p in info.partitions if p.under_replicated or p.offline)
     return {name: ObservedTopic(name, len(info.partitions),
@@ -93,34 +92,27 @@ def _adopt(cluster: Cluster, rows: dict[str, Topic], observed: ObservedTopic) ->
         pass
 
 
-def reconcile_topics(cluster: Cluster, *, bootstrap: str, resync: bool = False) -> dict[str, Any]:
-    """One pass; returns a summary for the cluster's status: ``pending`` changes, ``drift``, ``errors``."""
+def run(ctx: PassContext) -> TopicsResult:
     try:
-        # Describing every topic's configs grows with the topic count: so does the deadline.
-        timeout = 10 + 0.02 * Topic.objects.filter(cluster=cluster).count()
-        with cluster_admin(cluster, bootstrap=bootstrap, timeout=timeout) as admin:
-            observed, under_replicated = observe_topics(admin)
-            rows = {t.name: t for t in Topic.objects.filter(cluster=cluster)}
-            actions = plan_topics([desired_topic(r) for r in rows.values()], observed,
-                                  correct_drift=cluster.drift_policy == "correct")
-            summary = _act(cluster, admin, rows, actions)
-            if under_replicated:
-                summary["under_replicated_partitions"] = under_replicated
-            return summary
+        observed, under_replicated = observe_topics(ctx.admin(), ctx.topics())
+        rows = {t.name: t for t in Topic.objects.filter(cluster=ctx.cluster)}
+        actions = plan_topics([desired_topic(r) for r in rows.values()], observed,
+                              correct_drift=ctx.cluster.drift_policy == "correct")
+        result = apply(ctx, rows, actions)
     except AdminError as exc:
-        log.warning("cluster %s: topic reconcile failed: %s", cluster.kafka_cluster_id, exc)
-        return {"pending": 1, "errors": [f"{exc.code}: {exc.message}"]}
+        log.warning("cluster %s: topic reconcile failed: %s", ctx.cluster.kafka_cluster_id, exc)
+        return TopicsResult(pending=1, errors=(f"topics: {exc.code}: {exc.message}",))
+    return TopicsResult(pending=result.pending, errors=result.errors, drift=result.drift, count=result.count,
+                        under_replicated=under_replicated)
 
 
-def _act(cluster: Cluster, admin: ClusterAdmin, rows: dict[str, Topic],
-         actions: list[TopicAction]) -> dict[str, Any]:
+def apply(ctx: PassContext, rows: dict[str, Topic], actions: list[TopicAction]) -> TopicsResult:
+    cluster, admin = ctx.cluster, ctx.admin()
     failed: dict[str, AdminError] = {}
     drift: dict[str, str] = {}
     changed = 0
     creates = [a for a in actions if isinstance(a, CreateTopic)]
     if creates:
-        from dataplane.client.admin import NewTopic
-
         results = admin.create_topics([NewTopic(a.name, a.partitions, a.replication_factor, dict(a.configs))
                                        for a in creates])
         for name, error in results.items():
@@ -163,9 +155,9 @@ def _act(cluster: Cluster, admin: ClusterAdmin, rows: dict[str, Topic],
         else:
             continue
         Topic.objects.filter(pk=row.pk, generation=row.generation).update(status=status)
-    summary: dict[str, Any] = {"pending": changed, "count": len(rows)}
-    if drift:
-        summary["drift"] = "; ".join(f"{name}: {detail}" for name, detail in sorted(drift.items()))
-    if failed:
-        summary["errors"] = [f"{name}: {err.code}: {err.message}" for name, err in sorted(failed.items())]
-    return summary
+    if changed:
+        ctx.forget_topics()
+    return TopicsResult(
+        pending=changed, count=len(rows),
+        drift="; ".join(f"{name}: {detail}" for name, detail in sorted(drift.items())),
+        errors=tuple(f"{name}: {err.code}: {err.message}" for name, err in sorted(failed.items())))

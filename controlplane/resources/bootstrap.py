@@ -14,10 +14,11 @@ from django.db import transaction
 
 from controlplane.clusters.credentials import security_protocol, tls_client_settings
 from controlplane.clusters.models import Cluster, Plan
-from controlplane.clusters.services import cluster_create, request_reconcile
+from controlplane.clusters.services import cluster_create
+from controlplane.clusters.tasks import request_reconcile
 from controlplane.core.actors import SYSTEM_ACTOR
-from controlplane.streams.models import Topic
-from controlplane.streams.services import topic_create
+from controlplane.resources.models import Topic
+from controlplane.resources.services import topic_create
 from controlplane.tenancy.models import Tenant
 
 DEMO_CLUSTER = "demo"

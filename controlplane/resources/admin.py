@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from controlplane.streams.models import AclBinding, ClientQuota, Topic
+from controlplane.resources.models import AclBinding, ClientQuota, Topic
 
 
 @admin.register(Topic)

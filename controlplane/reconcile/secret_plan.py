@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controlplane.clusters.credential_plan import CredentialPlan
+from controlplane.reconcile.credential_plan import CredentialPlan
 from dataplane.security import scram
 from dataplane.security.sasl import Credentials
 
