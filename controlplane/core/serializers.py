@@ -3,7 +3,7 @@
 A key no field reads was silently dropped before (``{"partitons": 6}`` made a topic with the default count).
 Every management-API request serializer derives from :class:`StrictSerializer`: an unknown key is a 400
 naming it, in the one error body (``extra.fields``), nested serializers included. Bodiless actions refuse any
-body through :func:`refuse_body`. ``tests/controlplane/test_unknown_fields.py`` walks every write operation of
+body through :func:`refuse_body`. ``tests/controlplane/api/test_unknown_fields.py`` walks every write operation of
 the OpenAPI schema, so an endpoint that forgets fails the suite.
 """
 

@@ -19,7 +19,7 @@ from tests.controlplane.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LOGIN = "/api/v1/auth/login"
 RATE = 20  # the default LOGIN_THROTTLE_RATE and LOGIN_USER_THROTTLE_RATE: failures per minute
 

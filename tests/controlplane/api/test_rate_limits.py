@@ -29,7 +29,7 @@ from sluice.embedded import free_port
 from tests.controlplane.conftest import TenantWorld
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

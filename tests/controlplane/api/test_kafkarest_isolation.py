@@ -19,9 +19,9 @@ from controlplane.clusters.models import Cluster
 from controlplane.kafkarest.access import clear_caches
 from controlplane.resources.models import AclBinding, Topic
 from controlplane.tenancy.models import Role
+from tests.controlplane.api.test_isolation import _walk
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import AclFactory, ClusterFactory, TopicFactory
-from tests.controlplane.test_isolation import _walk
 
 pytestmark = pytest.mark.django_db
 

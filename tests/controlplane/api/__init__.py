@@ -1,0 +1,1 @@
+"""Tests that cross every app: isolation, validation, limits and serving, found by walking the API."""
