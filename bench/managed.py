@@ -317,7 +317,7 @@ class Resync:
 def noop_resync(cluster: Any, runs: int = 3) -> Resync:
     """reconcile_cluster(resync=True) in this process ``runs`` times (busy passes retried, not counted)."""
     from controlplane.clusters import metadata
-    from controlplane.clusters.credentials import cluster_admin
+    from controlplane.clusters.kafka_clients import admin_as_internal
     from controlplane.reconcile import nodes as node_step
     from controlplane.reconcile import pipeline
     from controlplane.reconcile import topics as topic_reconcile
@@ -356,7 +356,7 @@ def noop_resync(cluster: Any, runs: int = 3) -> Resync:
     status = cluster_status(cluster.pk)
     try:
         # The cluster authenticates: the control plane's own client settings (the internal principal).
-        with cluster_admin(cluster, bootstrap=status["bootstrap_servers"], timeout=120) as admin:
+        with admin_as_internal(cluster, bootstrap=status["bootstrap_servers"], timeout=120) as admin:
             observed, _ = topic_reconcile.observe_topics(admin, admin.topics())
     except AdminError as exc:
         return Resync(seconds, busy, {k: len(v) for k, v in calls.items()}, parts, changed, ["(no observation)"],

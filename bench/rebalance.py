@@ -113,7 +113,8 @@ def run(args: argparse.Namespace, tmp: Path, services: Services, procs: Procs) -
         cluster.refresh_from_db()
         bootstrap = cluster.status["bootstrap_servers"]
         print(f"3-broker cluster Ready in {took:.1f} s", flush=True)
-        from controlplane.clusters.credentials import client_config, cluster_admin
+        from controlplane.clusters.credentials import client_config
+        from controlplane.clusters.kafka_clients import admin_as_internal
 
         # Managed clusters authenticate: the bench's clients use the control plane's own settings.
         kafka = client_config(cluster, bootstrap=bootstrap)
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace, tmp: Path, services: Services, procs: Procs) -
         if not args.skip_unthrottled:
             # Put everything back on broker 1 directly (not timed), then the same moves with no throttle.
             back = {("moves", p): [1] for p in range(args.partitions)}
-            with cluster_admin(cluster, bootstrap=bootstrap, timeout=60) as moves_admin:
+            with admin_as_internal(cluster, bootstrap=bootstrap, timeout=60) as moves_admin:
                 moves_admin.alter_reassignments(back)
                 deadline = time.monotonic() + args.timeout
                 while moves_admin.list_reassignments() and time.monotonic() < deadline:

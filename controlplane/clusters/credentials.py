@@ -27,7 +27,6 @@ from django.conf import settings
 from controlplane.clusters import internal_secrets
 from controlplane.clusters.internal_secrets import INTERNAL_PRINCIPAL, INTERNAL_USERNAME
 from controlplane.clusters.models import BrokerNode, Cluster
-from dataplane.client.admin import ClusterAdmin
 
 # librdkafka settings frozen into a hashable value (sorted items), to key pools of clients by.
 ClientSettings = tuple[tuple[str, str], ...]
@@ -93,12 +92,6 @@ def frozen(config: dict[str, str]) -> ClientSettings:
 def servers(settings: ClientSettings) -> str:
     """The ``bootstrap.servers`` of frozen settings ('' when the cluster has no broker yet)."""
     return dict(settings).get("bootstrap.servers", "")
-
-
-def cluster_admin(cluster: Cluster, *, bootstrap: str | None = None, timeout: float = 10.0) -> ClusterAdmin:
-    """An admin client of ``cluster`` with ``client_config``'s settings."""
-    config = client_config(cluster, bootstrap=bootstrap)
-    return ClusterAdmin(config["bootstrap.servers"], timeout=timeout, config=config)
 
 
 def security_status() -> dict[str, object]:

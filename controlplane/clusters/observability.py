@@ -17,7 +17,8 @@ from typing import Any
 from rest_framework import status
 
 from controlplane.audit.services import audit_record
-from controlplane.clusters.credentials import bootstrap_servers, cluster_admin
+from controlplane.clusters.credentials import bootstrap_servers
+from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.core.actors import Actor
 from controlplane.core.errors import ApplicationError, Conflict, ValidationFailed
@@ -47,7 +48,7 @@ def admin_for(cluster: Cluster) -> Iterator[ClusterAdmin]:
     if not servers:
         raise ClusterUnavailable("The cluster has no brokers yet.")
     try:
-        with cluster_admin(cluster, bootstrap=servers) as admin:
+        with admin_as_internal(cluster, bootstrap=servers) as admin:
             yield admin
     except AdminError as exc:
         if exc.code in ("UNKNOWN_TOPIC_OR_PART", "GROUP_ID_NOT_FOUND", "TRANSACTIONAL_ID_NOT_FOUND"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from controlplane.clusters.credentials import cluster_admin
+from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.reconcile.node_plan import ClusterView
 from controlplane.resources.models import Topic
@@ -48,7 +48,7 @@ class PassContext:
         """The pass's admin client, as the cluster's internal principal (opened on first use)."""
         if self._admin is None:
             topic_count = Topic.objects.filter(cluster=self.cluster).count()
-            self._admin = cluster_admin(self.cluster, bootstrap=self.bootstrap,
+            self._admin = admin_as_internal(self.cluster, bootstrap=self.bootstrap,
                                         timeout=BASE_TIMEOUT + TIMEOUT_PER_TOPIC * topic_count)
         return self._admin
 

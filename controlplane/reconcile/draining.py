@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from controlplane.clusters.balance import BrokerSlot, Placement, propose
-from controlplane.clusters.credentials import cluster_admin
+from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import BrokerNode, Cluster
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ def drain(cluster: Cluster, node_ids: set[int]) -> int:
     """Start moving replicas off ``node_ids``; returns how many partitions were sent to move."""
     nodes = list(BrokerNode.objects.filter(cluster=cluster).select_related("agent"))
     bootstrap = ",".join(f"{n.agent.advertised_host}:{n.port}" for n in nodes)
-    with cluster_admin(cluster, bootstrap=bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=bootstrap) as admin:
         if admin.list_reassignments():
             return 0
         placements = [Placement(name, p.partition, p.replicas)

@@ -22,12 +22,12 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from controlplane.clusters.credentials import SASL_PROTOCOLS, client_config
+from controlplane.clusters.kafka_clients import admin_as_caller, admin_for_config
 from controlplane.clusters.models import Cluster
 from controlplane.clusters.observability import ClusterUnavailable, bootstrap
-from controlplane.clusters.principals import as_principal, spark_options_for
+from controlplane.clusters.principals import spark_options_for
 from controlplane.reports.engine import ReportError
 from controlplane.reports.models import Report
-from dataplane.client.admin import ClusterAdmin
 from dataplane.client.wire import AdminError
 from dataplane.coordinator.records import partition_for_group
 
@@ -58,10 +58,8 @@ def check_group_access(report: Report, group: str, topic: str) -> None:
         return
     if not report.owner_principal:
         raise ClusterUnavailable("The report has no owner to read as (made by the system); recreate it.")
-    config = as_principal(client_config(cluster), kafka_cluster_id=cluster.kafka_cluster_id,
-                          principal=report.owner_principal)
     try:
-        with ClusterAdmin(config["bootstrap.servers"], timeout=30, config=config) as admin:
+        with admin_as_caller(cluster, report.owner_principal, timeout=30) as admin:
             committed = admin.committed_offsets(group)
             topics = admin.topics()
     except AdminError as e:
@@ -81,7 +79,7 @@ def group_commits(report: Report, group: str, topic: str, end_ms: int | None) ->
 
     cluster: Cluster = report.cluster
     config = client_config(cluster) if _secured(cluster) else {"bootstrap.servers": bootstrap(cluster)}
-    with ClusterAdmin(config["bootstrap.servers"], timeout=30, config=config) as admin:
+    with admin_for_config(config, timeout=30) as admin:
         info = admin.topics(include_internal=True).get("__consumer_offsets")
     if info is None:
         return []

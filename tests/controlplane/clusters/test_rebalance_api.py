@@ -60,13 +60,13 @@ def test_a_rebalance_takes_its_replication_throttle(world_a: TenantWorld) -> Non
 def test_a_cluster_that_does_not_answer_leaves_the_rebalance_where_it_was(world_a: TenantWorld,
                                                                          state: str) -> None:
     """A timeout is retried on the next pass: a rebalance half-way through its moves is not abandoned."""
-    from controlplane.clusters.credentials import cluster_admin
+    from controlplane.clusters.kafka_clients import admin_as_internal
     from controlplane.reconcile.rebalance import reconcile_rebalances
     from sluice.embedded import free_port_range
 
     cluster = ClusterFactory(tenant=world_a.tenant)
     rebalance = Rebalance.objects.create(cluster=cluster, state=state, progress={"t/0": "moving"})
-    with cluster_admin(cluster, bootstrap=f"127.0.0.1:{free_port_range(1)[0]}", timeout=0.5) as admin:
+    with admin_as_internal(cluster, bootstrap=f"127.0.0.1:{free_port_range(1)[0]}", timeout=0.5) as admin:
         assert reconcile_rebalances(cluster, admin) is True  # still in progress: passes keep coming
     rebalance.refresh_from_db()
     assert rebalance.state == state and rebalance.message.startswith("Retrying after _TIMED_OUT")

@@ -157,10 +157,10 @@ def _grant(world: TenantWorld, cluster_id: str, principal: str, topic: str) -> N
 
 def _acls_applied(cluster_id: str, principal: str, count: int) -> bool:
     """Whether the cluster holds ``count`` ACLs of ``principal`` (asked as the control plane asks)."""
-    from controlplane.clusters.credentials import cluster_admin
+    from controlplane.clusters.kafka_clients import admin_as_internal
     from controlplane.clusters.models import Cluster
 
-    with cluster_admin(Cluster.objects.get(pk=cluster_id)) as admin:
+    with admin_as_internal(Cluster.objects.get(pk=cluster_id)) as admin:
         return sum(1 for acl in admin.acls() if acl.principal == principal) == count
 
 

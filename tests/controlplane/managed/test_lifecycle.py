@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from controlplane.clusters.credentials import cluster_admin
+from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.reconcile import nodes
 from controlplane.reconcile.node_plan import plan_nodes
@@ -185,7 +185,7 @@ def test_three_broker_cluster_from_create_to_delete(stack: Stack) -> None:
 def _nothing_to_do(cluster_id: str, bootstrap: str, last: list[object]) -> bool:
     cluster = Cluster.objects.get(pk=cluster_id)
     view, _ = nodes.observe(cluster)
-    with cluster_admin(cluster, bootstrap=bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=bootstrap) as admin:
         observed, under = observe_topics(admin, admin.topics())
     rows = [desired_topic(t) for t in Topic.objects.filter(cluster_id=cluster_id)]
     planned = (plan_nodes(view), plan_topics(rows, observed, correct_drift=True), under)

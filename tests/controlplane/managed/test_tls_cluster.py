@@ -59,7 +59,8 @@ def _tls_config(bootstrap: str, ca: Path, key_id: str, secret: str, mechanism: s
 
 @pytest.mark.django_db(transaction=True)
 def test_a_managed_cluster_listens_with_sasl_ssl(stack: Stack, tls_ca: Path, tmp_path: Path) -> None:
-    from controlplane.clusters.credentials import client_config, cluster_admin
+    from controlplane.clusters.credentials import client_config
+    from controlplane.clusters.kafka_clients import admin_as_internal
     from controlplane.clusters.models import Cluster
 
     world = make_world(f"t{uuid.uuid4().hex[:6]}")
@@ -92,7 +93,7 @@ def test_a_managed_cluster_listens_with_sasl_ssl(stack: Stack, tls_ca: Path, tmp
         cluster = Cluster.objects.get(pk=cluster_id)
         assert client_config(cluster)["security.protocol"] == "SASL_SSL"
         assert client_config(cluster)["ssl.ca.location"] == str(tls_ca)
-        with cluster_admin(cluster) as admin:
+        with admin_as_internal(cluster) as admin:
             assert any(size.topic == "orders" for size in admin.partition_sizes())
 
         # Plaintext Kafka on the TLS port gets nowhere.

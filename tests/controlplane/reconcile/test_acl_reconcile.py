@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.clusters.credentials import INTERNAL_USERNAME, cluster_admin
+from controlplane.clusters.credentials import INTERNAL_USERNAME
+from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import kafka_principal
 from controlplane.reconcile import acls as acl_step
@@ -77,7 +78,7 @@ def test_bindings_are_applied_extras_removed_and_removals_followed(secured: Brok
     row = _binding(cluster, "orders-")
     summary = reconcile_acls(cluster, bootstrap=secured.bootstrap)
     assert summary == AclsResult(bindings=1, from_roles=0, enforced=True)
-    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("orders-")]
         admin.create_acls([_spec("stray", "WRITE")])
     cluster.drift_policy = "report"
@@ -85,12 +86,12 @@ def test_bindings_are_applied_extras_removed_and_removals_followed(secured: Brok
     assert report.drift == "1 ACL(s) in the cluster that no binding names" and report.pending == 0
     cluster.drift_policy = "correct"
     assert not reconcile_acls(cluster, bootstrap=secured.bootstrap).drift
-    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("orders-")]
     row.delete()
     _binding(cluster, "payments-", "WRITE")
     reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.acls() == [_spec("payments-", "WRITE")]
     # Nothing left to do: a second pass changes nothing.
     assert reconcile_acls(cluster, bootstrap=secured.bootstrap).pending == 0
@@ -118,7 +119,7 @@ def test_owners_and_admins_get_allow_all_bindings_members_none(secured: BrokerPr
     MembershipFactory(tenant=cluster.tenant, user=member, role=Role.MEMBER)
     summary = reconcile_acls(cluster, bootstrap=secured.bootstrap)
     assert (summary.bindings, summary.from_roles, summary.enforced) == (0, 8, True)
-    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=secured.bootstrap) as admin:
         acls = admin.acls()
     assert {a.principal for a in acls} == {kafka_principal("user", owner.pk), kafka_principal("user", admin_user.pk)}
     assert {(a.resource_type, a.resource_name, a.operation, a.permission) for a in acls} == {
@@ -126,7 +127,7 @@ def test_owners_and_admins_get_allow_all_bindings_members_none(secured: BrokerPr
         ("CLUSTER", "kafka-cluster", "ALL", "ALLOW")}
     admin_user.memberships.update(role=Role.MEMBER)  # a demotion takes the rights away on the next pass
     reconcile_acls(cluster, bootstrap=secured.bootstrap)
-    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=secured.bootstrap) as admin:
         assert {a.principal for a in admin.acls()} == {kafka_principal("user", owner.pk)}
 
 
@@ -137,7 +138,7 @@ def test_the_admin_clients_own_requests_authenticate_too(secured: BrokerProcess)
     from dataplane.security.sasl import ClientCredentials
 
     cluster = _cluster(secured)
-    with cluster_admin(cluster, bootstrap=secured.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=secured.bootstrap) as admin:
         assert admin.list_reassignments() == {}
         assert isinstance(admin.groups(), list)
         assert isinstance(admin.partition_sizes(), list)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controlplane.clusters.credentials import cluster_admin
+from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import Cluster
 from controlplane.reconcile import quotas as quota_step
 from controlplane.reconcile.context import PassContext
@@ -50,7 +50,7 @@ def test_quotas_are_applied_followed_and_drift_corrected(broker: BrokerProcess) 
     assert summary == QuotasResult(entities=2, applied=True)
     mine = (("user", account.removeprefix("User:")),)
     batch = (("client-id", "batch"), ("user", None))
-    with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=broker.bootstrap) as admin:
         assert admin.client_quotas() == {mine: {"producer_byte_rate": 1_000_000.0, "max_connections": 20.0},
                                          batch: {"consumer_byte_rate": 500_000.0}}
         admin.alter_client_quotas({(("user", "stray"),): {"producer_byte_rate": 5.0}})
@@ -62,13 +62,13 @@ def test_quotas_are_applied_followed_and_drift_corrected(broker: BrokerProcess) 
     row.request_percentage = 50.0
     row.save()
     assert not reconcile_quotas(cluster, bootstrap=broker.bootstrap).drift
-    with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=broker.bootstrap) as admin:
         assert admin.client_quotas() == {mine: {"producer_byte_rate": 1_000_000.0, "request_percentage": 50.0},
                                          batch: {"consumer_byte_rate": 500_000.0}}
     assert reconcile_quotas(cluster, bootstrap=broker.bootstrap) == QuotasResult(entities=2, applied=True)
     ClientQuota.objects.filter(cluster=cluster).delete()
     reconcile_quotas(cluster, bootstrap=broker.bootstrap)
-    with cluster_admin(cluster, bootstrap=broker.bootstrap) as admin:
+    with admin_as_internal(cluster, bootstrap=broker.bootstrap) as admin:
         assert admin.client_quotas() == {}
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controlplane.clusters.credentials import cluster_admin
+from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import Agent, BrokerNode, Cluster, Rebalance, RebalanceState
 from controlplane.reconcile.rebalance import not_yet_proposable, reconcile_rebalances
 from tests.controlplane.factories import ClusterFactory
@@ -54,7 +54,7 @@ def test_a_scale_out_proposal_waits_for_the_new_broker_to_register(broker: Broke
     rebalance = Rebalance.objects.create(cluster=cluster, reason="scale-out")
 
     def step() -> bool:
-        with cluster_admin(stale, bootstrap=broker.bootstrap) as admin:
+        with admin_as_internal(stale, bootstrap=broker.bootstrap) as admin:
             return reconcile_rebalances(stale, admin)
 
     assert step() is True  # passes keep coming while it waits
