@@ -28,8 +28,8 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from dataplane.protocol.records import Record, build_batch
-from tests import kafka_wire
 from tests.chaos.cluster import Cluster, Node, replica_logs
+from tests.support import wire as kafka_wire
 
 pytestmark = pytest.mark.xdist_group("heavy")  # many-process tests run one at a time: two cores
 

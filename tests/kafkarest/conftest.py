@@ -9,7 +9,6 @@ HTTP, WebSocket and Kafka -- so pytest-django's per-test flushes of the test dat
 from __future__ import annotations
 
 import base64
-import contextlib
 import http.cookiejar
 import json
 import os
@@ -27,16 +26,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 import psycopg
 import pytest
 
 from sluice.embedded import free_port, free_port_range
-from tests.process_output import drain_to, read_until
+from tests.support.process_output import drain_to, read_until
+from tests.support.stack import ROOT, database_url, kill_tree
 
-ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0
 
 
@@ -168,31 +166,17 @@ class RestStack:
         raise AssertionError(f"topic {name} never got leaders")
 
 
-def _database_url(name: str) -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def _kill_tree(pid: int) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-        for proc in procs:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        psutil.wait_procs(procs, timeout=30)
-
-
 @pytest.fixture(scope="session")
 def rest_stack() -> Iterator[RestStack]:
     name = f"sluice_rest_{uuid.uuid4().hex[:10]}"
-    admin_url = _database_url("postgres")
+    admin_url = database_url("postgres")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     root = Path(tempfile.mkdtemp(prefix="sluice-rest-"))
     var = root / "var"
     port, (first, last) = free_port(), free_port_range(10)
     suffix = uuid.uuid4().hex[:8]
-    env = {**os.environ, "DATABASE_URL": _database_url(name), "SLUICE_VAR_DIR": str(var),
+    env = {**os.environ, "DATABASE_URL": database_url(name), "SLUICE_VAR_DIR": str(var),
            "CELERY_DEFAULT_QUEUE": f"rest-{suffix}", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "WARNING",
            # Its own reports queue too: another stack's reports worker (another database) must not take its runs.
            "SLUICE_REPORTS_QUEUE": f"reports-{suffix}",
@@ -215,16 +199,16 @@ def rest_stack() -> Iterator[RestStack]:
         yield stack
     finally:
         for extra in stack.extra if stack else []:
-            _kill_tree(extra.pid)
+            kill_tree(extra.pid)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
-                _kill_tree(proc.pid)
+                kill_tree(proc.pid)
         for candidate in psutil.process_iter(["pid", "cmdline"]):
             if any(str(var) in part for part in candidate.info.get("cmdline") or []):
-                _kill_tree(candidate.info["pid"])
+                kill_tree(candidate.info["pid"])
         shutil.rmtree(root, ignore_errors=True)
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

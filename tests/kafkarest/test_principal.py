@@ -1,6 +1,6 @@
 """REST produce, v2 consumers and the WebSocket tail act on the broker as the caller's principal.
 
-A real broker secured as a managed cluster's (tests/secured_broker.py: SASL_PLAINTEXT, the authorizer on, the
+A real broker secured as a managed cluster's (tests/support/secured_broker.py: SASL_PLAINTEXT, the authorizer on, the
 control plane's internal super user and the cluster's token key, stored as the cluster row's secrets); the
 service's ASGI application served by a real uvicorn server in this process on a free port (so it reads the test
 database), and real HTTP, WebSocket and Kafka clients.
@@ -50,8 +50,8 @@ from controlplane.tenancy.models import Role
 from sluice.embedded import free_port
 from tests.controlplane.conftest import TenantWorld, make_world
 from tests.controlplane.factories import ClusterFactory
-from tests.secured_broker import secured_broker, store_secrets, super_user_config
 from tests.support.broker import BrokerProcess
+from tests.support.secured_broker import secured_broker, store_secrets, super_user_config
 
 pytestmark = [pytest.mark.xdist_group("principal"), pytest.mark.django_db(transaction=True)]
 
@@ -367,7 +367,7 @@ def test_brokers_report_sasl_failures_and_acl_denials_into_the_tenants_audit_tra
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
     from dataplane.security.oauthbearer import mint
-    from tests.kafka_wire import KafkaWire
+    from tests.support.wire import KafkaWire
 
     topic = setting.topic()
     token, _ = mint(cluster_token_key(setting.cluster_id), principal_name=setting.principal.removeprefix("User:"),

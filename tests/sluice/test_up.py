@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from sluice.embedded import free_port, free_port_range
-from tests.process_output import drain_to, read_until
+from tests.support.process_output import drain_to, read_until
 
 ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT = 180.0

@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -20,52 +19,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 import pytest
 
 from sluice.embedded import free_port_range
 from tests.support.polling import wait_until
+from tests.support.stack import Process, celery_worker, database_url
 
-ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.xdist_group("heavy")
-
-
-def _database_url(name: str) -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-@dataclass
-class Process:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-
-    def send(self, sig: int) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, sig)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.send(sig)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.send(signal.SIGKILL)
-            self.proc.wait()
-
-    def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
 
 
 @dataclass
@@ -121,14 +83,11 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
         db_name = connection.settings_dict["NAME"]
     root = Path(tempfile.mkdtemp(prefix="sluice-managed-"))
     queue = f"test-{uuid.uuid4().hex[:10]}"
-    env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
+    env = {**os.environ, "DATABASE_URL": database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
            "SLUICE_VAR_DIR": str(root / "var"), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
            # One deployment, one SECRET_KEY (sessions, signed values); no cluster's secrets follow from it.
            "SECRET_KEY": settings.SECRET_KEY}
-    worker = Process("worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
-                                "--pool", "threads", "--concurrency", "4", "--queues", queue,
-                                "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",
-                                "--without-mingle"], env, root / "worker.log")
+    worker = celery_worker("worker", queue, env, root / "worker.log")
     suffix = uuid.uuid4().hex[:6]
     stack = Stack(env, root, queue, worker)
     first, _ = free_port_range(16)

@@ -27,7 +27,7 @@ from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld, make_world
 from tests.controlplane.managed.conftest import Stack, wait_for
 from tests.controlplane.managed.test_lifecycle import _condition, _delete_and_wait, _ready, _status
-from tests.kafka_wire import KafkaWire
+from tests.support.wire import KafkaWire
 
 pytestmark = [pytest.mark.xdist_group("heavy"), pytest.mark.timeout(600)]
 

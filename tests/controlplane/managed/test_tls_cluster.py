@@ -29,7 +29,7 @@ from tests.controlplane.managed.test_kafka_credentials import (
     _wire,
 )
 from tests.controlplane.managed.test_lifecycle import _condition, _delete_and_wait, _ready, _status
-from tests.kafka_wire import KafkaWire
+from tests.support.wire import KafkaWire
 
 pytestmark = [pytest.mark.xdist_group("heavy"), pytest.mark.timeout(600)]
 

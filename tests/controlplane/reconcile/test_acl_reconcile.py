@@ -20,8 +20,8 @@ from controlplane.resources.models import AclBinding
 from controlplane.tenancy.models import Role
 from dataplane.client.admin import AclSpec
 from tests.controlplane.factories import ClusterFactory, MembershipFactory, UserFactory
-from tests.secured_broker import broker_secrets, store_secrets
 from tests.support.broker import BrokerProcess
+from tests.support.secured_broker import broker_secrets, store_secrets
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("security")]
 

@@ -16,8 +16,8 @@ from controlplane.reconcile.context import PassContext
 from controlplane.reconcile.results import QuotasResult
 from controlplane.resources.models import ClientQuota
 from tests.controlplane.factories import ClusterFactory
-from tests.secured_broker import secured_broker, store_secrets
 from tests.support.broker import BrokerProcess
+from tests.support.secured_broker import secured_broker, store_secrets
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("quotas")]
 

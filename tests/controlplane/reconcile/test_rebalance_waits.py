@@ -17,8 +17,8 @@ from controlplane.clusters.kafka_clients import admin_as_internal
 from controlplane.clusters.models import Agent, BrokerNode, Cluster, Rebalance, RebalanceState
 from controlplane.reconcile.rebalance import not_yet_proposable, reconcile_rebalances
 from tests.controlplane.factories import ClusterFactory
-from tests.secured_broker import secured_broker, store_secrets
 from tests.support.broker import BrokerProcess
+from tests.support.secured_broker import secured_broker, store_secrets
 
 
 @pytest.mark.parametrize(("wanted", "nodes", "registered", "expected"), [

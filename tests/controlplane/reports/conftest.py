@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,9 +20,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from tests.controlplane.managed.conftest import Process, _database_url, wait_for
-from tests.secured_broker import secured_broker, store_secrets, super_user_config
+from tests.controlplane.managed.conftest import wait_for
 from tests.support.broker import BrokerProcess
+from tests.support.secured_broker import secured_broker, store_secrets, super_user_config
+from tests.support.stack import Process, celery_beat, celery_worker, database_url
 
 
 @dataclass
@@ -43,10 +43,7 @@ class ReportsStack:
     def beat(self) -> Process:
         """A real ``celery beat`` on the database scheduler (not started); stop it before the test ends."""
         env = {**self.env, "SLUICE_RESYNC_SECONDS": "86400", "CELERY_DEFAULT_QUEUE": f"unused-{self.queue}"}
-        return Process("beat", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "beat",
-                                "--loglevel", "INFO", "--pidfile=", "--max-interval", "1",
-                                "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler"],
-                       env, self.root / f"beat-{uuid.uuid4().hex[:6]}.log")
+        return celery_beat(env, self.root / f"beat-{uuid.uuid4().hex[:6]}.log")
 
 
 def open_to_everyone(broker: BrokerProcess) -> None:
@@ -78,13 +75,10 @@ def reports_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Rep
         db_name = connection.settings_dict["NAME"]
     root = Path(tempfile.mkdtemp(prefix="sluice-reports-"))
     queue = f"reports-test-{uuid.uuid4().hex[:10]}"
-    env = {**os.environ, "DATABASE_URL": _database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
+    env = {**os.environ, "DATABASE_URL": database_url(db_name), "CELERY_DEFAULT_QUEUE": queue,
            "SLUICE_REPORTS_QUEUE": queue, "SLUICE_VAR_DIR": str(root / "var"), "SPARK_MASTER": "local[2]",
            "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
-    worker = Process("reports worker", [sys.executable, "-m", "celery", "-A", "controlplane.celery_app", "worker",
-                                        "--pool", "threads", "--concurrency", "2", "--queues", queue,
-                                        "--hostname", f"{queue}@%h", "--loglevel", "INFO", "--without-gossip",
-                                        "--without-mingle"], env, root / "worker.log")
+    worker = celery_worker("reports worker", queue, env, root / "worker.log", concurrency=2)
     previous = (settings.SLUICE_REPORTS_QUEUE, settings.VAR_DIR)
     try:
         with secured_broker(root, f"skc-{uuid.uuid4().hex[:16]}") as broker:

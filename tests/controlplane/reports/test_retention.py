@@ -17,7 +17,8 @@ from controlplane.reports.models import Report, ReportResultRow, ReportRun
 from controlplane.tenancy.models import Role
 from tests.controlplane.conftest import TenantWorld
 from tests.controlplane.factories import ClusterFactory
-from tests.controlplane.managed.conftest import Process, _database_url, wait_for
+from tests.controlplane.managed.conftest import wait_for
+from tests.support.stack import Process, database_url
 
 
 @pytest.fixture
@@ -125,7 +126,7 @@ def test_a_sweep_killed_midway_is_finished_by_the_next(transactional_db: None, w
     doomed = [_run(report, age=timedelta(minutes=m + 1), parquet=True) for m in range(120)]
     code = ("import django; django.setup(); from controlplane.reports.retention import runs_expire; "
             "runs_expire(batch=10)")
-    env = {**os.environ, "DATABASE_URL": _database_url(connection.settings_dict["NAME"]),
+    env = {**os.environ, "DATABASE_URL": database_url(connection.settings_dict["NAME"]),
            "SLUICE_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "controlplane.settings",
            "SECRET_KEY": settings.SECRET_KEY}
     sweeper = Process("sweeper", [sys.executable, "-c", code], env, tmp_path / "sweeper.log")

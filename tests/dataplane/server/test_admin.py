@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.kafka_wire import KafkaWire
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
+from tests.support.wire import KafkaWire
 
 T = TypeVar("T")
 

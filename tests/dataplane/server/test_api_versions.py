@@ -22,7 +22,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from dataplane.server import handlers  # noqa: F401  (registers every API)
 from dataplane.server.apis import REGISTRY, api_version_entries
-from tests import kafka_wire
+from tests.support import wire as kafka_wire
 from tests.support.broker import BrokerProcess
 
 # Apache Kafka 4.0's lowest advertised version of each API this broker serves (ApiVersionsResponse of a 4.0

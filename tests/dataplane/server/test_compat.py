@@ -12,7 +12,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from dataplane.protocol.records import Compression, Record, build_batch, set_max_timestamp
-from tests import kafka_wire
+from tests.support import wire as kafka_wire
 from tests.support.broker import BrokerProcess
 
 OFFSET_OUT_OF_RANGE = 1

@@ -30,8 +30,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from dataplane.client.producer import AsyncProducer, Segment
 from dataplane.security.oauthbearer import mint, token_key
 from tests.dataplane.server.test_security import QUIET, client_config, sasl_config_file, seed_credentials
-from tests.kafka_wire import KafkaWire
 from tests.support.broker import BrokerProcess
+from tests.support.wire import KafkaWire
 
 pytestmark = pytest.mark.xdist_group("security")
 

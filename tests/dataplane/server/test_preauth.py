@@ -25,9 +25,9 @@ from dataplane.cluster.migrations import migrate
 from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import MetadataStore
 from dataplane.security.sasl import plain_hash
-from tests.kafka_wire import KafkaWire
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
+from tests.support.wire import KafkaWire
 
 pytestmark = pytest.mark.xdist_group("security")
 

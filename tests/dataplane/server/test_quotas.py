@@ -20,8 +20,8 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from tests.dataplane.server.test_security import USERS, sasl_config_file, seed_credentials
-from tests.kafka_wire import KafkaWire
 from tests.support.broker import BrokerProcess
+from tests.support.wire import KafkaWire
 
 pytestmark = pytest.mark.xdist_group("quotas")
 

@@ -45,8 +45,8 @@ from dataplane.cluster.security_store import SecurityStore
 from dataplane.cluster.store import MetadataStore
 from dataplane.security.sasl import plain_hash
 from dataplane.security.scram import derive
-from tests.kafka_wire import KafkaWire
 from tests.support.broker import BrokerProcess
+from tests.support.wire import KafkaWire
 
 pytestmark = pytest.mark.xdist_group("security")
 

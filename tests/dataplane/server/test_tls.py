@@ -33,8 +33,8 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from tests.dataplane.server.test_security import USERS, seed_credentials
-from tests.kafka_wire import KafkaWire
 from tests.support.broker import ROOT, BrokerProcess
+from tests.support.wire import KafkaWire
 
 pytestmark = pytest.mark.xdist_group("tls")
 

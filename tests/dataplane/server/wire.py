@@ -2,7 +2,7 @@
 
 Requests are encoded and responses decoded by kafka-python's protocol classes,
 so the broker is checked against an independent codec. That is on purpose: the
-broker and ``dataplane.protocol.client`` (used by ``tests/kafka_wire.py``) read
+broker and ``dataplane.protocol.client`` (used by ``tests/support/wire.py``) read
 and write with the same kio schemas, so a schema misread would be shared by both
 sides and pass unseen. Do not move these tests onto the broker's own codec.
 """

@@ -27,7 +27,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta
 from dataplane.protocol.control import build_marker
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.records import Record, build_batch
-from tests import kafka_wire
+from tests.support import wire as kafka_wire
 from tests.support.broker import BrokerProcess, logged_broker
 from tests.support.polling import wait_until
 
