@@ -1,7 +1,8 @@
 """The secrets step: carry out ``secret_plan`` (the store's internal credentials, the roll of the brokers, the
-promotion of a rotated secret). Each action is
-idempotent: the credentials are compared with the store before any write, a ``Roll`` re-sends a spec the agent
-already has without effect, and ``Promote`` only moves a row still waiting for it.
+promotion of a rotated secret).
+
+Each action is idempotent: the credentials are compared with the store before any write, a ``Roll`` re-sends a
+spec the agent already has without effect, and ``Promote`` only moves a row still waiting for it.
 """
 
 from __future__ import annotations
