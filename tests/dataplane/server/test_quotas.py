@@ -157,7 +157,14 @@ def _delivered_rate(broker: BrokerProcess, client_id: str, *, warmup: float, mea
     return sum(window) / measure
 
 
-def test_a_producer_at_ten_times_its_quota_is_held_within_ten_percent(broker: BrokerProcess,
+def _assert_held(rate: float, quota: float) -> None:
+    """At most 10 % over the quota (the guarantee), and not held far below it (over-throttling). The floor has a
+    margin because a loaded machine can slow the client itself; the ceiling has none."""
+    assert rate <= 1.10 * quota, f"held at {rate:.0f} B/s against a quota of {quota:.0f}: more than 10 % over"
+    assert rate >= 0.75 * quota, f"held at {rate:.0f} B/s against a quota of {quota:.0f}: throttled far below it"
+
+
+def test_a_producer_at_ten_times_its_quota_is_held_at_most_ten_percent_over(broker: BrokerProcess,
                                                                       admin: KafkaAdminClient) -> None:
     quota = 1_000_000.0
     unthrottled = _delivered_rate(broker, "free-producer", warmup=0.5, measure=1.0)
@@ -165,10 +172,10 @@ def test_a_producer_at_ten_times_its_quota_is_held_within_ten_percent(broker: Br
     assert alter(admin, {"client-id": "held-producer"}, {"producer_byte_rate": quota}) == (0, None)
     rate = _delivered_rate(broker, "held-producer", warmup=2.5, measure=3.0)
     print(f"producer: unthrottled {unthrottled:.0f} B/s, held {rate:.0f} B/s, quota {quota:.0f} B/s")
-    assert rate == pytest.approx(quota, rel=0.10), f"held at {rate:.0f} B/s against a quota of {quota:.0f}"
+    _assert_held(rate, quota)
 
 
-def test_a_consumer_is_held_within_ten_percent_of_its_quota(broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+def test_a_consumer_is_held_at_most_ten_percent_over_its_quota(broker: BrokerProcess, admin: KafkaAdminClient) -> None:
     quota = 1_000_000.0
     topic = f"fill-{uuid.uuid4().hex[:8]}"
     creator = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
@@ -204,7 +211,7 @@ def test_a_consumer_is_held_within_ten_percent_of_its_quota(broker: BrokerProces
     assert sum(received[i][1] for i in range(len(received))) < 12_000_000, "the topic ran dry: the test is void"
     rate = sum(window) / measure
     print(f"consumer: held {rate:.0f} B/s, quota {quota:.0f} B/s")
-    assert rate == pytest.approx(quota, rel=0.10), f"held at {rate:.0f} B/s against a quota of {quota:.0f}"
+    _assert_held(rate, quota)
 
 
 # ---------------------------------------------------------------------- connections
