@@ -48,8 +48,13 @@ def cluster_at(world: TenantWorld, port: int) -> Cluster:
 @pytest.fixture
 def world() -> Iterator[TenantWorld]:
     clear_caches()
-    yield make_world(f"d{uuid.uuid4().hex[:6]}")
-    clear_caches()
+    try:
+        yield make_world(f"d{uuid.uuid4().hex[:6]}")
+    finally:
+        # The loop's producers go, and with them their revocation holds: the watcher thread has nothing left to
+        # sweep in a database the next test flushes.
+        produce_loop.close()
+        clear_caches()
 
 
 @pytest.fixture
