@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import http.cookiejar
 import json
 import os
 import re
@@ -113,6 +114,7 @@ class Stack:
     bootstrap: str = ""
     kafka: dict[str, str] = field(default_factory=dict)  # the demo cluster as its owner (SASL/PLAIN, demo key)
     auth: str = ""  # the Authorization header's value
+    session: dict[str, str] = field(default_factory=dict)  # a console session's Cookie and X-CSRFToken headers
     cluster_pk: str = ""
     cluster_id: str = ""  # kafka_cluster_id, skc-...
     tenant: str = ""
@@ -182,9 +184,22 @@ class Stack:
         demo = next(c for c in clusters["results"] if c["name"] == "demo")
         self.cluster_pk, self.cluster_id = demo["id"], demo["kafka_cluster_id"]
         self.tenant = creds["tenant_slug"]
+        self.session = self.login(creds["username"], creds["password"])
         # Managed clusters authenticate: the direct clients log in with the demo key, as the banner prints.
         self.kafka = {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                       "sasl.mechanism": "PLAIN", "sasl.username": creds["key_id"], "sasl.password": creds["secret"]}
+
+    def login(self, username: str, password: str) -> dict[str, str]:
+        """Headers of a signed-in console session: its produce goes through the DRF views, not the ASGI path."""
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        opener.open(urllib.request.Request(f"http://127.0.0.1:{self.port}/api/v1/auth/login", method="POST",
+                                           headers={"Content-Type": "application/json"},
+                                           data=json.dumps({"username": username, "password": password}).encode()),
+                    timeout=30).close()
+        cookies = {c.name: c.value for c in jar}
+        return {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()), "X-CSRFToken": cookies["csrftoken"],
+                "Origin": f"http://127.0.0.1:{self.port}", "Referer": f"http://127.0.0.1:{self.port}/"}
 
     def create_topics(self, names: list[str]) -> None:
         """One-partition topics through the management API, then wait until the broker has them all."""
@@ -751,6 +766,9 @@ class Bench:
         self.sluice = Target("sluice", stack.port, {"Authorization": stack.auth},
                              v2_prefix=f"/kafka/v2/clusters/{cid}", v3_prefix=f"/kafka/v3/clusters/{cid}",
                              pid=stack.web_pid)
+        # The same paths as a signed-in console session: served by the DRF views (no Authorization header).
+        self.drf = Target("sluice drf", stack.port, stack.session, v2_prefix=f"/kafka/v2/clusters/{cid}",
+                          v3_prefix=f"/kafka/v3/clusters/{cid}", pid=stack.web_pid)
         self.missing: dict[str, str] = {}
 
     def topic(self, label: str) -> str:
@@ -993,6 +1011,30 @@ class Bench:
                       f"{count_note}")
 
 
+    async def produce_drf(self, size: int) -> None:
+        """The DRF (console session) produce paths: 1 record/request and 100 records/request."""
+        s, value, drf = self.s, value_of(size), self.drf
+        print(f"\n{size} B records: produce through the DRF views (a console session)", flush=True)
+        runs: list[tuple[str, Callable[[str], Callable[[Conn], Awaitable[int]]], int]] = [
+            ("drf v3 records", lambda t: v3_single(drf, t, value), s.workers),
+            ("drf v3 records:batch x100", lambda t: v3_batch(drf, t, value, BATCH), s.batch_workers),
+            ("drf v2 x100", lambda t: v2_produce(drf, t, value, BATCH), s.batch_workers),
+        ]
+        for label, make, workers in runs:
+            call = make(self.topic(f"drf-{size}"))
+            try:
+                result, server = await measured(drf, lambda c=call, w=workers: closed_loop(drf.connect, c, w,
+                                                                                           s.seconds))
+            except FAILURES as exc:
+                self.line(label, f"failed: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            p50, p99, _ = percentiles(result.latencies_ns)
+            self.line(label, f"{fmt(result.item_rate):>8} rec/s  {fmt(result.rate):>8} req/s  p50 {p50:6.2f} ms  "
+                             f"p99 {p99:6.2f} ms  ({cpu_note(result, server)}){errors_note(result)}")
+            self.keep(f"{size} B  {label} ({workers} conns): {fmt(result.item_rate)} rec/s, {fmt(result.rate)} req/s, "
+                      f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+
+
 async def run_all(args: argparse.Namespace, stack: Stack, settings: Settings) -> None:
     bench = Bench(stack, settings)
     sizes = tuple(args.sizes) if args.sizes else (SIZES[:1] if args.quick else SIZES)
@@ -1003,6 +1045,8 @@ async def run_all(args: argparse.Namespace, stack: Stack, settings: Settings) ->
         bench.keep(f"{size} B  direct producer: {fmt(direct)} rec/s")
         if args.only in (None, "produce"):
             await bench.produce(size, direct)
+        if args.only in (None, "produce", "produce-drf"):
+            await bench.produce_drf(size)
         if args.only in (None, "consume", "websocket"):  # the tail's rate is set against the direct consume loop
             await bench.consume(size, direct_only=args.only == "websocket")
         if args.only not in (None, "websocket"):
@@ -1037,7 +1081,7 @@ def main() -> int:
                     help="a git clone of Aiven-Open/karapace to (re)build var/bench/karapace-venv from")
     ap.add_argument("--no-karapace", action="store_true", help="measure Sluice and the direct clients only")
     ap.add_argument("--keep-logs", action="store_true", help="keep the scratch directory (logs) and name it")
-    ap.add_argument("--only", choices=("produce", "consume", "websocket"),
+    ap.add_argument("--only", choices=("produce", "produce-drf", "consume", "websocket"),
                     help="measure one group of paths (websocket also runs the direct consume loop, its baseline)")
     args = ap.parse_args()
     settings = QUICK if args.quick else FULL

@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, except streaming REST produce (see kafkarest.streaming); WebSocket
+"""ASGI entry point: HTTP through Django, except streaming REST produce (see kafkarest.asgi); WebSocket
 for the live tail (see kafkarest.tail)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from controlplane.kafkarest.streaming import RestProxyHttp  # noqa: E402
+from controlplane.kafkarest.asgi import RestProxyHttp  # noqa: E402
 from controlplane.kafkarest.tail.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter({

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from confluent_kafka import KafkaError
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from rest_framework import exceptions
@@ -65,6 +66,36 @@ class RestError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error_code": self.error_code, "message": self.message}
+
+
+def topic_denied(topic: str) -> RestError:
+    """The broker refused the caller's principal on ``topic`` (Confluent REST Proxy's body)."""
+    return RestError(KAFKA_AUTHORIZATION, f"Not authorized to access topics: [{topic}]")
+
+
+def rest_error_for(error: KafkaError, topic: str = "") -> RestError:
+    """A Kafka error (by librdkafka's names: the v2 consumers' librdkafka errors, and the produce engine's
+    ``AdminError`` codes through ``produce.engine.rest_error``) as the REST Proxy reports it."""
+    code = error.code()
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return topic_denied(topic)
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        return RestError(KAFKA_AUTHORIZATION, f"Not authorized to access the consumer group: {error.str()}")
+    if code in (KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        return RestError(KAFKA_AUTHORIZATION, f"Not authorized: {error.str()}")
+    if code == KafkaError.SASL_AUTHENTICATION_FAILED or code == KafkaError._AUTHENTICATION:
+        return RestError(KAFKA_AUTHENTICATION, f"The cluster refused the proxy's credentials: {error.str()}")
+    if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return RestError(TOPIC_NOT_FOUND, "Topic not found.")
+    if code == KafkaError._UNKNOWN_PARTITION:
+        return RestError(PARTITION_NOT_FOUND, "Partition not found.")
+    if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
+        return RestError(PAYLOAD_TOO_LARGE, f"Record too large for the topic: {error.str()}")
+    if code == KafkaError.INVALID_RECORD:
+        return RestError(INVALID_PAYLOAD, f"Payload error. {error.str()}")
+    if error.retriable() or code in (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+        return RestError(KAFKA_RETRIABLE, f"Retriable Kafka error: {error.name()}: {error.str()}")
+    return RestError(KAFKA_ERROR, f"Kafka error: {error.name()}: {error.str()}")
 
 
 def as_rest_error(exc: Exception) -> RestError | None:

@@ -32,6 +32,17 @@ class BoundedJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from exc
 
 
+class UnreadBodyParser(BaseParser):
+    """Accepts any body without reading it, for views that read ``request.body`` themselves (produce). Without a
+    parser, a session caller's CSRF check (which looks at ``request.POST``) failed with a 415 before the view
+    could answer; the view's own Content-Type check still refuses what it does not take (415, as Confluent's)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> dict[str, Any]:
+        return {}
+
+
 class AcceptCheckedNegotiation(BaseContentNegotiation):
     """Bodies by DRF's rules; answers in the view's first renderer, once ``KafkaRestView.initial`` has checked
     ``Accept`` against the view's ``accept_offers`` (406 as Confluent's, see kafkarest.accept)."""

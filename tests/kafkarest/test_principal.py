@@ -44,7 +44,7 @@ from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.principals import cluster_token_key
 from controlplane.clusters.security_events import security_events_audit
 from controlplane.kafkarest.access import clear_caches
-from controlplane.kafkarest.producer import pool
+from controlplane.kafkarest.produce.loop import produce_loop
 from controlplane.kafkarest.v2.routing import router
 from controlplane.tenancy.models import Role
 from sluice.embedded import free_port
@@ -86,7 +86,7 @@ def server() -> Iterator[str]:
     finally:
         served.should_exit = True
         thread.join(30)
-        pool.close()  # the principals' producers and consumer instances this module made
+        produce_loop.close()  # the DRF paths' producers (uvicorn's loop closed its own) and the instances
         router.close_all()
 
 

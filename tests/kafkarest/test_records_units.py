@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from controlplane.kafkarest import batched, fastjson
-from controlplane.kafkarest.batched import Produced
+from controlplane.kafkarest import fastjson
 from controlplane.kafkarest.errors import INVALID_PAYLOAD, KAFKA_RETRIABLE, RestError
+from controlplane.kafkarest.produce import engine
+from controlplane.kafkarest.produce.engine import Produced
 from controlplane.kafkarest.records import ConcatenatedJson, parse_produce_request
 from controlplane.kafkarest.tail.protocol import records_frame
 from controlplane.kafkarest.tail.records import Record
@@ -100,7 +101,7 @@ def test_records_never_acknowledged_are_reported_retriable_when_the_wait_ends() 
     async def main() -> dict[str, object]:
         produced = Produced("t")
         produced.records.append(parse_produce_request({"value": None}))
-        produced.results.append(batched.PENDING)
+        produced.results.append(engine.PENDING)
         never: asyncio.Future[list[Segment]] = asyncio.get_running_loop().create_future()
         produced._sends.append((0, [0], [1], never))
         await produced.wait(timeout=0.01)

@@ -28,7 +28,7 @@ from controlplane.kafkarest.access import (
     cluster_access,
 )
 from controlplane.kafkarest.errors import BROKER_NOT_AVAILABLE, FORBIDDEN, KAFKA_AUTHORIZATION, RestError
-from controlplane.kafkarest.producer import pool
+from controlplane.kafkarest.produce import engine
 from controlplane.kafkarest.revocation import watcher
 from controlplane.kafkarest.tail.fetcher import FetcherRegistry, registry
 from controlplane.kafkarest.tail.filters import compile_filter
@@ -41,7 +41,7 @@ from controlplane.kafkarest.tail.protocol import (
     parse_subscribe,
     pong_frame,
 )
-from controlplane.kafkarest.tail.session import EXECUTOR, Limits, TailSession
+from controlplane.kafkarest.tail.session import Limits, TailSession
 from controlplane.tenancy.models import Role
 
 Scope = MutableMapping[str, Any]
@@ -107,10 +107,10 @@ async def _admit(scope: Scope, cluster_id: str, topic: str) -> ClusterAccess:
                                                                          surface="ws")
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
-    # Its metadata cache answers "does the topic exist, for this principal" cheaply.
-    producer = pool.get(access, for_metadata=True)
+    # The REST producer's metadata cache answers "does the topic exist, for this principal" cheaply (a metadata
+    # read needs no producer id, so a principal that may only read is answered too).
     try:
-        await asyncio.get_running_loop().run_in_executor(EXECUTOR, producer.partition_count, topic)
+        await engine.open_topic(access, topic)
     except RestError as refusal:
         await database_sync_to_async(audit_refusal)(access, refusal, surface="ws", topic=topic)
         raise

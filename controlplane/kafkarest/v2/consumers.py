@@ -40,8 +40,8 @@ from controlplane.kafkarest.errors import (
     PARTITION_NOT_FOUND,
     TOPIC_NOT_FOUND,
     RestError,
+    rest_error_for,
 )
-from controlplane.kafkarest.producer import rest_error_for
 
 log = logging.getLogger(__name__)
 

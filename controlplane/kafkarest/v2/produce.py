@@ -1,10 +1,12 @@
 """v2 produce: records in an embedded format (binary: base64; json: any JSON value), one offset report each.
 
-The format comes from the request's Content-Type, as in Confluent's REST Proxy. Records go through the
-process's shared producer (``kafkarest.producer.pool``), so a v2 record is partitioned and acknowledged
-exactly like a v3 or a Kafka-client one. A body that is not JSON, or not the request's shape, is a 400 (as
-Confluent's); no records, 422; a bad value, 42206 -- each refuses the whole request. A record the
-cluster refuses gets its own ``error_code`` and ``error`` in the answer, the others are still written.
+The format comes from the request's Content-Type, as in Confluent's REST Proxy. Records go through REST
+produce's one engine (``kafkarest.produce``: ``produce.streaming`` for API keys, ``produce.services`` from the
+DRF view), so a v2 record is partitioned and acknowledged exactly like a v3 or a Kafka-client one.
+
+A body that is not JSON, or not the request's shape, is a 400 (as Confluent's); no records, 422; a bad value,
+42206 -- each refuses the whole request. A record the cluster refuses gets its own ``error_code`` and ``error``
+in the answer, the others are still written.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any
 
 from controlplane.kafkarest import fastjson
 from controlplane.kafkarest.access import ClusterAccess
-from controlplane.kafkarest.batched import Produced
 from controlplane.kafkarest.errors import (
     BAD_REQUEST,
     INVALID_PAYLOAD,
@@ -25,8 +26,8 @@ from controlplane.kafkarest.errors import (
     UNSUPPORTED_SCHEMA,
     RestError,
 )
-from controlplane.kafkarest.produce import BlockingOutcomes, Outcomes
-from controlplane.kafkarest.producer import Delivered, Outcome, pool
+from controlplane.kafkarest.produce import services
+from controlplane.kafkarest.produce.engine import Delivered, Outcome, Produced
 from controlplane.kafkarest.records import ProduceRecord, b64decode
 
 ROOT_REFUSAL = ("Root paths need an API key scoped to one cluster: this key reaches every cluster of its tenant, "
@@ -111,7 +112,7 @@ def _offset(outcome: Outcome) -> dict[str, Any]:
     return {"partition": None, "offset": None, "error_code": outcome.error_code, "error": outcome.message}
 
 
-def produce_response(outcomes: Outcomes | Produced) -> dict[str, Any]:
+def produce_response(outcomes: Produced) -> dict[str, Any]:
     return {"offsets": [_offset(outcomes.outcome(i)) for i in range(len(outcomes))], "key_schema_id": None,
             "value_schema_id": None}
 
@@ -124,12 +125,8 @@ def as_produce_record(record: V2Record, partition: int | None) -> ProduceRecord:
 def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
                     partition: int | None = None) -> dict[str, Any]:
     """Produce every record of a v2 request and report where each landed (``ProduceResponse``)."""
-    producer = pool.get(access)
-    count = producer.partition_count(topic)
+    count = services.check_topic(access, topic)
     if partition is not None and not 0 <= partition < count:
         raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
-    outcomes = BlockingOutcomes()
-    for record in parse_records(fmt, raw):
-        outcomes.add(producer, topic, as_produce_record(record, partition))
-    outcomes.wait()
-    return produce_response(outcomes)
+    records = [as_produce_record(record, partition) for record in parse_records(fmt, raw)]
+    return produce_response(services.produce_values(access, topic, records))

@@ -19,12 +19,13 @@ from controlplane.kafkarest import fastjson
 from controlplane.kafkarest.accept import V2_OFFERS
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import BAD_REQUEST, PARTITION_NOT_FOUND, RestError
+from controlplane.kafkarest.produce.services import read_body
 from controlplane.kafkarest.v2 import metadata, services
 from controlplane.kafkarest.v2 import serializers as s
 from controlplane.kafkarest.v2.media import PARSERS, V2Renderer, accepted_format, records_media
 from controlplane.kafkarest.v2.produce import ROOT_REFUSAL, produce_format, produce_records
 from controlplane.kafkarest.v3.serializers import ErrorSerializer
-from controlplane.kafkarest.views import KafkaRestView
+from controlplane.kafkarest.views import KafkaRestView, UnreadBodyParser
 from controlplane.tenancy.models import Role
 
 ERRORS = {404: ErrorSerializer, 422: ErrorSerializer}
@@ -86,7 +87,7 @@ class TopicsView(V2View):
 
 @extend_schema(tags=V2)
 class TopicView(V2View):
-    parser_classes: list[type] = []  # the body is read in its embedded format by the produce service
+    parser_classes: list[type] = [UnreadBodyParser]  # the body is read in its embedded format by produce
 
     def required_role(self, method: str) -> str:
         return Role.MEMBER if method == "POST" else Role.VIEWER
@@ -103,7 +104,7 @@ class TopicView(V2View):
                                "offset, or its own error_code and error.")
     def post(self, request: Request, topic: str, **kwargs: str) -> Response:
         fmt = produce_format(request.content_type)
-        return Response(produce_records(access=self.access, topic=topic, fmt=fmt, raw=request.body))
+        return Response(produce_records(access=self.access, topic=topic, fmt=fmt, raw=read_body(request)))
 
 
 @extend_schema(tags=V2)
@@ -115,7 +116,7 @@ class PartitionsView(V2View):
 
 @extend_schema(tags=V2)
 class PartitionView(V2View):
-    parser_classes: list[type] = []
+    parser_classes: list[type] = [UnreadBodyParser]
 
     def required_role(self, method: str) -> str:
         return Role.MEMBER if method == "POST" else Role.VIEWER
@@ -130,7 +131,7 @@ class PartitionView(V2View):
                    description="Produce records to one partition (see producing to a topic).")
     def post(self, request: Request, topic: str, partition: str, **kwargs: str) -> Response:
         fmt = produce_format(request.content_type)
-        return Response(produce_records(access=self.access, topic=topic, fmt=fmt, raw=request.body,
+        return Response(produce_records(access=self.access, topic=topic, fmt=fmt, raw=read_body(request),
                                         partition=_partition(partition)))
 
 

@@ -14,18 +14,15 @@ from rest_framework.response import Response
 
 from controlplane.core.actors import Actor
 from controlplane.kafkarest import errors
-from controlplane.kafkarest.access import audit_refusal
 from controlplane.kafkarest.errors import RestError
-from controlplane.kafkarest.produce import produce_all, produce_batch
-from controlplane.kafkarest.producer import pool
+from controlplane.kafkarest.produce import services as produce
+from controlplane.kafkarest.produce.engine import MAX_RECORD_BYTES
 from controlplane.kafkarest.records import MAX_BATCH_ENTRIES, ConcatenatedJson
 from controlplane.kafkarest.v3 import resources as r
 from controlplane.kafkarest.v3 import serializers as s
 from controlplane.kafkarest.views import KafkaRestView, base_url
 from controlplane.tenancy.models import Role
 from controlplane.tenancy.selectors import actor_for
-
-MAX_RECORD_BYTES = 8 * 1024 * 1024
 
 
 def _json_content(request: Request) -> None:
@@ -57,20 +54,13 @@ class RecordsView(KafkaRestView):
     def post(self, request: Request, cluster_id: str, topic_name: str) -> HttpResponse:
         access = self.cluster(cluster_id, Role.MEMBER)
         _json_content(request)
-        producer = pool.get(access)
-        producer.partition_count(topic_name)
+        produce.check_topic(access, topic_name)
         decoder = ConcatenatedJson(MAX_RECORD_BYTES)
         try:
-            bodies = [*decoder.feed(request.body), *decoder.finish()]
+            bodies = [*decoder.feed(produce.read_body(request)), *decoder.finish()]
         except RestError as exc:
             bodies = [exc]
-        if not bodies:
-            raise RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
-        reports = produce_all(producer, access.kafka_cluster_id, topic_name, bodies)
-        denied = next((r for r in reports if r.get("error_code") == errors.KAFKA_AUTHORIZATION), None)
-        if denied is not None:  # the cluster's ACLs refused a record: audited once per request
-            audit_refusal(access, RestError(errors.KAFKA_AUTHORIZATION, str(denied.get("message", ""))),
-                          surface="rest", topic=topic_name)
+        reports = produce.produce_records(access, topic_name, bodies)
         if len(reports) == 1:
             return Response(reports[0], status=errors.http_status(reports[0]["error_code"]))
         return HttpResponse(b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in reports),
@@ -87,9 +77,8 @@ class RecordsBatchView(KafkaRestView):
     def post(self, request: Request, cluster_id: str, topic_name: str) -> Response:
         access = self.cluster(cluster_id, Role.MEMBER)
         _json_content(request)
-        producer = pool.get(access)
-        producer.partition_count(topic_name)
-        return Response(produce_batch(producer, access.kafka_cluster_id, topic_name, request.data), status=207)
+        produce.check_topic(access, topic_name)
+        return Response(produce.produce_batch(access, topic_name, request.data), status=207)
 
 
 # ------------------------------------------------------------------------------------------ resources

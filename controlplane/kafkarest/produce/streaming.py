@@ -1,11 +1,12 @@
-"""The v3 records endpoint as a raw ASGI app, so records are produced as they arrive.
+"""REST produce served in front of Django (``kafkarest.asgi`` routes here), so records are produced as they arrive.
 
 Django reads a whole request body before it calls a view; a streaming producer (one chunked request,
 records sent over minutes, each delivery report expected back as soon as its record is acknowledged)
 needs the body read as it comes. So ``POST /kafka/v3/clusters/{id}/topics/{t}/records`` with an API key
-is served here, in front of Django, and so are ``records:batch`` and v2 produce (no DRF work per
-request: the hot paths of REST produce); everything else (and a browser session's produce, which needs
-Django's CSRF check) goes on to Django, where ``v3.views.RecordsView`` serves the same contract.
+is served here, and so are ``records:batch`` and v2 produce (no DRF work per request: the hot paths of REST
+produce); everything else (and a browser session's produce, which needs Django's CSRF check) goes on to
+Django, where the DRF views serve the same contract through ``produce.services`` -- the same engine
+(``produce.engine``), here on the server's event loop.
 
 One body of N concatenated JSON records gets N reports, in order. A body holding one record (with a
 Content-Length) is answered as a plain response whose HTTP status is the report's; anything else is a
@@ -17,15 +18,13 @@ read, so a fast client is slowed by TCP instead of growing the server's memory.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import unquote
 
 from django.db import close_old_connections
 
 from controlplane.core import ratelimit
-from controlplane.kafkarest import batched, errors, fastjson
+from controlplane.kafkarest import errors, fastjson
 from controlplane.kafkarest.accept import V2_OFFERS, V3_OFFERS, check_accept
 from controlplane.kafkarest.access import (
     Caller,
@@ -35,54 +34,24 @@ from controlplane.kafkarest.access import (
     caller_for_authorization,
     cluster_access,
 )
-from controlplane.kafkarest.batched import Produced, batch_response
 from controlplane.kafkarest.errors import RestError
+from controlplane.kafkarest.produce import engine
+from controlplane.kafkarest.produce.engine import MAX_BODY_BYTES, MAX_RECORD_BYTES, Produced, batch_response
 from controlplane.kafkarest.records import ConcatenatedJson, parse_batch
 from controlplane.kafkarest.v2 import produce as v2_produce
 from controlplane.tenancy.models import Role
 from dataplane.client.producer import AsyncProducer
-from dataplane.client.wire import AdminError
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-# v2 produce, under the cluster prefix or at the root for a key scoped to one cluster.
-V2_PRODUCE_PATH = re.compile(r"^(?:/kafka/v2/clusters/(?P<cluster_id>[^/]+))?/topics/(?P<topic>[^/]+)"
-                             r"(?:/partitions/(?P<partition>[^/]+))?/?$")
-RECORDS_PATH = re.compile(
-    r"^/kafka/v3/clusters/(?P<cluster_id>[^/]+)/topics/(?P<topic>[^/]+)/records(?P<batch>:batch)?/?$")
-MAX_BODY_BYTES = 64 * 1024 * 1024  # a non-streaming body; a chunked stream has no total limit
-MAX_RECORD_BYTES = 8 * 1024 * 1024
-METADATA_WAIT_SECONDS = 5.0  # for the topic's partitions, before a request is answered "not available"
 MAX_PIECES_IN_FLIGHT = 256  # pieces of a streamed body (each up to uvicorn's 64 KiB read) awaiting reports
 JSON_HEADERS = [(b"content-type", b"application/json")]
 V2_HEADERS = [(b"content-type", b"application/vnd.kafka.v2+json")]
 
 
-class RestProxyHttp:
-    """HTTP entry point: the streaming records path here, everything else to ``django_app``."""
-
-    def __init__(self, django_app: Callable[..., Awaitable[None]]) -> None:
-        self.django_app = django_app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            match = RECORDS_PATH.match(scope["path"])
-            authorization = _header(scope, b"authorization")
-            if match and authorization:
-                serve = produce_batch if match["batch"] else produce_records
-                await serve(scope, receive, send, authorization, match["cluster_id"], unquote(match["topic"]))
-                return
-            v2 = V2_PRODUCE_PATH.match(scope["path"])
-            if v2 and authorization:
-                await produce_v2(scope, receive, send, authorization, v2["cluster_id"], unquote(v2["topic"]),
-                                 v2["partition"])
-                return
-        await self.django_app(scope, receive, send)
-
-
-def _header(scope: Scope, name: bytes) -> str:
+def header(scope: Scope, name: bytes) -> str:
     for key, value in scope["headers"]:
         if key.lower() == name:
             return bytes(value).decode("latin-1")
@@ -141,19 +110,15 @@ def _resolve(authorization: str, cluster_id: str | None, root_refusal: str = "")
 async def _producer(authorization: str, cluster_id: str | None, topic: str,
                     root_refusal: str = "") -> tuple[AsyncProducer, ClusterAccess, int]:
     """The cluster's producer for the caller, and the topic's partition count; RestError when the caller, the
-    cluster or the topic is refused (a topic refusal is audited, as the DRF paths do)."""
+    cluster or the topic is refused (a topic refusal is audited, as on the DRF paths)."""
     access = _cached_access(authorization, cluster_id) if cluster_id is not None else None
     if access is None:
         access = await asyncio.to_thread(_resolve, authorization, cluster_id, root_refusal)
-    producer = batched.pool.get(access)
     try:
-        async with asyncio.timeout(METADATA_WAIT_SECONDS):
-            count = await producer.partition_count(topic)
-    except (AdminError, TimeoutError) as exc:
-        refusal = batched.rest_error(exc, topic) if isinstance(exc, AdminError) else RestError(
-            errors.BROKER_NOT_AVAILABLE, f"The cluster did not answer in {METADATA_WAIT_SECONDS:g} s.")
+        producer, count = await engine.open_topic(access, topic)
+    except RestError as refusal:
         await asyncio.to_thread(_audit, access, refusal, topic)
-        raise refusal from exc
+        raise
     return producer, access, count
 
 
@@ -165,14 +130,22 @@ def _audit(access: ClusterAccess, refusal: RestError, topic: str) -> None:
         close_old_connections()
 
 
+async def _audit_denied(access: ClusterAccess, produced: Produced) -> None:
+    """A request whose records the cluster's ACLs refused is audited once (as on the DRF paths); no thread hop
+    otherwise."""
+    denied = produced.denied()
+    if denied is not None:
+        await asyncio.to_thread(_audit, access, denied, produced.topic)
+
+
 async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str,
-                   topic: str) -> tuple[AsyncProducer, str, str] | None:
+                   topic: str) -> tuple[AsyncProducer, ClusterAccess, str] | None:
     """Request checks shared by both paths; None once an error response has been sent."""
     try:
-        check_accept(_header(scope, b"accept") or None, V3_OFFERS)
-        if not _header(scope, b"content-type").startswith("application/json"):
+        check_accept(header(scope, b"accept") or None, V3_OFFERS)
+        if not header(scope, b"content-type").startswith("application/json"):
             raise RestError(errors.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json.")
-        length = _header(scope, b"content-length")
+        length = header(scope, b"content-length")
         if length and int(length) > MAX_BODY_BYTES:
             raise RestError(errors.PAYLOAD_TOO_LARGE,
                             f"Request body larger than {MAX_BODY_BYTES} bytes: stream it (chunked) instead.")
@@ -181,7 +154,7 @@ async def _prepare(scope: Scope, send: Send, authorization: str, cluster_id: str
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _refuse(send, error)
         return None
-    return producer, access.kafka_cluster_id, length
+    return producer, access, length
 
 
 async def produce_batch(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str,
@@ -190,7 +163,7 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
     prepared = await _prepare(scope, send, authorization, cluster_id, topic)
     if prepared is None:
         return
-    producer, kafka_cluster_id, _ = prepared
+    producer, access, _ = prepared
     try:
         raw = await _read_body(receive)
     except RestError as exc:
@@ -207,9 +180,11 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
     except RestError as exc:
         await _refuse(send, exc)
         return
-    produced = await batched.produce(producer, topic, [record for _, record in entries])
+    produced = await engine.produce(producer, topic, [record for _, record in entries])
     await produced.wait()
-    await _respond(send, 207, batch_response(produced, [entry_id for entry_id, _ in entries], kafka_cluster_id))
+    await _audit_denied(access, produced)
+    await _respond(send, 207, batch_response(produced, [entry_id for entry_id, _ in entries],
+                                             access.kafka_cluster_id))
 
 
 async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: str, cluster_id: str | None,
@@ -217,10 +192,10 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
     """v2 produce (``POST /topics/{t}[/partitions/{p}]``): the same contract as ``v2.views.TopicView.post``."""
     try:
         # The cluster first: another tenant's is a 404 whatever else is wrong with the request.
-        producer, _, count = await _producer(authorization, cluster_id, topic, v2_produce.ROOT_REFUSAL)
-        check_accept(_header(scope, b"accept") or None, V2_OFFERS)
-        fmt = v2_produce.produce_format(_header(scope, b"content-type"))
-        length = _header(scope, b"content-length")
+        producer, access, count = await _producer(authorization, cluster_id, topic, v2_produce.ROOT_REFUSAL)
+        check_accept(header(scope, b"accept") or None, V2_OFFERS)
+        fmt = v2_produce.produce_format(header(scope, b"content-type"))
+        length = header(scope, b"content-length")
         if length and int(length) > MAX_BODY_BYTES:
             raise RestError(errors.PAYLOAD_TOO_LARGE, f"Request body larger than {MAX_BODY_BYTES} bytes.")
         partition = None
@@ -236,9 +211,10 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _refuse(send, error, V2_HEADERS)
         return
-    produced = await batched.produce(producer, topic,
-                                     [v2_produce.as_produce_record(record, partition) for record in records])
+    produced = await engine.produce(producer, topic,
+                                    [v2_produce.as_produce_record(record, partition) for record in records])
     await produced.wait()
+    await _audit_denied(access, produced)
     await _respond(send, 200, v2_produce.produce_response(produced), V2_HEADERS)
 
 
@@ -263,16 +239,16 @@ async def produce_records(scope: Scope, receive: Receive, send: Send, authorizat
     prepared = await _prepare(scope, send, authorization, cluster_id, topic)
     if prepared is None:
         return
-    producer, kafka_cluster_id, length = prepared
+    producer, access, length = prepared
     decoder = ConcatenatedJson(MAX_RECORD_BYTES)
     if length:
-        await _whole_body(receive, send, decoder, producer, kafka_cluster_id, topic)
+        await _whole_body(receive, send, decoder, producer, access, topic)
     else:
-        await _stream(receive, send, decoder, producer, kafka_cluster_id, topic)
+        await _stream(receive, send, decoder, producer, access.kafka_cluster_id, topic)
 
 
 async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: AsyncProducer,
-                      cluster_id: str, topic: str) -> None:
+                      access: ClusterAccess, topic: str) -> None:
     values: list[Any] = []
     try:
         while True:
@@ -289,16 +265,17 @@ async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, p
         error = RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
         await _refuse(send, error)
         return
-    produced = await batched.produce(producer, topic, values)
+    produced = await engine.produce(producer, topic, values)
+    await produced.wait()
+    await _audit_denied(access, produced)
     if len(values) == 1:
-        await produced.wait()
-        body = produced.report(0, cluster_id)
+        body = produced.report(0, access.kafka_cluster_id)
         await _respond(send, errors.http_status(body["error_code"]), body)
         return
     queue: asyncio.Queue[Produced | None] = asyncio.Queue()
     queue.put_nowait(produced)
     queue.put_nowait(None)
-    await _write_reports(send, queue, cluster_id)
+    await _write_reports(send, queue, access.kafka_cluster_id)
 
 
 async def _write_reports(send: Send, queue: asyncio.Queue[Produced | None], cluster_id: str) -> None:
@@ -332,7 +309,7 @@ async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, produ
                 values.append(exc)
                 message = {"more_body": False}
             if values:
-                await queue.put(await batched.produce(producer, topic, values))
+                await queue.put(await engine.produce(producer, topic, values))
             if not message.get("more_body"):
                 break
         await queue.put(None)
