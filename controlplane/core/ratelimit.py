@@ -3,9 +3,9 @@
 Two budgets, from settings in the ``limits`` library's notation (``"3000/minute"``, ``"50/second;3000/minute"``;
 empty: no limit): ``SLUICE_API_RATE_LIMIT`` for the management API (``/api/``) and
 ``SLUICE_KAFKAREST_RATE_LIMIT`` for the REST Proxy (``/kafka/``, the v2 root paths, and the ASGI fast path in
-``kafkarest/streaming.py``, which is outside DRF). Counting is ``limits``' sliding-window counter in Redis: each hit
-is one atomic Lua call on two keys, so any number of web processes enforce one budget, not one each. A caller
-over budget gets 429 with ``Retry-After`` (and Confluent's ``error_code`` 42901 on REST Proxy paths).
+``kafkarest/produce/streaming.py``, which is outside DRF). Counting is ``limits``' sliding-window counter in
+Redis: each hit is one atomic Lua call on two keys, so any number of web processes enforce one budget, not one
+each. A caller over budget gets 429 with ``Retry-After`` (and Confluent's ``error_code`` 42901 on REST Proxy paths).
 
 If Redis cannot be reached the request is let through (logged): Redis being down is the health check's to report,
 and refusing every API call over it would turn a degraded service into an outage.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from controlplane.clusters.kafka_clients import AdminPool, admin_for_config
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import (
     BAD_REQUEST,
@@ -19,6 +20,9 @@ from controlplane.kafkarest.errors import (
 from dataplane.client.admin import AdminError, ClusterAdmin
 
 KAFKA_BAD_REQUEST = 40002
+ADMIN_TIMEOUT_SECONDS = 10.0
+# Long-lived clients for request paths that ask often (v2 metadata): one per caller and cluster settings.
+POOL = AdminPool()
 _BAD_REQUEST_CODES = {"TOPIC_ALREADY_EXISTS", "INVALID_PARTITIONS", "INVALID_REPLICATION_FACTOR", "INVALID_CONFIG",
                       "INVALID_TOPIC_EXCEPTION", "POLICY_VIOLATION", "INVALID_REQUEST", "INVALID_REPLICA_ASSIGNMENT",
                       "UNKNOWN_TOPIC_ID", "OFFSET_OUT_OF_RANGE"}
@@ -38,6 +42,14 @@ def rest_error_for_admin(exc: AdminError) -> RestError:
     return RestError(KAFKA_ERROR, f"Kafka error: {exc.code}: {exc.message}")
 
 
+def pooled_admin(access: ClusterAccess) -> ClusterAdmin:
+    """The process's long-lived admin client for the caller on this cluster (kept across requests)."""
+    if not access.bootstrap:
+        raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
+    return POOL.get(access.client_key, lambda: admin_for_config(access.client_config(),
+                                                                timeout=ADMIN_TIMEOUT_SECONDS))
+
+
 @contextmanager
 def cluster_admin(access: ClusterAccess) -> Iterator[ClusterAdmin]:
     """An admin client acting as the caller's principal: the cluster's ACLs decide what it may see and change
@@ -45,7 +57,7 @@ def cluster_admin(access: ClusterAccess) -> Iterator[ClusterAdmin]:
     if not access.bootstrap:
         raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
     try:
-        with ClusterAdmin(access.bootstrap, timeout=10, config=access.client_config()) as admin:
+        with admin_for_config(access.client_config(), timeout=ADMIN_TIMEOUT_SECONDS) as admin:
             yield admin
     except AdminError as exc:
         raise rest_error_for_admin(exc) from exc

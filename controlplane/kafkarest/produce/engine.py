@@ -41,6 +41,7 @@ from controlplane.kafkarest.errors import (
     topic_denied,
 )
 from controlplane.kafkarest.records import ProduceRecord, as_record, batch_success, delivery_report
+from controlplane.kafkarest.revocation import watcher
 from controlplane.tenancy.revocation import Credential
 from dataplane.client.producer import AsyncProducer, Record, Segment
 from dataplane.client.wire import AdminError
@@ -260,8 +261,6 @@ class ProducerPool:
         return producer
 
     def _hold(self, key: tuple[Any, ...], pooled: _Pooled, credential: Credential) -> None:
-        from controlplane.kafkarest.revocation import watcher  # revocation imports access, as this module does
-
         def revoked(reason: str) -> None:  # on the watcher's thread (or here): hand it to the pool's loop
             self._loop.call_soon_threadsafe(self._revoked, key, pooled)
 

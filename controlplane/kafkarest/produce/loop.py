@@ -4,7 +4,7 @@ The engine (``produce.engine``) is asyncio and its producers belong to one loop;
 (WSGI, the test client, or Django's ASGI handler's executor) that has no loop of its own. Rather than a loop per
 request (a producer's connections and producer id would be thrown away each time) or async views (DRF's
 ``APIView`` dispatch, throttles, authentication and exception handling are synchronous here), the process keeps
-one loop on a daemon thread and hands it coroutines (docs/decisions/0023-one-rest-produce-engine.md).
+one loop on a daemon thread and hands it coroutines (docs/decisions/0024-one-rest-produce-engine.md).
 
 Ownership: the module-level :data:`produce_loop` belongs to the process. :meth:`ProduceLoop.run` is safe from
 any thread but the loop's own; the loop thread ("rest-produce-loop") starts on first use, owns the

@@ -1,41 +1,23 @@
 """v2 reads of cluster metadata (topics, partitions, offsets, brokers) in Confluent's v2 bodies.
 
 One :class:`~dataplane.client.admin.ClusterAdmin` per (cluster, caller's principal), created on first use and
-kept for the life of the process (the module-level pool; a ClusterAdmin may be shared between threads), so a v2
+kept for the life of the process (``kafka_admin.pooled_admin``, from the control plane's client factory), so a v2
 client that polls metadata costs no new connections per request. It acts as the caller's principal: the
 cluster's ACLs decide which topics a caller sees, as for its own Kafka clients.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import (
-    BROKER_NOT_AVAILABLE,
     PARTITION_NOT_FOUND,
     TOPIC_NOT_FOUND,
     RestError,
 )
-from controlplane.kafkarest.kafka_admin import rest_error_for_admin
-from dataplane.client.admin import AdminError, ClusterAdmin, PartitionInfo, TopicInfo
-
-ADMIN_TIMEOUT_SECONDS = 10.0
-
-_admins: dict[tuple[Any, ...], ClusterAdmin] = {}
-_lock = threading.Lock()
-
-
-def _admin(access: ClusterAccess) -> ClusterAdmin:
-    if not access.bootstrap:
-        raise RestError(BROKER_NOT_AVAILABLE, "The cluster has no running brokers yet.")
-    with _lock:
-        admin = _admins.get(access.client_key)
-        if admin is None:
-            admin = _admins[access.client_key] = ClusterAdmin(access.bootstrap, timeout=ADMIN_TIMEOUT_SECONDS,
-                                                              config=access.client_config())
-        return admin
+from controlplane.kafkarest.kafka_admin import pooled_admin, rest_error_for_admin
+from dataplane.client.admin import AdminError, PartitionInfo, TopicInfo
 
 
 def _rest_error(exc: AdminError) -> RestError:
@@ -46,7 +28,7 @@ def _rest_error(exc: AdminError) -> RestError:
 
 def _topics(access: ClusterAccess) -> dict[str, TopicInfo]:
     try:
-        return _admin(access).topics()
+        return pooled_admin(access).topics()
     except AdminError as exc:
         raise _rest_error(exc) from exc
 
@@ -79,7 +61,7 @@ def topic_detail(*, access: ClusterAccess, topic: str) -> dict[str, Any]:
     """``GetTopicResponse``: name, every config with its effective value, partitions."""
     found = _topic(access, topic)
     try:
-        entries = _admin(access).topic_configs([topic]).get(topic, {})
+        entries = pooled_admin(access).topic_configs([topic]).get(topic, {})
     except AdminError as exc:
         raise _rest_error(exc) from exc
     return {"name": found.name, "configs": {name: entry.value for name, entry in entries.items()},
@@ -97,7 +79,7 @@ def partition_detail(*, access: ClusterAccess, topic: str, partition: int) -> di
 def partition_offsets(*, access: ClusterAccess, topic: str, partition: int) -> dict[str, int]:
     """``TopicPartitionOffsetResponse``: the log start offset and the high watermark."""
     _partition(access, topic, partition)
-    admin = _admin(access)
+    admin = pooled_admin(access)
     try:
         beginning = admin.offsets([(topic, partition)], "earliest")[(topic, partition)]
         end = admin.offsets([(topic, partition)], "latest")[(topic, partition)]
@@ -108,7 +90,7 @@ def partition_offsets(*, access: ClusterAccess, topic: str, partition: int) -> d
 
 def broker_ids(*, access: ClusterAccess) -> dict[str, list[int]]:
     try:
-        cluster = _admin(access).describe_cluster()
+        cluster = pooled_admin(access).describe_cluster()
     except AdminError as exc:
         raise _rest_error(exc) from exc
     return {"brokers": [b.node_id for b in cluster.brokers]}
