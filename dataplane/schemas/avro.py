@@ -241,9 +241,10 @@ def parse_avro(
         fastavro.parse_schema(raw, named_schemas=dict(named))
         codec = fastavro.parse_schema({"type": "record", "name": WRAPPER, "fields": [{"name": "v", "type": raw}]},
                                       named_schemas=dict(named))
+        root = builder.build(raw)
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise SchemaError(f"Invalid schema: {_describe(exc)}") from None
-    return AvroSchema(raw, tuple(references), builder.build(raw), codec)
+    return AvroSchema(raw, tuple(references), root, codec)
 
 
 def _load(text: str, what: str) -> Any:

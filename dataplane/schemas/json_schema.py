@@ -319,7 +319,8 @@ class _Diff:
         widened = u_types | ({"integer"} if "number" in u_types else set())
         if o_types <= widened:
             return []
-        kind = "TYPE_NARROWED" if o_types & widened else "TYPE_CHANGED"
+        overlap = bool(o_types & widened) or ("number" in o_types and "integer" in u_types)
+        kind = "TYPE_NARROWED" if overlap else "TYPE_CHANGED"
         return [_problem(kind, f"{path}/type", f"{sorted(o_types)} to {sorted(u_types)}")]
 
     @staticmethod
