@@ -13,8 +13,11 @@ FORWARD); fields are matched by number, as the wire matches them. Incompatible:
   string/bytes; float; double), ``FIELD_NAMED_TYPE_CHANGED``;
 * ``FIELD_NUMERIC_LABEL_CHANGED`` (a numeric field becomes or stops being repeated);
 * ``REQUIRED_FIELD_ADDED``/``REQUIRED_FIELD_REMOVED`` (proto2);
-* ``ONEOF_FIELD_REMOVED``, ``MULTIPLE_FIELDS_MOVED_TO_ONEOF``, ``FIELD_MOVED_TO_EXISTING_ONEOF``;
-* ``RESERVED_FIELD_REUSED``: a number the old schema reserved is used (not in Confluent; protoc's rule).
+* ``ONEOF_FIELD_REMOVED``, ``MULTIPLE_FIELDS_MOVED_TO_ONEOF``, ``FIELD_MOVED_TO_EXISTING_ONEOF``.
+
+A schema that uses its own reserved numbers or names does not parse (protoc's rule). A number reserved by
+the old schema and reused by the new one is not reported: neither schema's data carries it, so the two
+read each other; only versions before the reservation are at risk (as in Confluent, not checked).
 
 Compatible, as in Confluent: messages, enums, fields, oneofs added; fields removed (by number: a
 renumbered field is a removal plus an addition); field renamed; enum values added, renamed or removed
@@ -204,6 +207,8 @@ def _declare_types(elements: Sequence[Any], scope: str, known: dict[str, str]) -
     for element in elements:
         if isinstance(element, (ast.Message, ast.Enum)):
             full = f"{scope}.{element.name}" if scope else element.name
+            if full in known:
+                raise SchemaError(f"Invalid schema: {full!r} is already defined")
             known[full] = "message" if isinstance(element, ast.Message) else "enum"
             if isinstance(element, ast.Message):
                 _declare_types(element.elements, full, known)
@@ -434,8 +439,6 @@ def _compare_message(original: ProtoMessage, update: ProtoMessage, o_pkg: str, u
         if old is None:
             if new.label == "required":
                 problems.append(f"REQUIRED_FIELD_ADDED at '{path}': required field {new.name!r} added")
-            if number in original.reserved:
-                problems.append(f"RESERVED_FIELD_REUSED at '{path}': number {number} was reserved")
             continue
         problems += _compare_field(old, new, o_pkg, u_pkg, path)
     for number, old in original.fields.items():
