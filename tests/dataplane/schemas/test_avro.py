@@ -168,7 +168,7 @@ def test_references_resolve_named_types_in_dependency_order() -> None:
 
 
 def test_reference_missing_from_the_mapping() -> None:
-    with pytest.raises(SchemaError, match="reference 'com.x.Address' was not resolved"):
+    with pytest.raises(SchemaError, match=r"reference 'com\.x\.Address' was not resolved"):
         parse_avro(rec(f("home", "com.x.Address")), [Reference("com.x.Address", "address-value", 1)], {})
 
 

@@ -163,7 +163,7 @@ def test_imports_resolve_through_the_mapping_transitively() -> None:
 
 
 def test_import_missing_from_the_mapping() -> None:
-    with pytest.raises(SchemaError, match="reference 'address.proto' was not resolved"):
+    with pytest.raises(SchemaError, match=r"reference 'address\.proto' was not resolved"):
         parse_protobuf(p3('import "address.proto";\nmessage U {}'), [Reference("address.proto", "a", 1)], {})
 
 
