@@ -27,8 +27,8 @@ from controlplane.tenancy.revocation import Revocation
 from sluice.embedded import free_port
 from tests.controlplane.conftest import TenantWorld, key_client, make_world
 from tests.controlplane.factories import ClusterFactory
-from tests.secured_broker import store_secrets
 from tests.support.polling import wait_until
+from tests.support.secured_broker import store_secrets
 
 pytestmark = [pytest.mark.xdist_group("drf-produce"), pytest.mark.django_db(transaction=True)]
 
