@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "controlplane.agent",
     "controlplane.kafkarest",
     "controlplane.reports",
+    "controlplane.registry",
 ]
 
 MIDDLEWARE = [

@@ -65,6 +65,8 @@ api_v1 = [
 urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("kafka/", include("controlplane.kafkarest.urls")),
+    # The Schema Registry of one cluster (Confluent's API; its schema.registry.url): decision 0026.
+    re_path(r"^schema-registry/(?P<kafka_cluster_id>[^/]+)/?", include("controlplane.registry.urls")),
     path("api/schema/", SpectacularAPIView.as_view(api_version="v1"), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz", HealthView.as_view(), name="healthz"),

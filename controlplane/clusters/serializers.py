@@ -11,11 +11,20 @@ from controlplane.core.serializers import StrictSerializer
 
 
 class ClusterSerializer(serializers.ModelSerializer[Cluster]):
+    schema_registry_url = serializers.SerializerMethodField(
+        help_text="The cluster's Schema Registry (Confluent's API): a client's schema.registry.url.")
+
     class Meta:
         model = Cluster
         fields = ["id", "name", "plan", "spec", "kafka_cluster_id", "drift_policy", "generation", "status",
-                  "deletion_requested_at", "created_at", "updated_at"]
+                  "schema_registry_url", "deletion_requested_at", "created_at", "updated_at"]
         read_only_fields = fields
+
+    def get_schema_registry_url(self, cluster: Cluster) -> str:
+        """Absolute when a request is at hand (the host the caller used), else the path."""
+        path = f"/schema-registry/{cluster.kafka_cluster_id}"
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request is not None else path
 
 
 class ClusterWriteSerializer(StrictSerializer):

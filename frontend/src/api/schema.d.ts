@@ -2163,6 +2163,8 @@ export interface components {
             readonly drift_policy: components["schemas"]["DriftPolicyEnum"];
             readonly generation: number;
             readonly status: unknown;
+            /** @description The cluster's Schema Registry (Confluent's API): a client's schema.registry.url. */
+            readonly schema_registry_url: string;
             /** Format: date-time */
             readonly deletion_requested_at: string | null;
             /** Format: date-time */

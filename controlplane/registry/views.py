@@ -1,0 +1,286 @@
+"""Confluent's Schema Registry REST API under ``/schema-registry/{kafka_cluster_id}/``: thin views.
+
+Each view authenticates the key, checks the tenant role, parses the request, calls one service or selector and
+renders Confluent's JSON (``application/vnd.schemaregistry.v1+json``); every failure is Confluent's
+``{"error_code", "message"}`` body.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from controlplane.registry import errors, selectors, services
+from controlplane.registry.access import RegistryAccess, registry_access
+from controlplane.registry.errors import RegistryError
+from controlplane.registry.selectors import parse_level, parse_mode, parse_version
+from controlplane.tenancy.models import Role
+from dataplane.schemas import SchemaType
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+JSON_TYPES = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json", "application/json",
+              "application/octet-stream", "")
+
+
+class Text(str):
+    """A ``/schema`` answer: the schema text itself, not JSON-encoded again (Confluent's raw schema endpoints)."""
+
+
+def _flag(request: HttpRequest, name: str) -> bool:
+    return request.GET.get(name, "false").lower() == "true"
+
+
+def _body(request: HttpRequest) -> Any:
+    content_type = request.content_type or ""
+    if content_type not in JSON_TYPES:
+        raise RegistryError(errors.UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: {content_type}")
+    try:
+        return json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RegistryError(errors.BAD_REQUEST, f"Unrecognized JSON: {exc}") from exc
+
+
+def _respond(status: int, payload: Any) -> HttpResponse:
+    text = payload if isinstance(payload, Text) else json.dumps(payload)
+    return HttpResponse(text, status=status, content_type=CONTENT_TYPE)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class RegistryView(View):
+    """The base: ``roles`` maps an HTTP method to the tenant role it needs; handlers return the JSON payload."""
+
+    roles: dict[str, str] = {}
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        kafka_cluster_id = kwargs.pop("kafka_cluster_id")
+        try:
+            access = registry_access(request.headers.get("Authorization", ""), kafka_cluster_id)
+            method = (request.method or "GET").lower()
+            handler: Callable[..., Any] | None = getattr(self, method, None) if method.upper() in self.roles else None
+            if handler is None:
+                raise RegistryError(errors.METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
+            access.require(self.roles[method.upper()])
+            return _respond(200, handler(request, access, **kwargs))
+        except RegistryError as exc:
+            return _respond(exc.status, exc.body())
+        except DatabaseError:
+            log.exception("schema registry store error")
+            return _respond(500, {"error_code": errors.STORE_ERROR, "message": "Error in the backend data store"})
+
+
+class RootView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess) -> Any:
+        return {}
+
+
+class SubjectsView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess) -> Any:
+        return selectors.subject_list(access.cluster, deleted=_flag(request, "deleted"),
+                                      prefix=request.GET.get("subjectPrefix", ""))
+
+
+class SubjectView(RegistryView):
+    """``POST``: is this schema registered under the subject (lookup); ``DELETE``: the subject's versions."""
+
+    roles = {"POST": Role.VIEWER, "DELETE": Role.MEMBER}
+
+    def post(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
+        body = _body(request)
+        deleted = _flag(request, "deleted")
+        rows = list(selectors.subject_versions(selectors.registry_of(access.cluster), subject, deleted=deleted))
+        if not rows:
+            raise errors.subject_not_found(subject)
+        new = selectors.candidate(selectors.registry_of(access.cluster), body, normalize=_flag(request, "normalize"))
+        found = next((row for row in reversed(rows) if row.schema.fingerprint == new.fingerprint), None)
+        if found is None:
+            raise RegistryError(errors.SCHEMA_NOT_FOUND, "Schema not found")
+        return selectors.version_body(found)
+
+    def delete(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
+        permanent = _flag(request, "permanent")
+        if permanent:
+            access.require(Role.ADMIN)
+        return services.subject_delete(cluster=access.cluster, actor=access.actor, subject=subject,
+                                       permanent=permanent)
+
+
+class VersionsView(RegistryView):
+    roles = {"GET": Role.VIEWER, "POST": Role.MEMBER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
+        return selectors.version_list(access.cluster, subject, deleted=_flag(request, "deleted"))
+
+    def post(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
+        schema_id = services.schema_register(cluster=access.cluster, actor=access.actor, subject=subject,
+                                             body=_body(request), normalize=_flag(request, "normalize"))
+        return {"id": schema_id}
+
+
+class VersionView(RegistryView):
+    roles = {"GET": Role.VIEWER, "DELETE": Role.MEMBER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
+        row = selectors.version_get(access.cluster, subject, parse_version(version), deleted=_flag(request, "deleted"))
+        return selectors.version_body(row)
+
+    def delete(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
+        number = parse_version(version)
+        permanent = _flag(request, "permanent")
+        if permanent:
+            access.require(Role.ADMIN)
+        return services.subject_version_delete(cluster=access.cluster, actor=access.actor, subject=subject,
+                                               version=number, permanent=permanent)
+
+
+class VersionSchemaView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
+        row = selectors.version_get(access.cluster, subject, parse_version(version), deleted=_flag(request, "deleted"))
+        return Text(row.schema.text)
+
+
+class ReferencedByView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
+        row = selectors.version_get(access.cluster, subject, parse_version(version))
+        return selectors.referenced_by(row.registry, subject, row.version)
+
+
+def _schema_id(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise errors.schema_not_found(text) from None
+
+
+class SchemaByIdView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
+        return selectors.schema_fields(selectors.schema_get(access.cluster, _schema_id(schema_id)))
+
+
+class SchemaTextByIdView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
+        return Text(selectors.schema_get(access.cluster, _schema_id(schema_id)).text)
+
+
+class SchemaVersionsView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
+        rows = selectors.schema_versions(access.cluster, _schema_id(schema_id), deleted=_flag(request, "deleted"))
+        return [{"subject": row.subject, "version": row.version} for row in rows]
+
+
+class SchemaSubjectsView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
+        rows = selectors.schema_versions(access.cluster, _schema_id(schema_id), deleted=_flag(request, "deleted"))
+        return sorted({row.subject for row in rows})
+
+
+class SchemaTypesView(RegistryView):
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess) -> Any:
+        return [SchemaType.JSON.value, SchemaType.PROTOBUF.value, SchemaType.AVRO.value]
+
+
+class CompatibilityView(RegistryView):
+    """May this schema follow a version (or, with no version in the path, the versions the level compares)?"""
+
+    roles = {"POST": Role.MEMBER}
+
+    def post(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str | None = None) -> Any:
+        number = parse_version(version) if version is not None else None
+        problems = selectors.compatibility_test(access.cluster, subject, number, _body(request),
+                                                normalize=_flag(request, "normalize"))
+        answer: dict[str, Any] = {"is_compatible": not problems}
+        if _flag(request, "verbose"):
+            answer["messages"] = problems
+        return answer
+
+
+class ConfigView(RegistryView):
+    roles = {"GET": Role.VIEWER, "PUT": Role.ADMIN, "DELETE": Role.ADMIN}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
+        registry = selectors.registry_of(access.cluster)
+        if subject is not None:
+            config = selectors.subject_config(registry, subject)
+            if config is not None and config.compatibility:
+                return {"compatibilityLevel": config.compatibility}
+            if not _flag(request, "defaultToGlobal"):
+                raise RegistryError(errors.SUBJECT_COMPATIBILITY_NOT_CONFIGURED,
+                                    f"Subject '{subject}' does not have subject-level compatibility configured")
+        return {"compatibilityLevel": selectors.compatibility_level(registry, "") if registry is None
+                else registry.compatibility}
+
+    def put(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
+        body = _body(request)
+        level = parse_level(body.get("compatibility") if isinstance(body, dict) else None)
+        services.registry_config_set(cluster=access.cluster, actor=access.actor, subject=subject, level=level)
+        return {"compatibility": level.value}
+
+    def delete(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
+        previous = services.registry_config_delete(cluster=access.cluster, actor=access.actor, subject=subject)
+        return {"compatibilityLevel": previous}
+
+
+class ModeView(RegistryView):
+    roles = {"GET": Role.VIEWER, "PUT": Role.ADMIN, "DELETE": Role.ADMIN}
+
+    def get(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
+        registry = selectors.registry_of(access.cluster)
+        if subject is not None:
+            config = selectors.subject_config(registry, subject)
+            if config is not None and config.mode:
+                return {"mode": config.mode}
+            if not _flag(request, "defaultToGlobal"):
+                raise RegistryError(errors.SUBJECT_MODE_NOT_CONFIGURED,
+                                    f"Subject '{subject}' does not have subject-level mode configured")
+        return {"mode": selectors.effective_mode(registry, "") if subject is None or registry is None
+                else registry.mode}
+
+    def put(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
+        body = _body(request)
+        mode = parse_mode(body.get("mode") if isinstance(body, dict) else None)
+        services.registry_mode_set(cluster=access.cluster, actor=access.actor, subject=subject, mode=mode,
+                                   force=_flag(request, "force"))
+        return {"mode": mode.value}
+
+    def delete(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
+        if subject is None:
+            raise RegistryError(errors.METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
+        return {"mode": services.registry_mode_delete(cluster=access.cluster, actor=access.actor, subject=subject)}
+
+
+class NotFoundView(RegistryView):
+    """Any other path under a registry: Confluent's 404 body, after the same authentication (no hints)."""
+
+    roles = {"GET": Role.VIEWER, "POST": Role.VIEWER, "PUT": Role.VIEWER, "DELETE": Role.VIEWER}
+
+    def _missing(self, request: HttpRequest, access: RegistryAccess, rest: str = "") -> Any:
+        raise RegistryError(errors.NOT_FOUND, "HTTP 404 Not Found")
+
+    get = post = put = delete = _missing
