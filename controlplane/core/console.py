@@ -19,7 +19,7 @@ from django.views.decorators.http import require_safe
 from django.views.static import serve
 
 # Paths the catch-all never answers with the console (an unknown API path stays the API's JSON 404).
-NOT_CONSOLE = r"^(?!api/|api$|kafka/|kafka$|ws/|admin/|static/|assets/|healthz).*$"
+NOT_CONSOLE = r"^(?!api/|api$|kafka/|kafka$|schema-registry/|schema-registry$|ws/|admin/|static/|assets/|healthz).*$"
 
 
 def console_dir() -> Path:
