@@ -182,7 +182,10 @@ def _status(cluster: Cluster, view: ClusterView, nodes: list[BrokerNode], *, bro
     previous = {c["type"]: c for c in cluster.status.get("conditions", [])}
     active = [n for n in view.nodes if not n.retiring]
     down = [n.node_id for n in active if not n.registered]
-    was_ready = previous.get("Ready", {}).get("status") == "True"
+    # Every broker had registered before: Ready, or a pass after that saw topics pending (a broker going away
+    # fails the topic pass first) or brokers already down. Losing a broker then is BrokersDown and Degraded.
+    was_ready = (previous.get("Ready", {}).get("status") == "True"
+                 or previous.get("Ready", {}).get("reason") in ("ReconcilingTopics", "BrokersDown"))
     topics_ready = not topics.get("pending")
     ready = brokers_ready and topics_ready
     if view.deleting:
