@@ -114,28 +114,3 @@ def test_a_host_cut_off_while_producing_loses_nothing_acknowledged(stack: MultiH
 def test_every_host_cut_off_in_turn_while_producing(stack: MultiHostStack) -> None:
     _cut_while_producing(stack, rounds=3)
 
-
-@pytest.mark.slow
-def test_a_lossy_link_on_a_leaders_host_loses_nothing_acknowledged(stack: MultiHostStack) -> None:
-    """A third of the packets towards a leader's host dropped (netem) for a while, then the link heals."""
-    world = make_world(f"n{uuid.uuid4().hex[:6]}")
-    body = create_ready(stack, world, "lossy", "flaky")
-    cluster_id = str(body["id"])
-    try:
-        kafka = world.kafka(body["status"]["bootstrap_servers"], Role.ADMIN)
-        leader = partitions(kafka, "flaky")[0].leader
-        host_name = next(b["host"] for b in body["status"]["brokers"] if b["node_id"] == leader)
-        host = next(a.host for a in stack.agents.values() if a.name == host_name)
-        with Producing(kafka, "flaky") as producing:
-            stack.wait(lambda: producing.count() >= 50, 60, "records acknowledged")
-            host.impair(33)
-            try:
-                before = producing.count()
-                stack.wait(lambda: producing.count() >= before + 300, 180, "records acknowledged over the lossy link")
-            finally:
-                host.restore()
-            stack.wait(lambda: healthy(world, cluster_id), 120, "Ready and not Degraded after the link healed",
-                       lambda: status(world, cluster_id)["status"]["conditions"])
-        assert_all_present(stack, kafka, "flaky", producing.acked)
-    finally:
-        delete(stack, world, cluster_id)
