@@ -51,6 +51,8 @@ class MultiHostStack:
     worker: Process
     agent_env: dict[str, str]
     agents: dict[str, Agent] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)
+    lost: set[str] = field(default_factory=set)
     _last_resync: float = 0.0
 
     def start_agent(self, name: str) -> None:
@@ -62,6 +64,16 @@ class MultiHostStack:
                           "--ports", f"{PORTS[0]}-{PORTS[1]}", "--listen-host", address,
                           "--advertise-host", address, "--root", str(self.root / name / "clusters"),
                           "--concurrency", "4"], env=self.agent_env, log=agent.log, cwd=ROOT)
+        self.started.add(name)
+
+    def lose(self, name: str) -> None:
+        """Host ``name`` is gone for good (every process in it killed, its link down)."""
+        self.agents[name].host.lose()
+        self.lost.add(name)
+
+    def live(self) -> list[str]:
+        """Hosts whose agent was started and not lost."""
+        return sorted(self.started - self.lost)
 
     def address(self, name: str) -> str:
         return self.agents[name].host.address

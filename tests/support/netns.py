@@ -7,7 +7,8 @@ network (the session's servers were started before the bridge existed, on a Unix
 
 Faults are real network faults: a host's link goes down (its root-side veth), or the host is lost for good
 (every process in it SIGKILLed, its link down). :meth:`Network.close` removes namespaces, veths and the bridge
-and kills what it started by pid; it runs on every exit, a failed test's too. Plain ``ip`` and ``tc`` commands:
+and kills what it started by pid; it runs on every exit, a failed test's too, and a network left by a killed
+test process is removed by the next session's. Plain ``ip`` and ``tc`` commands:
 no pyroute2 dependency for a test harness.
 """
 
@@ -31,8 +32,12 @@ from pathlib import Path
 import pytest
 
 PREFIX = "10.213"
+_RUN = Path("/run") if Path("/run").is_dir() else Path("/tmp")
 # Held while a session picks its /24 and claims it by addressing its bridge: two sessions never pick the same.
-_LOCK_FILE = Path("/run/sluice-netns.lock") if Path("/run").is_dir() else Path("/tmp/sluice-netns.lock")
+_LOCK_FILE = _RUN / "sluice-netns.lock"
+# One file per live network (its suffix), holding the pid of the test process that made it: a network whose
+# maker was SIGKILLed (no teardown ran) is removed by the next session's open.
+_OWNERS = _RUN / "sluice-netns"
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -65,6 +70,30 @@ def _used_subnets() -> set[int]:
             if word.startswith(PREFIX + "."):
                 used.add(int(word.split(".")[2]))
     return used
+
+
+def _reap_stale() -> None:
+    """Remove the networks of test processes that are gone: their processes, namespaces and bridge."""
+    if not _OWNERS.is_dir():
+        return
+    for owner in _OWNERS.iterdir():
+        try:
+            os.kill(int(owner.read_text().strip() or 0), 0)
+            continue
+        except (ValueError, ProcessLookupError):
+            pass
+        except PermissionError:
+            continue
+        suffix = owner.name
+        for ns in _ip("netns", "list", check=False).stdout.split("\n"):
+            name = ns.split()[0] if ns.strip() else ""
+            if name.startswith(f"sl{suffix}h"):
+                for pid in _ip("netns", "pids", name, check=False).stdout.split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+                _ip("netns", "del", name, check=False)
+        _ip("link", "del", f"slbr{suffix}", check=False)  # veths on it went with their namespaces' ends
+        owner.unlink(missing_ok=True)
 
 
 @dataclass
@@ -150,6 +179,9 @@ class Network:
         _LOCK_FILE.touch(exist_ok=True)
         with _LOCK_FILE.open() as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            _reap_stale()
+            _OWNERS.mkdir(mode=0o700, exist_ok=True)
+            (_OWNERS / self.suffix).write_text(str(os.getpid()))
             used = _used_subnets()
             free = [x for x in range(1, 255) if x not in used]
             if not free:
@@ -193,6 +225,7 @@ class Network:
         _ip("link", "del", self.bridge, check=False)
         for relay in self.relays:
             relay.stop()
+        (_OWNERS / self.suffix).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
