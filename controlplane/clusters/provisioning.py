@@ -8,6 +8,7 @@ again converges; a plan of a converged cluster is empty (resync aside).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ class AgentView:
     port_max: int
     used_ports: frozenset[int]
     nodes: int  # nodes of every cluster on this host
-    # Silent for longer than the deployment's AGENT_LOST_SECONDS: the host is gone for good, its nodes are
+    # Silent for longer than the deployment's SLUICE_AGENT_LOST_SECONDS: the host is gone for good, its nodes are
     # replaced elsewhere. Not live is not lost: a host cut off for a while keeps its nodes and comes back.
     lost: bool = False
 
@@ -160,8 +161,9 @@ def plan_nodes(view: ClusterView) -> list[Action]:
             actions += [DropMetadata(), Finalize()]
         return actions
 
-    active = [n for n in view.nodes if not n.retiring]
-    retiring = [n for n in view.nodes if n.retiring]
+    nodes = list(view.nodes)
+    active = [n for n in nodes if not n.retiring]
+    retiring = [n for n in nodes if n.retiring]
     lost_hosts = {a.host for a in view.agents if a.lost}
     stranded = [n for n in active if n.host in lost_hosts and not n.registered]
     if stranded and len(active) <= view.broker_count:
@@ -175,6 +177,7 @@ def plan_nodes(view: ClusterView) -> list[Action]:
             actions.append(Retire(tuple(n.node_id for n in replaced)))
             retiring += replaced
             active = [n for n in active if n not in replaced]
+            nodes = [dataclasses.replace(n, retiring=True) if n in replaced else n for n in nodes]
     if len(active) > view.broker_count:
         # Scale in: the newest nodes go (the first ones usually hold the internal topics' leaders).
         excess = sorted(active, key=lambda n: n.node_id)[view.broker_count:]
@@ -182,7 +185,7 @@ def plan_nodes(view: ClusterView) -> list[Action]:
         retiring += excess
         active = [n for n in active if n not in excess]
     elif len(active) < view.broker_count:
-        actions += place(view.broker_count - len(active), view.nodes, view.agents)
+        actions += place(view.broker_count - len(active), nodes, view.agents)
 
     agents = {a.host: a for a in view.agents}
     taken = {a.host: set(a.used_ports) for a in view.agents}

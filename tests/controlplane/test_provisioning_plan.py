@@ -166,6 +166,9 @@ REPLACEMENT = node(4, "h4", rack="r4")
     (THREE, (*HOSTS, agent("h3", "r3", live=False), SPARE), [Ensure(3)]),
     # Lost for good: the node is retired and a replacement placed on the spare (another rack, the next id).
     (THREE, (*HOSTS, agent("h3", "r3", lost=True), SPARE), [Retire((3,)), Place(4, "h4", 9000, "r4")]),
+    # Spares in r1 (h0) and r3 (h9): the replacement goes to the rack that lost its broker, not to a second in r1.
+    (THREE, (*HOSTS, agent("h3", "r3", lost=True), agent("h0", "r1"), agent("h9", "r3")),
+     [Retire((3,)), Place(4, "h9", 9000, "r3")]),
     # Nowhere to put a replacement (no spare, the others full): nothing is retired, the node waits.
     (THREE, (agent("h1", "r1", ports=(9001, 9001), used=frozenset({9001})),
              agent("h2", "r2", ports=(9002, 9002), used=frozenset({9002})), agent("h3", "r3", lost=True)),

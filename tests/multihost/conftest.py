@@ -78,6 +78,26 @@ class MultiHostStack:
     def address(self, name: str) -> str:
         return self.agents[name].host.address
 
+    def wait_registered(self) -> None:
+        """Every live host's agent registered and heartbeating: placement sees them all.
+
+        A transactional test's flush deletes the Agent rows; an agent re-creates its row on its next heartbeat,
+        and a cluster created before that would be placed on fewer hosts.
+        """
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from controlplane.clusters.models import Agent as AgentRow
+
+        names = {self.agents[short].name for short in self.live()}
+
+        def registered() -> bool:
+            fresh = timezone.now() - timedelta(seconds=5)
+            return set(AgentRow.objects.filter(host__in=names, last_seen__gte=fresh)
+                       .values_list("host", flat=True)) == names
+        self.wait(registered, 60, f"agents {sorted(names)} registered")
+
     def nudge(self) -> None:
         """What beat does every few seconds: a resync pass over every cluster (at most every RESYNC_EVERY s)."""
         from controlplane.clusters.tasks import resync_all

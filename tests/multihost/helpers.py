@@ -35,7 +35,8 @@ def healthy(world: TenantWorld, cluster_id: str) -> dict[str, Any] | None:
 
 def create_ready(stack: MultiHostStack, world: TenantWorld, name: str, topic: str,
                  partitions: int = 6) -> dict[str, Any]:
-    """A three-broker cluster with an RF=3 topic (min.insync.replicas=2), both Ready."""
+    """A three-broker cluster (one per rack) with an RF=3 topic (min.insync.replicas=2), both Ready."""
+    stack.wait_registered()
     admin = world.client(Role.ADMIN)
     made = admin.post(f"{world.base}/clusters", {"name": name, "plan": "dedicated", "broker_count": 3},
                       format="json")
@@ -55,6 +56,7 @@ def create_ready(stack: MultiHostStack, world: TenantWorld, name: str, topic: st
     # The cluster's own Ready again (it is ReconcilingTopics meanwhile): what a fault is measured from.
     body: dict[str, Any] = stack.wait(lambda: healthy(world, cluster_id), 60, f"cluster {name} Ready with {topic}",
                                       lambda: status(world, cluster_id)["status"])
+    assert len({b["rack"] for b in body["status"]["brokers"]}) == 3, body["status"]["brokers"]
     return body
 
 
