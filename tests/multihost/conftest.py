@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -163,10 +162,12 @@ def multihost_stack(django_db_blocker: Any, hosts: dict[str, str], *, lost_secon
         db_name = connection.settings_dict["NAME"]
     suffix = uuid.uuid4().hex[:6]
     names = {short: f"{short}-{suffix}" for short in hosts}
-    root = Path(tempfile.mkdtemp(prefix="sluice-multihost-"))
     queue = f"test-{uuid.uuid4().hex[:10]}"
     previous = app.conf.task_default_queue
-    with network(list(names.values())) as net:
+    # Left in this order: the network (every process in it) goes first, then the directories they wrote.
+    with tempfile.TemporaryDirectory(prefix="sluice-multihost-", ignore_cleanup_errors=True) as tmp, \
+            network(list(names.values())) as net:
+        root = Path(tmp)
         database_url = urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{db_name}"))
         common = {**os.environ, "CELERY_DEFAULT_QUEUE": queue, "SLUICE_VAR_DIR": str(root / "var"),
                   "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO", "SECRET_KEY": settings.SECRET_KEY,
@@ -191,7 +192,6 @@ def multihost_stack(django_db_blocker: Any, hosts: dict[str, str], *, lost_secon
             app.conf.task_default_queue = previous
             worker.stop()
             net.close()  # every agent and broker, by pid, in every namespace
-            shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
