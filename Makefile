@@ -62,12 +62,14 @@ test: $(STAMP) chromium kcat console-test
 	$(MYPY_ENV) $(BIN)/mypy dataplane controlplane sluice
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
-# Long fault runs: every slow test, then the cluster fault scenarios (transactions included) for CHAOS_ROUNDS
-# rounds with a random seed (CHAOS_SEED=N repeats a run). A failure names its history file:
+# Long fault runs: every slow test, the whole multi-host suite (hosts are network namespaces, so root only; one
+# test at a time, each runs a stack over several hosts), then the cluster fault scenarios (transactions included)
+# for CHAOS_ROUNDS rounds with a random seed (CHAOS_SEED=N repeats a run). A failure names its history file:
 # python -m tests.chaos.replay FILE
 CHAOS_ROUNDS ?= 5
 chaos: $(STAMP)
-	$(BIN)/python -m pytest -m slow -n 2
+	$(BIN)/python -m pytest -m slow -n 2 --ignore=tests/multihost
+	$(BIN)/python -m pytest tests/multihost -m "slow or not slow"
 	CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(BIN)/python -m pytest tests/chaos/test_scenarios.py tests/chaos/test_txn_scenarios.py
 
 # ruff, then the import contracts in pyproject.toml ([tool.importlinter]): the dataplane's layers, no Django.

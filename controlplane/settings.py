@@ -192,6 +192,9 @@ CELERY_TIMEZONE = "UTC"
 # SLUICE_REPORT_EXPIRY_SECONDS.
 SLUICE_REPORT_RESULT_DAYS = float(os.environ.get("SLUICE_REPORT_RESULT_DAYS", "30"))
 SLUICE_REPORT_EXPIRY_SECONDS = float(os.environ.get("SLUICE_REPORT_EXPIRY_SECONDS", "600"))
+# An agent silent (no heartbeat, no clean stop) for this long is lost for good: reconcile replaces the brokers
+# of its host that hold no lease on other hosts with room and moves their replicas there (docs/multi-host.md).
+SLUICE_AGENT_LOST_SECONDS = float(os.environ.get("SLUICE_AGENT_LOST_SECONDS", "300"))
 # Installed into django-celery-beat's tables by the scheduler at start (schedules live in the database).
 CELERY_BEAT_SCHEDULE = {
     "clusters-resync": {"task": "clusters.resync_all",

@@ -35,9 +35,14 @@ def agent_register(*, host: str, rack: str, advertised_host: str, port_min: int,
     return agent
 
 
+# ``last_seen`` of an agent that stopped cleanly: never placed on, and never taken for lost (it said goodbye,
+# as a restart or an upgrade does, and comes back for its brokers).
+STOPPED_AT = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def agent_gone(host: str) -> None:
     """A stopping agent says so: placement must not pick it while its last heartbeat still looks fresh."""
-    Agent.objects.filter(host=host).update(last_seen=datetime(1970, 1, 1, tzinfo=UTC))
+    Agent.objects.filter(host=host).update(last_seen=STOPPED_AT)
 
 
 def agent_heartbeat(host: str, *, rack: str, advertised_host: str, port_min: int, port_max: int) -> None:

@@ -8,6 +8,7 @@ again converges; a plan of a converged cluster is empty (resync aside).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ class AgentView:
     port_max: int
     used_ports: frozenset[int]
     nodes: int  # nodes of every cluster on this host
+    # Silent for longer than the deployment's SLUICE_AGENT_LOST_SECONDS: the host is gone for good, its nodes are
+    # replaced elsewhere. Not live is not lost: a host cut off for a while keeps its nodes and comes back.
+    lost: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +161,23 @@ def plan_nodes(view: ClusterView) -> list[Action]:
             actions += [DropMetadata(), Finalize()]
         return actions
 
-    active = [n for n in view.nodes if not n.retiring]
-    retiring = [n for n in view.nodes if n.retiring]
+    nodes = list(view.nodes)
+    active = [n for n in nodes if not n.retiring]
+    retiring = [n for n in nodes if n.retiring]
+    lost_hosts = {a.host for a in view.agents if a.lost}
+    stranded = [n for n in active if n.host in lost_hosts and not n.registered]
+    if stranded and len(active) <= view.broker_count:
+        # Replace the nodes of a lost host, as many as can be placed elsewhere now (none while no other host has
+        # room: a control plane that is the one cut off, or a one-host deployment, retires nothing). Retired,
+        # they are drained like a scale-in once their replacements have joined, then forgotten (no agent to stop).
+        others = [a for a in view.agents if a.host not in lost_hosts]
+        count = sum(isinstance(p, Place) for p in place(len(stranded), view.nodes, others))
+        replaced = sorted(stranded, key=lambda n: n.node_id)[:count]
+        if replaced:
+            actions.append(Retire(tuple(n.node_id for n in replaced)))
+            retiring += replaced
+            active = [n for n in active if n not in replaced]
+            nodes = [dataclasses.replace(n, retiring=True) if n in replaced else n for n in nodes]
     if len(active) > view.broker_count:
         # Scale in: the newest nodes go (the first ones usually hold the internal topics' leaders).
         excess = sorted(active, key=lambda n: n.node_id)[view.broker_count:]
@@ -166,7 +185,7 @@ def plan_nodes(view: ClusterView) -> list[Action]:
         retiring += excess
         active = [n for n in active if n not in excess]
     elif len(active) < view.broker_count:
-        actions += place(view.broker_count - len(active), view.nodes, view.agents)
+        actions += place(view.broker_count - len(active), nodes, view.agents)
 
     agents = {a.host: a for a in view.agents}
     taken = {a.host: set(a.used_ports) for a in view.agents}
@@ -186,12 +205,16 @@ def plan_nodes(view: ClusterView) -> list[Action]:
                 continue
         if view.resync or not node.registered:
             actions.append(Ensure(node.node_id))
-    draining = tuple(n.node_id for n in retiring if n.replicas > 0)
+    # A lost host's nodes are drained only once the cluster is whole again (their replicas need a new home).
+    whole = len(active) == view.broker_count and all(n.registered for n in active) and not any(
+        isinstance(a, Place) for a in actions)
+    draining = tuple(n.node_id for n in retiring if n.replicas > 0 and (whole or n.host not in lost_hosts))
     if draining:
         actions.append(Drain(draining))
     for node in retiring:
         if node.replicas == 0:
-            actions.append(Forget(node.node_id) if node.process_state == "Removed" else Stop(node.node_id))
+            gone = node.process_state == "Removed" or node.host in lost_hosts
+            actions.append(Forget(node.node_id) if gone else Stop(node.node_id))
     return actions
 
 

@@ -13,11 +13,13 @@ from dataclasses import asdict
 from datetime import timedelta
 
 from celery import current_app
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane.agent.processes import NodeSpec
 from controlplane.clusters import internal_secrets, metadata
+from controlplane.clusters.agents import STOPPED_AT
 from controlplane.clusters.credentials import tls_enabled
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.plans import PLAN_LIMITS
@@ -53,8 +55,11 @@ def _agent_views() -> dict[str, AgentView]:
     ports: dict[str, set[int]] = {}
     for host, port in BrokerNode.objects.values_list("agent_id", "port"):
         ports.setdefault(host, set()).add(port)
+    # multi-host: an agent silent past SLUICE_AGENT_LOST_SECONDS (not one that stopped cleanly) is lost.
+    lost_before = timezone.now() - timedelta(seconds=settings.SLUICE_AGENT_LOST_SECONDS)
     return {a.host: AgentView(a.host, a.rack, a.last_seen >= fresh, a.port_min, a.port_max,
-                              frozenset(ports.get(a.host, ())), len(ports.get(a.host, ())))
+                              frozenset(ports.get(a.host, ())), len(ports.get(a.host, ())),
+                              lost=STOPPED_AT < a.last_seen < lost_before)
             for a in Agent.objects.all()}
 
 

@@ -63,7 +63,10 @@ def _conditions(cluster: Cluster, results: PassResults, nodes: list[BrokerNode])
     previous = {c["type"]: c for c in cluster.status.get("conditions", [])}
     active = [n for n in view.nodes if not n.retiring]
     down = [n.node_id for n in active if not n.registered]
-    was_ready = previous.get("Ready", {}).get("status") == "True"
+    # Every broker had registered before: Ready, or a pass after that saw changes pending (a broker going away
+    # fails the topic pass first) or brokers already down. Losing a broker then is BrokersDown and Degraded.
+    was_ready = (previous.get("Ready", {}).get("status") == "True"
+                 or previous.get("Ready", {}).get("reason") in ("ApplyingChanges", "BrokersDown"))
     brokers_ready = results.nodes.brokers_ready
     ready = brokers_ready and not results.pending
     if view.deleting:

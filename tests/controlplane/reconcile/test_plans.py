@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from controlplane.reconcile.node_plan import (
     AgentView,
     ClusterView,
@@ -36,8 +38,8 @@ from controlplane.reconcile.topic_plan import Forget as ForgetTopic
 
 
 def agent(host: str, rack: str = "", *, live: bool = True, ports: tuple[int, int] = (9000, 9009),
-          used: frozenset[int] = frozenset(), nodes: int = 0) -> AgentView:
-    return AgentView(host, rack, live, ports[0], ports[1], used, nodes)
+          used: frozenset[int] = frozenset(), nodes: int = 0, lost: bool = False) -> AgentView:
+    return AgentView(host, rack, live and not lost, ports[0], ports[1], used, nodes, lost)
 
 
 def node(node_id: int, host: str = "h1", *, registered: bool = True, retiring: bool = False,
@@ -149,3 +151,42 @@ def test_a_node_placed_on_a_host_that_died_before_starting_it_is_placed_again() 
     # A node that did run keeps its place (its data is there): the agent restarts it when it is back.
     ran = ClusterView(1, False, (node(1, "gone", registered=False, state="Running"),), view.agents)
     assert plan_nodes(ran) == [Ensure(1)]
+
+
+# A cluster of three on h1..h3 (racks r1..r3), h4 a spare in r4; node 3 lives on h3.
+THREE = (node(1, "h1", rack="r1", replicas=4), node(2, "h2", rack="r2", replicas=4),
+         node(3, "h3", rack="r3", replicas=4, registered=False))
+HOSTS = (agent("h1", "r1", used=frozenset({9001})), agent("h2", "r2", used=frozenset({9002})))
+SPARE = agent("h4", "r4")
+REPLACEMENT = node(4, "h4", rack="r4")
+
+
+@pytest.mark.parametrize(("nodes", "agents", "expected"), [
+    # Cut off (silent, not yet lost): its node waits for it, nothing moves.
+    (THREE, (*HOSTS, agent("h3", "r3", live=False), SPARE), [Ensure(3)]),
+    # Lost for good: the node is retired and a replacement placed on the spare (another rack, the next id).
+    (THREE, (*HOSTS, agent("h3", "r3", lost=True), SPARE), [Retire((3,)), Place(4, "h4", 9000, "r4")]),
+    # Spares in r1 (h0) and r3 (h9): the replacement goes to the rack that lost its broker, not to a second in r1.
+    (THREE, (*HOSTS, agent("h3", "r3", lost=True), agent("h0", "r1"), agent("h9", "r3")),
+     [Retire((3,)), Place(4, "h9", 9000, "r3")]),
+    # Nowhere to put a replacement (no spare, the others full): nothing is retired, the node waits.
+    (THREE, (agent("h1", "r1", ports=(9001, 9001), used=frozenset({9001})),
+             agent("h2", "r2", ports=(9002, 9002), used=frozenset({9002})), agent("h3", "r3", lost=True)),
+     [Ensure(3)]),
+    # A lost host whose broker still holds its lease (only the agent is gone) keeps it.
+    ((*THREE[:2], node(3, "h3", rack="r3", replicas=4)), (*HOSTS, agent("h3", "r3", lost=True), SPARE), []),
+    # Retired, but the replacement has not joined yet: no drain (its replicas would have nowhere to go).
+    ((*THREE[:2], node(3, "h3", rack="r3", replicas=4, registered=False, retiring=True),
+      node(4, "h4", rack="r4", registered=False, state=None)),
+     (*HOSTS, agent("h3", "r3", lost=True), SPARE), [Ensure(4)]),
+    # The replacement joined: drain the lost node's replicas ...
+    ((*THREE[:2], node(3, "h3", rack="r3", replicas=4, registered=False, retiring=True), REPLACEMENT),
+     (*HOSTS, agent("h3", "r3", lost=True), SPARE), [Drain((3,))]),
+    # ... and once drained forget it: there is no agent to stop it.
+    ((*THREE[:2], node(3, "h3", rack="r3", registered=False, retiring=True), REPLACEMENT),
+     (*HOSTS, agent("h3", "r3", lost=True), SPARE), [Forget(3)]),
+])
+def test_a_lost_hosts_nodes_are_replaced_drained_and_forgotten(nodes: tuple[NodeView, ...],
+                                                                agents: tuple[AgentView, ...],
+                                                                expected: list[object]) -> None:
+    assert plan_nodes(ClusterView(3, False, nodes, agents)) == expected
