@@ -133,17 +133,6 @@ class Host:
         subprocess.run(["tc", "qdisc", "del", "dev", self.veth, "root"], capture_output=True, check=False)
         _ip("link", "set", self.veth, "up")
 
-    def impair(self, loss_percent: float) -> None:
-        """Lose this share of the packets towards the host (netem on its link), the link staying up.
-
-        Needs the kernel's sch_netem: skips the test without it."""
-        done = subprocess.run(["tc", "qdisc", "replace", "dev", self.veth, "root", "netem", "loss",
-                               f"{loss_percent}%"], capture_output=True, text=True)
-        if done.returncode != 0:
-            if "unknown" in done.stderr:
-                pytest.skip(f"netem is not available in this kernel: {done.stderr.strip()}")
-            raise RuntimeError(f"tc netem on {self.veth}: {done.stderr.strip()}")
-
     def kill_all(self) -> None:
         """SIGKILL every process in the namespace (and those this harness started there), by pid."""
         for pid in {*self.pids(), *(p.pid for p in self.procs if p.poll() is None)}:
