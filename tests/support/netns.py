@@ -8,7 +8,7 @@ network (the session's servers were started before the bridge existed, on a Unix
 Faults are real network faults: a host's link goes down (its root-side veth), or the host is lost for good
 (every process in it SIGKILLed, its link down). :meth:`Network.close` removes namespaces, veths and the bridge
 and kills what it started by pid; it runs on every exit, a failed test's too, and a network left by a killed
-test process is removed by the next session's. Plain ``ip`` and ``tc`` commands:
+test process is removed by the next session's. Plain ``ip`` commands:
 no pyroute2 dependency for a test harness.
 """
 
@@ -129,8 +129,7 @@ class Host:
         _ip("link", "set", self.veth, "down")
 
     def restore(self) -> None:
-        """Bring the link back (and drop any impairment)."""
-        subprocess.run(["tc", "qdisc", "del", "dev", self.veth, "root"], capture_output=True, check=False)
+        """Bring the link back."""
         _ip("link", "set", self.veth, "up")
 
     def kill_all(self) -> None:
