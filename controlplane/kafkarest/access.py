@@ -34,8 +34,7 @@ from controlplane.clusters.models import Cluster
 from controlplane.clusters.principals import as_principal
 from controlplane.core.actors import kafka_principal
 from controlplane.kafkarest.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RestError
-from controlplane.tenancy import keys
-from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key, forget_authenticated
+from controlplane.tenancy.authentication import ServiceAccountIdentity, caller_of_header, forget_authenticated
 from controlplane.tenancy.models import ApiKey, Membership, Role
 from controlplane.tenancy.revocation import Credential
 from controlplane.tenancy.services import role_at_least
@@ -191,17 +190,9 @@ def caller_for_user(user: Any) -> Caller:
 
 def _caller_for_header(header: str) -> Caller:
     try:
-        parsed = keys.parse_authorization(header)
-    except keys.MalformedCredentials as exc:
-        raise RestError(UNAUTHORIZED, f"Malformed Authorization header: {exc}") from exc
-    if parsed is None:
-        raise RestError(UNAUTHORIZED, "Unsupported Authorization scheme: use HTTP Basic or 'Bearer <key id>:<secret>'.")
-    try:
-        api_key = authenticate_key(*parsed)
+        user, api_key = caller_of_header(header)
     except exceptions.AuthenticationFailed as exc:
         raise RestError(UNAUTHORIZED, str(exc.detail)) from exc
-    user: Any = (ServiceAccountIdentity(api_key.owner_service_account) if api_key.owner_service_account
-                 else api_key.owner_user)
     return _caller(user, api_key)
 
 

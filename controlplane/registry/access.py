@@ -9,15 +9,13 @@ hard-deletes (the roles of the management API).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rest_framework import exceptions
 
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor
 from controlplane.registry.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RegistryError
-from controlplane.tenancy import keys
-from controlplane.tenancy.authentication import ServiceAccountIdentity, authenticate_key
+from controlplane.tenancy.authentication import caller_of_header
 from controlplane.tenancy.selectors import actor_for, caller_role
 from controlplane.tenancy.services import role_at_least
 
@@ -41,17 +39,9 @@ def registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess
     if not authorization:
         raise RegistryError(UNAUTHORIZED, "Unauthorized: send an API key as HTTP Basic key:secret.")
     try:
-        parsed = keys.parse_authorization(authorization)
-    except keys.MalformedCredentials as exc:
-        raise RegistryError(UNAUTHORIZED, f"Malformed Authorization header: {exc}") from exc
-    if parsed is None:
-        raise RegistryError(UNAUTHORIZED, "Unsupported Authorization scheme: use HTTP Basic key:secret.")
-    try:
-        api_key = authenticate_key(*parsed)
+        user, api_key = caller_of_header(authorization)
     except exceptions.AuthenticationFailed as exc:
         raise RegistryError(UNAUTHORIZED, str(exc.detail)) from exc
-    user: Any = (ServiceAccountIdentity(api_key.owner_service_account) if api_key.owner_service_account
-                 else api_key.owner_user)
     missing = RegistryError(NOT_FOUND, "HTTP 404 Not Found")
     if api_key.cluster is not None and api_key.cluster.kafka_cluster_id != kafka_cluster_id:
         raise missing
