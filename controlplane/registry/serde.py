@@ -10,6 +10,7 @@ Safe from any thread; the ORM lookup on a miss runs on the caller's thread (neve
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -48,17 +49,17 @@ class _Cache:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._items: OrderedDict[tuple[int, int], WriterSchema] = OrderedDict()
+        self._items: OrderedDict[tuple[uuid.UUID, int], WriterSchema] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[int, int]) -> WriterSchema | None:
+    def get(self, key: tuple[uuid.UUID, int]) -> WriterSchema | None:
         with self._lock:
             found = self._items.get(key)
             if found is not None:
                 self._items.move_to_end(key)
             return found
 
-    def put(self, key: tuple[int, int], value: WriterSchema) -> None:
+    def put(self, key: tuple[uuid.UUID, int], value: WriterSchema) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
@@ -121,5 +122,5 @@ def decode(cluster: Cluster, data: bytes) -> Decoded:
 
 
 def forget_cached() -> None:
-    """Drop every cached schema (tests that recreate registries under reused primary keys)."""
+    """Drop every cached schema (tests that count queries start from a cold cache)."""
     _CACHE.clear()
