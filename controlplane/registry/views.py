@@ -310,6 +310,15 @@ class ModeView(RegistryView):
         return {"mode": services.registry_mode_delete(cluster=access.cluster, actor=access.actor, subject=subject)}
 
 
+class ContextsView(RegistryView):
+    """Schema contexts: a registry here has only Confluent's default context, ``.``."""
+
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess) -> Any:
+        return ["."]
+
+
 class NotFoundView(RegistryView):
     """Any other path under a registry: Confluent's 404 body, after the same authentication (no hints)."""
 
