@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
@@ -48,9 +50,16 @@ def _body(request: HttpRequest) -> Any:
     if content_type not in JSON_TYPES:
         raise RegistryError(errors.UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: {content_type}")
     try:
-        return json.loads(request.body or b"null")
+        raw = request.body
+    except RequestDataTooBig:
+        raise RegistryError(errors.PAYLOAD_TOO_LARGE, f"Request body too large: a registry request takes at most "
+                                                      f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
+    try:
+        return json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise RegistryError(errors.BAD_REQUEST, f"Unrecognized JSON: {exc}") from exc
+    except RecursionError:
+        raise RegistryError(errors.BAD_REQUEST, "Unrecognized JSON: it nests too deeply") from None
 
 
 def _respond(status: int, payload: Any) -> HttpResponse:
