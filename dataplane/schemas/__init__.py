@@ -18,6 +18,7 @@ from dataplane.schemas.protobuf import (
     protobuf_compatibility,
 )
 from dataplane.schemas.protobuf_codec import protobuf_decode, protobuf_encode
+from dataplane.schemas.protobuf_descriptors import serialized_descriptor
 
 __all__ = [
     "AnySchema",
@@ -44,4 +45,5 @@ __all__ = [
     "protobuf_compatibility",
     "protobuf_decode",
     "protobuf_encode",
+    "serialized_descriptor",
 ]

@@ -9,6 +9,7 @@ the short texts below, so a schema never needs references for them.
 
 from __future__ import annotations
 
+import base64
 import codecs
 import importlib
 from collections.abc import Sequence
@@ -63,6 +64,12 @@ def file_descriptors(schema: ProtobufSchema, name: str = MAIN_FILE) -> list[desc
         raise SchemaError(f"Invalid schema: an import is named {name!r}, the name of the schema's own file")
     out.append(file_descriptor(schema, name))
     return out
+
+
+def serialized_descriptor(schema: ProtobufSchema) -> str:
+    """The schema's own ``FileDescriptorProto`` in base64: Confluent's ``format=serialized`` answer, which its
+    Python and Go deserializers ask for (they load it, and each reference likewise, into their pool)."""
+    return base64.b64encode(file_descriptors(schema)[-1].SerializeToString()).decode("ascii")
 
 
 def build_pool(schema: ProtobufSchema) -> descriptor_pool.DescriptorPool:
