@@ -44,8 +44,8 @@ CONFLUENT_FILES = {
 
 
 def file_descriptors(schema: ProtobufSchema, name: str = MAIN_FILE) -> list[descriptor_pb2.FileDescriptorProto]:
-    """The schema's own file (named ``name``) last, after the user files it imports, each after its imports.
-    Well-known files are not included: :func:`build_pool` adds them."""
+    """The schema's own file (named ``name``, or a variant of it that no import uses) last, after the user files
+    it imports, each after its imports. Well-known files are not included: :func:`build_pool` adds them."""
     out: list[descriptor_pb2.FileDescriptorProto] = []
     done: set[str] = set()
 
@@ -60,8 +60,8 @@ def file_descriptors(schema: ProtobufSchema, name: str = MAIN_FILE) -> list[desc
 
     for dependency in _imports(schema.tree):
         add(dependency.name)
-    if name in done:
-        raise SchemaError(f"Invalid schema: an import is named {name!r}, the name of the schema's own file")
+    while name in done or name in WELL_KNOWN:  # the schema's own file has no path: any free name does
+        name = "_" + name
     out.append(file_descriptor(schema, name))
     return out
 

@@ -132,6 +132,30 @@ def test_imports_of_other_files_transitively() -> None:
     assert [f.name for f in file_descriptors(schema)] == ["units.proto", "common.proto", "schema.proto"]
 
 
+def test_a_well_known_file_given_as_a_reference_is_used() -> None:
+    """Java clients with ``skip.known.types=false`` register google/protobuf/timestamp.proto as a subject."""
+    timestamp = p3("message Timestamp { int64 seconds = 1; int32 nanos = 2; }", "google.protobuf")
+    text = p3('import "google/protobuf/timestamp.proto"; message M { google.protobuf.Timestamp at = 1; }')
+    path = "google/protobuf/timestamp.proto"
+    schema = parse_protobuf(text, [Reference(path, path, 1)], {path: timestamp})
+    indexes, payload = protobuf_encode(schema, {"at": "2020-01-01T00:00:00Z"})
+    assert payload == b"\n\x06\x08\x80\xc2\xaf\xf0\x05"
+    assert protobuf_decode(schema, indexes, payload) == {"at": "2020-01-01T00:00:00Z"}
+
+
+def test_an_import_named_like_the_schemas_own_file() -> None:
+    schema = parse_protobuf(p3('import "schema.proto"; message M { other.O o = 1; }'),
+                            [Reference("schema.proto", "s", 1)], {"schema.proto": p3("message O { }", "other")})
+    assert [f.name for f in file_descriptors(schema)] == ["schema.proto", "_schema.proto"]
+    assert protobuf_decode(schema, *protobuf_encode(schema, {"o": {}})) == {"o": {}}
+
+
+def test_a_schema_the_descriptor_pool_refuses_is_a_payload_error() -> None:
+    schema = parse_protobuf(p3("message M { int32 foo_bar = 1; int32 fooBar = 2; }"))
+    with pytest.raises(PayloadError, match=r"schema cannot encode Protobuf payloads: .*duplicate json_name"):
+        protobuf_encode(schema, {})
+
+
 def test_framed_round_trip() -> None:
     schema = parse_protobuf(NESTED)
     data = protobuf_frame(42, schema, {"sku": "s", "qty": 1}, "Order.Line")
