@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory, text_format, timestamp_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dataplane.schemas import PayloadError, Reference, parse_protobuf, protobuf_decode, protobuf_encode
 from dataplane.schemas.protobuf_descriptors import file_descriptors
@@ -301,3 +303,33 @@ def test_framing_our_payload_for_another_reader() -> None:
     schema = parse_protobuf(HAND_TEXT)
     indexes, payload = protobuf_encode(schema, {"id": "1"}, "Order")
     assert frame(3, payload, indexes) == b"\x00\x00\x00\x00\x03\x00" + payload
+
+
+HAND_SCHEMA = parse_protobuf(HAND_TEXT)
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+ORDERS = st.fixed_dictionaries({}, optional={
+    "id": _INT64.map(str),
+    "tags": st.lists(st.text(max_size=5), max_size=3),
+    "qty": st.lists(st.integers(-(2**31), 2**31 - 1), max_size=4),
+    "line": st.fixed_dictionaries({}, optional={"sku": st.binary(max_size=4).map(
+        lambda b: base64.b64encode(b).decode())}),
+    "state": st.sampled_from(["NEW", "DONE"]),
+    "counts": st.dictionaries(st.text(max_size=3), st.integers(0, 2**32 - 1), max_size=3),
+    "ref": st.integers(0, 2**64 - 1).map(str),
+    "ratio": st.floats(allow_nan=False, allow_infinity=False),
+})
+
+
+@settings(max_examples=150, deadline=None)
+@given(ORDERS)
+def test_any_order_matches_protobufs_own_serializer(value: dict[str, Any]) -> None:
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
+    pool.AddSerializedFile(text_format.Parse(HAND_WRITTEN, descriptor_pb2.FileDescriptorProto()).SerializeToString())
+    reference = message_factory.GetMessageClass(pool.FindMessageTypeByName("acme.Order"))
+    expected = json_format.ParseDict(value, reference()).SerializeToString(deterministic=True)
+    indexes, payload = protobuf_encode(HAND_SCHEMA, value)
+    assert payload == expected
+    assert protobuf_decode(HAND_SCHEMA, indexes, payload) == json_format.MessageToDict(
+        reference.FromString(expected), always_print_fields_with_no_presence=True)
+
