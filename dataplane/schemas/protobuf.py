@@ -173,7 +173,8 @@ def _parse_tree(text: str, what: str) -> ast.File:
 def parse_protobuf(
     text: str, references: Sequence[Reference] = (), resolved: Mapping[str, str] | None = None
 ) -> ProtobufSchema:
-    """Parse ``text``; its imports come from ``resolved`` (import path → text, transitively) or WELL_KNOWN."""
+    """Parse ``text`` (``.proto``, or a base64 ``FileDescriptorProto``); its imports come from ``resolved``
+    (import path → text, transitively) or WELL_KNOWN."""
     resolved = resolved or {}
     for ref in references:
         resolve_reference(ref.name, resolved)

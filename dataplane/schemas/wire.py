@@ -1,4 +1,4 @@
-"""Confluent's wire format and the payload codecs, so callers never touch fastavro or jsonschema.
+"""Confluent's wire format and the payload codecs, so callers never touch fastavro, jsonschema or protobuf.
 
 A framed message is::
 
