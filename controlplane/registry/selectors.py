@@ -17,7 +17,17 @@ from controlplane.clusters.models import Cluster
 from controlplane.registry import errors
 from controlplane.registry.errors import RegistryError
 from controlplane.registry.models import DEFAULT_COMPATIBILITY, Mode, Registry, Schema, SubjectConfig, SubjectVersion
-from dataplane.schemas import AnySchema, CompatibilityLevel, Reference, SchemaError, SchemaType, check, parse_schema
+from dataplane.schemas import (
+    AnySchema,
+    CompatibilityLevel,
+    ProtobufSchema,
+    Reference,
+    SchemaError,
+    SchemaType,
+    check,
+    parse_schema,
+    serialized_descriptor,
+)
 
 LATEST = -1
 MAX_VERSION = 2**31 - 1
@@ -93,20 +103,32 @@ def version_get(cluster: Cluster, subject: str, version: int, *, deleted: bool =
     return found
 
 
-def version_body(row: SubjectVersion) -> dict[str, Any]:
+def version_body(row: SubjectVersion, fmt: str | None = None) -> dict[str, Any]:
     """Confluent's version answer: ``schemaType`` omitted for AVRO, ``references`` only when there are some."""
     return {"subject": row.subject, "version": row.version, "id": row.schema.schema_id,
-            **schema_fields(row.schema)}
+            **schema_fields(row.schema, fmt)}
 
 
-def schema_fields(schema: Schema) -> dict[str, Any]:
+def schema_fields(schema: Schema, fmt: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if schema.schema_type != SchemaType.AVRO:
         body["schemaType"] = schema.schema_type
     if schema.references:
         body["references"] = schema.references
-    body["schema"] = schema.text
+    body["schema"] = schema_text(schema, fmt)
     return body
+
+
+def schema_text(schema: Schema, fmt: str | None) -> str:
+    """The stored text, or in Confluent's ``format=serialized`` a Protobuf schema's base64 descriptor (what its
+    Python and Go deserializers ask for). Other formats are the stored text, as Confluent answers them."""
+    if fmt == "serialized" and schema.schema_type == SchemaType.PROTOBUF:
+        parsed = parsed_of(schema)
+        try:
+            return serialized_descriptor(parsed) if isinstance(parsed, ProtobufSchema) else schema.text
+        except SchemaError as exc:
+            raise RegistryError(errors.INVALID_SCHEMA, exc.message) from exc
+    return schema.text
 
 
 def schema_get(cluster: Cluster, schema_id: int) -> Schema:
@@ -201,6 +223,17 @@ def candidate(registry: Registry | None, body: Any, *, normalize: bool) -> Candi
     stored = parsed.normalized() if normalize else parsed.canonical()
     references = [{"name": r.name, "subject": r.subject, "version": r.version} for r in pinned]
     return Candidate(parsed, stored, references, fingerprint(schema_type.value, stored, references))
+
+
+def same_version(rows: Sequence[SubjectVersion], new: Candidate, *, normalize: bool) -> SubjectVersion | None:
+    """The newest of ``rows`` that holds ``new``: the same stored form, or under ``normalize`` the same normalized
+    form (Confluent normalizes both sides, so a schema registered plainly is found by a normalizing client)."""
+    found = next((row for row in reversed(rows) if row.schema.fingerprint == new.fingerprint), None)
+    if found is not None or not normalize:
+        return found
+    return next((row for row in reversed(rows)
+                 if row.schema.schema_type == new.parsed.schema_type and row.schema.references == new.references
+                 and parsed_of(row.schema).normalized() == new.text), None)
 
 
 def parsed_of(schema: Schema) -> AnySchema:

@@ -99,7 +99,8 @@ def encode(writer: WriterSchema, value: Any, *, message: str | None = None) -> b
         return wire.frame(writer.schema_id, wire.avro_encode(parsed, value))
     if isinstance(parsed, JsonSchema):
         return wire.frame(writer.schema_id, wire.json_encode(parsed, value))
-    raise wire.PayloadError("Protobuf payloads are not served yet")  # the codec lands with dataplane.schemas
+    indexes, payload = wire.protobuf_encode(parsed, value, message)
+    return wire.frame(writer.schema_id, payload, indexes)
 
 
 def looks_framed(data: bytes | None) -> bool:
@@ -114,7 +115,8 @@ def decode(cluster: Cluster, data: bytes) -> Decoded:
     writer = writer_schema(cluster, schema_id)
     parsed = writer.parsed
     if isinstance(parsed, ProtobufSchema):
-        raise wire.PayloadError("Protobuf payloads are not served yet")  # the codec lands with dataplane.schemas
+        _, indexes, payload = wire.unframe(data, protobuf=True)
+        return Decoded(schema_id, SchemaType.PROTOBUF, wire.protobuf_decode(parsed, indexes, payload))
     payload = bytes(data[wire.HEADER.size:])
     if isinstance(parsed, AvroSchema):
         return Decoded(schema_id, SchemaType.AVRO, wire.avro_decode(parsed, payload))

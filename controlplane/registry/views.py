@@ -125,11 +125,12 @@ class SubjectView(RegistryView):
         rows = list(selectors.subject_versions(selectors.registry_of(access.cluster), subject, deleted=deleted))
         if not rows:
             raise errors.subject_not_found(subject)
-        new = selectors.candidate(selectors.registry_of(access.cluster), body, normalize=_flag(request, "normalize"))
-        found = next((row for row in reversed(rows) if row.schema.fingerprint == new.fingerprint), None)
+        normalize = _flag(request, "normalize")
+        new = selectors.candidate(selectors.registry_of(access.cluster), body, normalize=normalize)
+        found = selectors.same_version(rows, new, normalize=normalize)
         if found is None:
             raise RegistryError(errors.SCHEMA_NOT_FOUND, "Schema not found")
-        return selectors.version_body(found)
+        return selectors.version_body(found, request.GET.get("format"))
 
     def delete(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
         permanent = _flag(request, "permanent")
@@ -158,7 +159,7 @@ class VersionView(RegistryView):
 
     def get(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
         row = selectors.version_get(access.cluster, subject, parse_version(version), deleted=_flag(request, "deleted"))
-        return selectors.version_body(row)
+        return selectors.version_body(row, request.GET.get("format"))
 
     def delete(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
         number = parse_version(version)
@@ -209,7 +210,7 @@ class SchemaByIdView(RegistryView):
     roles = {"GET": Role.VIEWER}
 
     def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
-        return selectors.schema_fields(_readable_schema(access, schema_id))
+        return selectors.schema_fields(_readable_schema(access, schema_id), request.GET.get("format"))
 
 
 class SchemaTextByIdView(RegistryView):

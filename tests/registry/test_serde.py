@@ -74,3 +74,16 @@ def test_bad_records_are_told_apart(reg: Registry, reg_b: Registry) -> None:
     with pytest.raises(RegistryError) as missing:
         serde.subject_schema(reg.cluster, "nobody-value")
     assert missing.value.error_code == 40401
+
+
+def test_protobuf_round_trip_with_message_indexes(reg: Registry) -> None:
+    proto = ('syntax = "proto3"; package shop; message Order { int64 id = 1; string note = 2; } '
+             'message Refund { string order_id = 1; }')
+    schema_id = _register(reg, "shop-value", proto, "PROTOBUF")
+    writer = serde.writer_schema(reg.cluster, schema_id)
+    data = serde.encode(writer, {"orderId": "o-1"}, message="shop.Refund")
+    assert wire.unframe(data, protobuf=True)[:2] == (schema_id, (1,))
+    decoded = serde.decode(reg.cluster, data)
+    assert decoded == serde.Decoded(schema_id, SchemaType.PROTOBUF, {"orderId": "o-1"})
+    first = serde.decode(reg.cluster, serde.encode(writer, {"id": "7"}))  # no message: the file's first
+    assert first.value == {"id": "7", "note": ""}
