@@ -159,12 +159,18 @@ class SchemaResolver:
                                 strategy=spec.strategy)
         return self._latest(spec, is_key)
 
-    def by_id(self, schema_id: int, is_key: bool, *, subject: str | None = None,
-              strategy: str | None = None) -> Resolved:
+    def by_id(self, schema_id: int, is_key: bool, *, subject: str | None = None, strategy: str | None = None,
+              fmt: str | None = None) -> Resolved:
+        """Schema ``schema_id``; ``fmt`` (a v2 request's format) must be its type (42205 otherwise)."""
         try:
             writer = serde.writer_schema(self.cluster, schema_id)
         except RegistryError as exc:
             raise _serialization_error(f"Error when fetching schema by id. schemaId = {schema_id}", exc) from exc
+        found = TYPE_FORMATS[writer.schema_type]
+        if fmt is not None and found != fmt.upper():
+            raise RestError(INVALID_SCHEMA, f"Invalid schema: schema {schema_id} is a {found} schema; this "
+                                            f"request's format is {fmt} (send it as "
+                                            f"application/vnd.kafka.{found.lower()}.v2+json).")
         subject = subject or subject_name(self.topic, is_key, strategy, writer.parsed)
         return Resolved(writer, subject, self._version_of(subject, schema_id))
 

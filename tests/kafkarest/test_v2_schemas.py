@@ -186,11 +186,15 @@ def test_schema_problems_get_confluents_error_codes(rest_stack: RestStack) -> No
     answer = v2(rest_stack, "POST", path, {"value_schema": breaking, "records": [{"value": ADA}]}, content_type=AVRO)
     assert "incompatible" in answer.json()["message"]
     # A JSON Schema id with the avro format; a jsonschema value that breaks its schema.
-    json_id = _produce(rest_stack, new_topic(rest_stack, 1), {"value_schema": PERSON_TEXT,
-                                                              "records": [{"value": {"name": "x"}}]},
+    json_topic = new_topic(rest_stack, 1)
+    json_id = _produce(rest_stack, json_topic, {"value_schema": PERSON_TEXT, "records": [{"value": {"name": "x"}}]},
                        JSONSCHEMA)["value_schema_id"]
     assert refused({"value_schema_id": json_id, "records": [{"value": ADA}]}) == (422, 42205)
-    assert refused({"value_schema_id": json_id, "records": [{"value": {"name": 1}}]}, JSONSCHEMA) == (400, 400)
+    # An id this topic's subject does not hold (Confluent looks its version up under the subject): 42207.
+    assert refused({"value_schema_id": json_id, "records": [{"value": {"name": "x"}}]}, JSONSCHEMA) == (422, 42207)
+    assert error(v2(rest_stack, "POST", f"/topics/{json_topic}", {"value_schema_id": json_id,
+                                                                  "records": [{"value": {"name": 1}}]},
+                    content_type=JSONSCHEMA)) == (400, 400)
     # Oversize: a record the topic's max.message.bytes refuses is that record's own error.
     small = f"small-{uuid.uuid4().hex[:8]}"
     rest_stack.create_topic(small, partitions=1, configs={"max.message.bytes": "2000"})

@@ -158,13 +158,7 @@ def encode_schema_records(access: ClusterAccess, topic: str, fmt: str, request: 
 
     def schema_of(text: str | None, schema_id: int | None, is_key: bool) -> schemas.Resolved | None:
         if schema_id is not None:
-            resolved = resolver.by_id(schema_id, is_key)
-            if resolved.writer.schema_type != schema_type:
-                found = schemas.TYPE_FORMATS[resolved.writer.schema_type]
-                raise RestError(schemas.INVALID_SCHEMA, f"Invalid schema: schema {schema_id} is a {found} schema; "
-                                                        f"this request's format is {fmt} (send it as "
-                                                        f"application/vnd.kafka.{found.lower()}.v2+json).")
-            return resolved
+            return resolver.by_id(schema_id, is_key, fmt=fmt)
         if text is not None:
             return resolver.by_text(schema_type, text, is_key)
         return None
