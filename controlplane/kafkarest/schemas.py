@@ -39,9 +39,11 @@ from controlplane.registry import selectors as registry_selectors
 from controlplane.registry import serde
 from controlplane.registry import services as registry_services
 from controlplane.registry.errors import RegistryError
+from controlplane.registry.permissions import SubjectAcls, denied_message, subject_acls
 from controlplane.registry.selectors import LATEST
 from controlplane.tenancy.models import Role
 from dataplane.schemas import AnySchema, AvroSchema, JsonSchema, ProtobufSchema, SchemaType, wire
+from dataplane.security.acl import AclOperation
 
 KEY_SCHEMA_MISSING = 42201
 VALUE_SCHEMA_MISSING = 42202
@@ -127,7 +129,18 @@ class SchemaResolver:
         self.access = access
         self.topic = topic
         self._cluster: Cluster | None = None
+        self._acls: SubjectAcls | None = None
         self._resolved: dict[tuple[Any, ...], Resolved | RestError | None] = {}
+
+    def require_subject(self, operation: AclOperation, subject: str) -> None:
+        """The registry's own rule (``registry.permissions``): a service account's key also needs an ACL on the
+        subject it reads (READ) or registers in (WRITE); people act with their role alone."""
+        if not self.access.principal.startswith("User:sa-"):
+            return
+        if self._acls is None:
+            self._acls = subject_acls(self.cluster, self.access.principal)
+        if not self._acls.allows(operation, subject):
+            raise RestError(FORBIDDEN, denied_message(self.access.principal, operation, subject))
 
     @property
     def cluster(self) -> Cluster:
@@ -172,6 +185,7 @@ class SchemaResolver:
                                             f"request's format is {fmt} (send it as "
                                             f"application/vnd.kafka.{found.lower()}.v2+json).")
         subject = subject or subject_name(self.topic, is_key, strategy, writer.parsed)
+        self.require_subject(AclOperation.READ, subject)
         return Resolved(writer, subject, self._version_of(subject, schema_id))
 
     def _version_of(self, subject: str, schema_id: int) -> int:
@@ -188,6 +202,7 @@ class SchemaResolver:
     def _by_version(self, spec: SchemaSpec, is_key: bool) -> Resolved:
         assert spec.schema_version is not None
         subject = spec.subject or subject_name(self.topic, is_key, spec.strategy, None)
+        self.require_subject(AclOperation.READ, subject)
         version = LATEST if spec.schema_version == -1 else spec.schema_version
         try:
             writer = serde.subject_schema(self.cluster, subject, version)
@@ -209,11 +224,13 @@ class SchemaResolver:
         except RegistryError as exc:
             raise RestError(BAD_REQUEST, f"Error parsing schema with format = {fmt}: {exc.message}") from exc
         subject = subject or subject_name(self.topic, is_key, strategy, new.parsed)
+        self.require_subject(AclOperation.READ, subject)
         rows = registry_selectors.subject_versions(registry, subject) if registry is not None else []
         found = next((row for row in rows if row.schema.fingerprint == new.fingerprint), None)
         if found is not None:
             return Resolved(serde.writer_schema(self.cluster, found.schema.schema_id), subject, found.version)
         self.access.require(Role.MEMBER)  # registering is a member's act, as on the registry's own API
+        self.require_subject(AclOperation.WRITE, subject)
         try:
             schema_id = registry_services.schema_register(cluster=self.cluster, actor=_actor(self.access),
                                                           subject=subject, body=body)
@@ -224,6 +241,8 @@ class SchemaResolver:
 
     def _latest(self, spec: SchemaSpec, is_key: bool) -> Resolved | None:
         subject = spec.subject or subject_name(self.topic, is_key, spec.strategy, None)
+        if not spec.bare:
+            self.require_subject(AclOperation.READ, subject)
         try:
             row = registry_selectors.version_get(self.cluster, subject, LATEST)
         except RegistryError as exc:
@@ -231,6 +250,8 @@ class SchemaResolver:
                 return None  # no schema for the topic: the data is JSON, as before the registry existed
             raise _serialization_error(f"Error when fetching latest schema version. subject = {subject}",
                                        exc) from exc
+        if spec.bare:  # the topic has a schema: using it is a read of its subject
+            self.require_subject(AclOperation.READ, subject)
         return Resolved(serde.writer_schema(self.cluster, row.schema.schema_id), subject, row.version)
 
 

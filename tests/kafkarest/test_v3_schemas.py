@@ -24,6 +24,7 @@ from tests.kafkarest.schema_helpers import (
     registry_client,
     schema_id_of,
 )
+from tests.kafkarest.v2_helpers import scoped_key, until
 
 pytestmark = pytest.mark.xdist_group("kafkarest")
 
@@ -196,3 +197,18 @@ def test_bad_schema_records_get_confluents_error_codes(rest_stack: RestStack) ->
     assert _refused(rest_stack, small, {"value": {"type": "AVRO", "schema": '"string"',
                                                   "data": "x" * 5000}})[:2] == (413, 413)
     assert [m.offset() for m in read_back(rest_stack, topic, 1)] == [0]  # nothing refused was written
+
+
+def test_a_service_account_needs_the_registrys_subject_acls(rest_stack: RestStack) -> None:
+    topic = _topic(rest_stack)
+    key = scoped_key(rest_stack, "member")
+    rest_stack.grant(key, "TOPIC", topic, "WRITE", "DESCRIBE")
+    plain = {"value": {"type": "STRING", "data": "x"}}
+    until(lambda: rest_stack.request("POST", _path(rest_stack, topic), plain, key=key).status == 200,
+          "the topic ACLs to reach the cluster")
+    record = {"value": {"type": "AVRO", "schema": '"string"', "data": "y"}}
+    refused = rest_stack.request("POST", _path(rest_stack, topic), record, key=key)
+    assert refused.status == 403 and "SUBJECT" in refused.json()["message"], refused.body
+    rest_stack.grant(key, "SUBJECT", f"{topic}-value", "READ", "WRITE")
+    answer = rest_stack.request("POST", _path(rest_stack, topic), record, key=key)
+    assert answer.status == 200 and answer.json()["value"]["type"] == "AVRO", answer.body
