@@ -27,6 +27,7 @@ urlpatterns = [
     re_path(rf"^compatibility/subjects/{S}/versions/{V}/?$", views.CompatibilityView.as_view()),
     re_path(r"^config/?$", views.ConfigView.as_view()),
     re_path(rf"^config/{S}/?$", views.ConfigView.as_view()),
+    re_path(r"^contexts/?$", views.ContextsView.as_view()),
     re_path(r"^mode/?$", views.ModeView.as_view()),
     re_path(rf"^mode/{S}/?$", views.ModeView.as_view()),
     re_path(r"^(?P<rest>.*)$", views.NotFoundView.as_view()),
