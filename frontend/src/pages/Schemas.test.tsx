@@ -74,6 +74,16 @@ describe("Schemas", () => {
     expect(screen.getByRole("button", { name: "Delete version 1" })).toBeDisabled();
   });
 
+  it("keeps the draft and says what is wrong with it", async () => {
+    mount("member", "/t/acme/clusters/c1/schemas/users-value");
+    const schema = await screen.findByRole("textbox", { name: "Schema" });
+    await userEvent.clear(schema);
+    await userEvent.type(schema, "{{not json");
+    await userEvent.click(screen.getByRole("button", { name: "Register" }));
+    expect(await screen.findByText(/The schema is not valid JSON/)).toBeInTheDocument();
+    expect(screen.getByRole("textbox", { name: "Schema" })).toHaveValue("{not json");
+  });
+
   it("lets an admin change the compatibility level", async () => {
     const calls: string[] = [];
     mount("admin", "/t/acme/clusters/c1/schemas/users-value", calls);
