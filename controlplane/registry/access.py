@@ -1,4 +1,6 @@
-"""Who calls a registry and with which role: the cluster's tenant's API keys, as HTTP Basic ``key:secret``.
+"""Who calls a registry and with which role: the cluster's tenant's API keys, as HTTP Basic ``key:secret``, or
+the console's signed-in user by the session cookie (then with Django's CSRF check on unsafe methods, exactly as
+the management API's session callers get it from DRF).
 
 A key reaches only its tenant's clusters, and a key bound to one cluster only that one; any other cluster id is
 a 404 exactly like one that does not exist, so the base path gives no hint of another tenant's registry.
@@ -10,14 +12,18 @@ touches (:mod:`controlplane.registry.permissions`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from django.http import HttpRequest
 from rest_framework import exceptions
+from rest_framework.authentication import CSRFCheck
 
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor, kafka_principal
 from controlplane.registry.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RegistryError
 from controlplane.registry.permissions import SubjectAcls, denied_message, subject_acls
 from controlplane.tenancy.authentication import ServiceAccountIdentity, caller_of_header
+from controlplane.tenancy.models import ApiKey
 from controlplane.tenancy.selectors import actor_for, caller_role
 from controlplane.tenancy.services import role_at_least
 from dataplane.security.acl import AclOperation
@@ -50,25 +56,55 @@ class RegistryAccess:
             raise RegistryError(FORBIDDEN, denied_message(self.acls.principal, operation, subject))
 
 
-def registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
-    """Authenticate ``authorization`` (Basic or Bearer key:secret) and resolve the cluster; 40101 or 404."""
-    if not authorization:
-        raise RegistryError(UNAUTHORIZED, "Unauthorized: send an API key as HTTP Basic key:secret.")
+def registry_access(request: HttpRequest, kafka_cluster_id: str) -> RegistryAccess:
+    """The caller of ``request``: an API key in ``Authorization`` (Basic or Bearer key:secret), else the session's
+    user; 40101 for neither, 40301 for a session write without its CSRF token, 404 for a cluster not theirs."""
+    authorization = request.headers.get("Authorization", "")
+    if authorization:
+        return _key_access(authorization, kafka_cluster_id)
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        _enforce_csrf(request)
+        return _access(kafka_cluster_id, user, None, tenant_id=None)
+    raise RegistryError(UNAUTHORIZED, "Unauthorized: send an API key as HTTP Basic key:secret.")
+
+
+def _key_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
     try:
         user, api_key = caller_of_header(authorization)
     except exceptions.AuthenticationFailed as exc:
         raise RegistryError(UNAUTHORIZED, str(exc.detail)) from exc
-    missing = RegistryError(NOT_FOUND, "HTTP 404 Not Found")
     if api_key.cluster is not None and api_key.cluster.kafka_cluster_id != kafka_cluster_id:
-        raise missing
-    cluster = (Cluster.objects.select_related("tenant")
-               .filter(kafka_cluster_id=kafka_cluster_id, tenant_id=api_key.tenant_id,
-                       deletion_requested_at__isnull=True).first())
+        raise _missing()
+    return _access(kafka_cluster_id, user, api_key, tenant_id=api_key.tenant_id)
+
+
+def _enforce_csrf(request: HttpRequest) -> None:
+    """DRF's SessionAuthentication check (Django's CsrfViewMiddleware, run here because the views are exempt so
+    that key callers never need a token); safe methods pass."""
+    check = CSRFCheck(lambda _request: None)  # type: ignore[arg-type]
+    check.process_request(request)
+    reason = check.process_view(request, None, (), {})  # type: ignore[arg-type]
+    if reason:
+        raise RegistryError(FORBIDDEN, f"CSRF Failed: {reason}")
+
+
+def _missing() -> RegistryError:
+    return RegistryError(NOT_FOUND, "HTTP 404 Not Found")
+
+
+def _access(kafka_cluster_id: str, user: Any, api_key: ApiKey | None, *, tenant_id: Any) -> RegistryAccess:
+    """The live cluster and the caller's role in its tenant; a cluster the caller has no role at is a 404."""
+    clusters = Cluster.objects.select_related("tenant").filter(kafka_cluster_id=kafka_cluster_id,
+                                                               deletion_requested_at__isnull=True)
+    if tenant_id is not None:
+        clusters = clusters.filter(tenant_id=tenant_id)
+    cluster = clusters.first()
     if cluster is None:
-        raise missing
+        raise _missing()
     role = caller_role(tenant=cluster.tenant, user=user, api_key=api_key)
     if role is None:
-        raise missing
+        raise _missing()
     acls = None
     if isinstance(user, ServiceAccountIdentity):
         acls = subject_acls(cluster, kafka_principal("service_account", user.service_account.id))

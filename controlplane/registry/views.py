@@ -1,8 +1,8 @@
 """Confluent's Schema Registry REST API under ``/schema-registry/{kafka_cluster_id}/``: thin views.
 
-Each view authenticates the key, checks the tenant role, parses the request, calls one service or selector and
-renders Confluent's JSON (``application/vnd.schemaregistry.v1+json``); every failure is Confluent's
-``{"error_code", "message"}`` body.
+Each view authenticates the caller (an API key or the console's session), checks the tenant role, parses the
+request, calls one service or selector and renders Confluent's JSON (``application/vnd.schemaregistry.v1+json``);
+every failure is Confluent's ``{"error_code", "message"}`` body.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class RegistryView(View):
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         kafka_cluster_id = kwargs.pop("kafka_cluster_id")
         try:
-            access = registry_access(request.headers.get("Authorization", ""), kafka_cluster_id)
+            access = registry_access(request, kafka_cluster_id)
             method = (request.method or "GET").lower()
             handler: Callable[..., Any] | None = getattr(self, method, None) if method.upper() in self.roles else None
             if handler is None:

@@ -30,6 +30,7 @@ from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.tail import kafka
 from controlplane.kafkarest.tail.protocol import Close, ProtocolError
 from controlplane.kafkarest.tail.records import Record, render
+from controlplane.kafkarest.tail.schemas import SchemaDecoder
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ class LiveFetcher:
         self._stop = threading.Event()
         self._pending = threading.Semaphore(MAX_PENDING_BATCHES)
         self._thread = threading.Thread(target=self._run, name=f"tail-fetch {topic}", daemon=True)
+        self._decode = SchemaDecoder(access.cluster_pk)  # used on the fetch thread only
 
     def start(self) -> None:
         self.stats.live_fetchers += 1
@@ -176,7 +178,7 @@ class LiveFetcher:
                         else:
                             log.debug("tail fetch of %s: %s", self.topic, error)
                         continue
-                    record = Record.from_message(message)
+                    record = Record.from_message(message, self._decode)
                     records.append(record)
                     size += record.size
                     positions[partition] = record.offset + 1
@@ -193,6 +195,7 @@ class LiveFetcher:
             self._post(self._fail, ProtocolError("internal_error", "The tail's reader failed.", Close.INTERNAL))
         finally:
             consumer.close()
+            self._decode.close()
             self.stats.retire("live", consumer_id)
 
     # ------------------------------------------------------------------ on the loop

@@ -2,7 +2,10 @@
 
 Keys, values and header values are sent as UTF-8 text when they decode as UTF-8, else as base64; the
 ``key_encoding``/``value_encoding``/``encoding`` fields say which (``"utf-8"`` or ``"base64"``, ``null``
-for a null key or value). A record's fields are decoded on the thread that fetched it, and a fetched batch
+for a null key or value). A key or value in Confluent's wire format that the cluster's Schema Registry decodes
+(:mod:`~controlplane.kafkarest.tail.schemas`) is sent as its JSON text instead, with encoding ``"schema"`` and
+``key_schema_id``/``value_schema_id`` (and ``_schema_type``) beside it; one that does not decode is shown as
+above. A record's fields are decoded on the thread that fetched it, and a fetched batch
 is rendered to JSON there in one call (:func:`render`); a record's own JSON (when a viewer keeps only some of
 a batch, or filters) and its filter document (with the JSON-parsed key and value) are built lazily, on the
 event loop, the first time they are needed.
@@ -12,12 +15,16 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message
 
 from controlplane.kafkarest import fastjson
+from controlplane.registry.serde import Decoded
+
+Decoder = Callable[[bytes], Decoded | None]
+SCHEMA = "schema"  # the encoding of a key or value decoded with its registry schema
 
 OVERHEAD_BYTES = 200  # what a record costs beyond its key, value and headers (objects, JSON framing)
 _FIELDS_BYTES = 180  # a record's JSON beyond its key, value and header texts: names, numbers, punctuation
@@ -37,12 +44,27 @@ def _bytes(data: str | bytes | None) -> bytes | None:
 
 
 def _json(text: str | None, encoding: str | None) -> Any:
-    if text is None or encoding != "utf-8" or not text.strip():
+    if text is None or encoding not in ("utf-8", SCHEMA) or not text.strip():
         return None
     try:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def _schemaed(fields: dict[str, Any], part: str, data: bytes, decode: Decoder) -> int:
+    """Put ``part`` (key or value) decoded with its schema into ``fields`` when it decodes; the size it adds."""
+    decoded = decode(data)
+    if decoded is None:
+        return 0
+    try:
+        text = fastjson.dumps(decoded.value).decode()
+    except (TypeError, ValueError):  # a value JSON cannot carry (none of the codecs make one today): shown as it is
+        return 0
+    before = len(fields[part] or "")
+    fields[part], fields[f"{part}_encoding"] = text, SCHEMA
+    fields[f"{part}_schema_id"], fields[f"{part}_schema_type"] = decoded.schema_id, str(decoded.schema_type)
+    return len(text) - before + 60
 
 
 class Record:
@@ -53,7 +75,7 @@ class Record:
     __slots__ = ("_document", "_json", "fields", "offset", "partition", "size")
 
     def __init__(self, partition: int, offset: int, timestamp_ms: int, timestamp_type: str, key: bytes | None,
-                 value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None:
+                 value: bytes | None, headers: list[tuple[str, bytes | None]], decode: Decoder | None = None) -> None:
         # Runs for every record a tail reads (hundreds of thousands a second): the common cases inline.
         self.partition = partition
         self.offset = offset
@@ -76,6 +98,12 @@ class Record:
             "key": key_text, "key_encoding": key_encoding,
             "value": value_text, "value_encoding": value_encoding, "headers": rendered,
         }
+        # Framed records start with a zero byte, which UTF-8 text almost never does: one byte test otherwise.
+        if decode is not None:
+            if key and key[0] == 0:
+                size += _schemaed(self.fields, "key", key, decode)
+            if value and value[0] == 0:
+                size += _schemaed(self.fields, "value", value, decode)
         # An estimate (the JSON is not made yet): escapes can make the JSON longer. Frames and buffers count the
         # rendered bytes where they have them (flow.item).
         self.size = size
@@ -83,7 +111,7 @@ class Record:
         self._document: dict[str, Any] | None = None
 
     @classmethod
-    def from_message(cls, message: Message) -> Record:
+    def from_message(cls, message: Message, decode: Decoder | None = None) -> Record:
         kind, timestamp = message.timestamp()
         raw: Any = message.headers()
         headers = [(str(name), _bytes(data)) for name, data in raw] if raw else []
@@ -92,7 +120,7 @@ class Record:
         return cls(message.partition() or 0, message.offset() or 0, timestamp,
                    "log_append" if kind == TIMESTAMP_LOG_APPEND_TIME else "create",
                    key if key is None or isinstance(key, bytes) else _bytes(key),
-                   value if value is None or isinstance(value, bytes) else _bytes(value), headers)
+                   value if value is None or isinstance(value, bytes) else _bytes(value), headers, decode)
 
     @property
     def json(self) -> bytes:
@@ -109,6 +137,7 @@ class Record:
                 "partition": self.partition, "offset": self.offset, "timestamp": f["timestamp"],
                 "key": f["key"], "value": f["value"],
                 "key_json": _json(f["key"], f["key_encoding"]), "value_json": _json(f["value"], f["value_encoding"]),
+                "key_schema_id": f.get("key_schema_id"), "value_schema_id": f.get("value_schema_id"),
                 "headers": {h["key"]: h["value"] for h in f["headers"]},
             }
         return self._document

@@ -45,6 +45,7 @@ from controlplane.kafkarest.tail.protocol import (
     subscribed_frame,
 )
 from controlplane.kafkarest.tail.records import Record, render
+from controlplane.kafkarest.tail.schemas import SchemaDecoder
 
 T = TypeVar("T")
 
@@ -88,20 +89,24 @@ def _pieces(records: list[Record], limit: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _digest(consumer: Consumer, count: int) -> tuple[list[Record], list[tuple[int, int, bytes]], list[Read]]:
+def _digest(consumer: Consumer, count: int,
+            decode: SchemaDecoder) -> tuple[list[Record], list[tuple[int, int, bytes]], list[Read]]:
     """The records of a backlog consume, in order, in frame-sized runs whose JSON is rendered together (on this
     thread, not the loop); and partition ends and errors apart (no wrapper per record: this runs for every record
     of a backlog)."""
     records: list[Record] = []
     reads: list[Read] = []
-    for message in take(consumer, count, POLL_SECONDS):
-        error = message.error()
-        if error is None:
-            records.append(Record.from_message(message))
-        elif error.code() == KafkaError._PARTITION_EOF:
-            reads.append(Read(message.partition() or 0, message.offset() or 0))
-        else:
-            reads.append(Read(message.partition() or 0, message.offset() or 0, error))
+    try:
+        for message in take(consumer, count, POLL_SECONDS):
+            error = message.error()
+            if error is None:
+                records.append(Record.from_message(message, decode))
+            elif error.code() == KafkaError._PARTITION_EOF:
+                reads.append(Read(message.partition() or 0, message.offset() or 0))
+            else:
+                reads.append(Read(message.partition() or 0, message.offset() or 0, error))
+    finally:
+        decode.release()
     return records, [(a, b, render(records[a:b])) for a, b in _pieces(records, FRAME_BYTES)], reads
 
 
@@ -127,6 +132,7 @@ class TailSession:
         self._fetcher: LiveFetcher | None = None
         self._consumer: Consumer | None = None
         self._consumer_lock = threading.Lock()
+        self._decode = SchemaDecoder(access.cluster_pk)  # called by _digest on the thread pool, one call at a time
         self._failure: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # ------------------------------------------------------------------ lifecycle
@@ -263,7 +269,7 @@ class TailSession:
         consumer = self._consumer
         assert consumer is not None
         while self._own:
-            fetched, rendered, reads = await self._call(_digest, consumer, BACKLOG_MESSAGES)
+            fetched, rendered, reads = await self._call(_digest, consumer, BACKLOG_MESSAGES, self._decode)
             own, read, end = self._own, self._read, self._end
             for failed in reads:
                 if failed.error is not None and failed.partition in own \

@@ -21,14 +21,20 @@ export function RecordList({ records, caption, view }: { records: TailRecord[]; 
             <td>{r.partition}</td>
             <td>{r.offset}</td>
             <td>{new Date(r.timestamp).toISOString()}</td>
-            <td><pre>{render(r.key, r.key_encoding, view)}</pre></td>
-            <td><pre>{render(r.value, r.value_encoding, view)}</pre></td>
+            <td><SchemaNote id={r.key_schema_id} type={r.key_schema_type} /><pre>{render(r.key, r.key_encoding, view)}</pre></td>
+            <td><SchemaNote id={r.value_schema_id} type={r.value_schema_type} /><pre>{render(r.value, r.value_encoding, view)}</pre></td>
             <td>{r.headers.map((h) => <div key={h.key}><code>{h.key}</code>: {render(h.value, h.encoding, "text")}</div>)}</td>
           </tr>
         ))}
       </tbody>
     </table>
   );
+}
+
+/** Which registry schema decoded a key or value (the record was in Confluent's wire format). */
+function SchemaNote({ id, type }: { id?: number; type?: string }) {
+  if (id == null) return null;
+  return <span className="badge badge-info" data-testid="schema-id">{type ?? "schema"} · schema id {id}</span>;
 }
 
 export function ViewPicker({ view, onChange }: { view: View; onChange: (view: View) => void }) {

@@ -27,3 +27,10 @@ describe("export", () => {
     expect(JSON.parse(toJson([rec]))[0].offset).toBe(7);
   });
 });
+
+describe("schema'd records", () => {
+  it("shows a value decoded with its registry schema as pretty JSON", () => {
+    expect(render('{"name":"ada","age":36}', "schema", "json")).toBe('{\n  "name": "ada",\n  "age": 36\n}');
+    expect(render('{"name":"ada"}', "schema", "text")).toBe('{"name":"ada"}');
+  });
+});

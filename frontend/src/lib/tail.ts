@@ -1,7 +1,9 @@
 // The WebSocket tail (/ws/clusters/{id}/topics/{topic}/tail, docs/decisions/0015-live-tail.md) as the
 // console uses it: live tail and bounded browsing. Owned by one component; runs on the browser's main thread.
 
-export type Encoding = "utf-8" | "base64" | null;
+// "schema": a key or value in Confluent's wire format, decoded with the cluster's Schema Registry to JSON text;
+// its schema id and type are beside it (key_schema_id, value_schema_id, ...).
+export type Encoding = "utf-8" | "base64" | "schema" | null;
 export interface TailRecord {
   partition: number;
   offset: number;
@@ -11,6 +13,10 @@ export interface TailRecord {
   key_encoding: Encoding;
   value: string | null;
   value_encoding: Encoding;
+  key_schema_id?: number;
+  key_schema_type?: string;
+  value_schema_id?: number;
+  value_schema_type?: string;
   headers: { key: string; value: string | null; encoding: Encoding }[];
 }
 export type Cursor = Record<string, number>;

@@ -116,6 +116,7 @@ export function ClusterFrame() {
         <NavLink to={`${base}/consumer-groups`}>Consumer groups</NavLink>
         <NavLink to={`${base}/transactions`}>Transactions</NavLink>
         <NavLink to={`${base}/acls`}>ACLs</NavLink>
+        <NavLink to={`${base}/schemas`}>Schemas</NavLink>
         <NavLink to={`${base}/reports`}>Reports</NavLink>
       </nav>
       <Outlet />
