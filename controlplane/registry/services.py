@@ -14,7 +14,7 @@ from django.db import transaction
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor
-from controlplane.registry import errors, selectors
+from controlplane.registry import cache, errors, selectors
 from controlplane.registry.errors import RegistryError
 from controlplane.registry.models import DEFAULT_COMPATIBILITY, Mode, Registry, Schema, SubjectConfig, SubjectVersion
 from controlplane.registry.selectors import LATEST, candidate, compatibility_level, parsed_of, subject_versions
@@ -90,8 +90,12 @@ def _referenced(registry: Registry, subject: str, version: int) -> None:
 
 
 def _drop_orphans(registry: Registry) -> None:
-    """Forget schemas no version uses any more (hard delete): their ids then answer 40403. Ids are not reused."""
+    """Forget schemas no version uses any more (hard delete): their ids then answer 40403. Ids are not reused
+    (except by IMPORT mode). This process's cached schemas of the registry go once the transaction commits."""
     Schema.objects.filter(registry=registry, versions__isnull=True).delete()
+    pk = registry.pk
+    cache.forget_registry(pk)  # now (this transaction's own reads) and at commit (reads made meanwhile)
+    transaction.on_commit(lambda: cache.forget_registry(pk))
 
 
 def subject_delete(*, cluster: Cluster, actor: Actor, subject: str, permanent: bool) -> list[int]:

@@ -125,8 +125,12 @@ class VersionsView(RegistryView):
         return selectors.version_list(access.cluster, subject, deleted=_flag(request, "deleted"))
 
     def post(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
+        body, normalize = _body(request), _flag(request, "normalize")
+        known = selectors.registered_id(access.cluster, subject, body, normalize=normalize)
+        if known is not None:  # already registered: no lock, no write
+            return {"id": known}
         schema_id = services.schema_register(cluster=access.cluster, actor=access.actor, subject=subject,
-                                             body=_body(request), normalize=_flag(request, "normalize"))
+                                             body=body, normalize=normalize)
         return {"id": schema_id}
 
 
@@ -173,14 +177,14 @@ class SchemaByIdView(RegistryView):
     roles = {"GET": Role.VIEWER}
 
     def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
-        return selectors.schema_fields(selectors.schema_get(access.cluster, _schema_id(schema_id)))
+        return selectors.schema_fields(selectors.schema_cached(access.cluster, _schema_id(schema_id)))
 
 
 class SchemaTextByIdView(RegistryView):
     roles = {"GET": Role.VIEWER}
 
     def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
-        return Text(selectors.schema_get(access.cluster, _schema_id(schema_id)).text)
+        return Text(selectors.schema_cached(access.cluster, _schema_id(schema_id)).text)
 
 
 class SchemaVersionsView(RegistryView):

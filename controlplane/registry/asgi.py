@@ -1,0 +1,180 @@
+"""The Schema Registry's hot paths on the server's event loop, in front of Django (decision 0031).
+
+Serializers call three paths per message type, again and again: ``GET /schemas/ids/{id}``, and a registration
+(``POST /subjects/{s}/versions``) or lookup (``POST /subjects/{s}``) of a schema the subject already has. Here
+they are answered without Django's middleware and thread: the caller's access and the schema by id come from
+the per-process caches (``access``, ``cache``), a registration or lookup is one query on a worker thread.
+Anything else -- a cache that cannot answer, a role too low, a schema not registered yet, any request that
+would be an error, a browser's request (``Origin``: CORS is Django's) -- goes on to Django unchanged, with the
+body it sent, so every answer and error stays the views' own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+from django.db import DatabaseError, close_old_connections
+
+from controlplane.registry import cache, selectors
+from controlplane.registry.access import RegistryAccess, cached_registry_access, registry_access
+from controlplane.registry.errors import RegistryError
+from controlplane.registry.views import CONTENT_TYPE, JSON_TYPES
+from controlplane.tenancy.models import Role
+from controlplane.tenancy.services import role_at_least
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+PATH = re.compile(r"^/schema-registry/(?P<cluster_id>[^/]+)/(?:schemas/ids/(?P<schema_id>[0-9]{1,10})"
+                  r"|subjects/(?P<subject>[^/]+)(?P<versions>/versions)?)/?$")
+MAX_BODY_BYTES = 1 << 20  # a larger body goes to Django (and its own limits)
+HEADERS = [(b"content-type", CONTENT_TYPE.encode()), (b"x-content-type-options", b"nosniff"),
+           (b"x-frame-options", b"DENY"), (b"referrer-policy", b"same-origin"),
+           (b"cross-origin-opener-policy", b"same-origin")]
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return ""
+
+
+def _flag(scope: Scope, name: str) -> bool:
+    """Django's ``request.GET.get(name, "false").lower() == "true"`` (the last value wins, as in a QueryDict)."""
+    values = [v for k, v in parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1"), keep_blank_values=True)
+              if k == name]
+    return (values[-1] if values else "false").lower() == "true"
+
+
+class Replay:
+    """The request body read so far, given again to Django (then the rest of the stream, if any)."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self.body = b""
+        self.complete = False
+        self._replayed = False
+
+    async def read(self, limit: int) -> bool:
+        """Read the body; False when it is longer than ``limit`` (what was read is kept for the replay)."""
+        while not self.complete:
+            message = await self._receive()
+            if message["type"] != "http.request":
+                return False
+            self.body += message.get("body", b"")
+            self.complete = not message.get("more_body", False)
+            if len(self.body) > limit:
+                return False
+        return True
+
+    async def __call__(self) -> Message:
+        if not self._replayed:
+            self._replayed = True
+            return {"type": "http.request", "body": self.body, "more_body": not self.complete}
+        return await self._receive()
+
+
+def _on_thread(work: Callable[[], Any]) -> Any:
+    """Database work off the event loop, with Django's connection hygiene around it."""
+    close_old_connections()
+    try:
+        return work()
+    finally:
+        close_old_connections()
+
+
+async def _access(authorization: str, cluster_id: str) -> RegistryAccess | None:
+    """The caller's access from the cache, else resolved on a thread; None on a refusal (Django answers it)."""
+    access = cached_registry_access(authorization, cluster_id)
+    if access is not None:
+        return access
+    if not authorization:
+        return None
+    try:
+        return await asyncio.to_thread(_on_thread, lambda: registry_access(authorization, cluster_id))  # type: ignore[no-any-return]
+    except (RegistryError, DatabaseError):
+        return None
+
+
+async def _respond(send: Send, payload: Any) -> None:
+    data = json.dumps(payload).encode()  # as the views render it
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [*HEADERS, (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def _schema(access: RegistryAccess, schema_id: int) -> cache.CachedSchema | None:
+    registry_pk = cache.registry_pk(access.cluster.pk)
+    return cache.schema_by_id(registry_pk, schema_id) if registry_pk is not None else None
+
+
+class RegistryHttp:
+    """HTTP entry point: the registry's hot paths here, everything else to ``app``."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/schema-registry/") \
+                and scope["method"] in ("GET", "POST") and (match := PATH.match(scope["path"])) \
+                and not _header(scope, b"origin"):
+            try:
+                handled, receive = await self._serve(scope, receive, send, match)
+            except DatabaseError:
+                handled = False  # Django says it (its 50001 store error) -- with the body, if it was read
+            if handled:
+                return
+        await self.app(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> tuple[bool, Receive]:
+        """(answered here, the receive Django gets otherwise)."""
+        if scope["method"] == "GET" and match["schema_id"]:
+            access = await _access(_header(scope, b"authorization"), match["cluster_id"])
+            if access is None:
+                return False, receive
+            schema_id = int(match["schema_id"])
+            pk = cache.peek_registry_pk(access.cluster.pk)
+            schema = cache.peek_schema(pk, schema_id) if pk is not None else None
+            if schema is None:
+                schema = await asyncio.to_thread(_on_thread, lambda: _schema(access, schema_id))
+            if schema is None:
+                return False, receive  # 40403, from the view
+            await _respond(send, selectors.schema_fields(schema))
+            return True, receive
+        if scope["method"] != "POST" or not match["subject"]:
+            return False, receive
+        content_type = _header(scope, b"content-type").split(";", 1)[0].strip().lower()
+        if content_type not in JSON_TYPES:
+            return False, receive
+        replay = Replay(receive)
+        access = await _access(_header(scope, b"authorization"), match["cluster_id"])
+        if access is None or not role_at_least(access.role, Role.MEMBER if match["versions"] else Role.VIEWER):
+            return False, replay
+        if not await replay.read(MAX_BODY_BYTES):
+            return False, replay
+        try:
+            body = json.loads(replay.body or b"null")
+        except (ValueError, UnicodeDecodeError):
+            return False, replay
+        subject, normalize = match["subject"], _flag(scope, "normalize")
+        answer: Any
+        if match["versions"]:
+            found = await asyncio.to_thread(_on_thread, lambda: selectors.registered_id(
+                access.cluster, subject, body, normalize=normalize))
+            answer = None if found is None else {"id": found}
+        else:
+            deleted = _flag(scope, "deleted")
+            answer = await asyncio.to_thread(_on_thread, lambda: selectors.lookup_found(
+                access.cluster, subject, body, normalize=normalize, deleted=deleted))
+        if answer is None:
+            return False, replay
+        await _respond(send, answer)
+        return True, replay

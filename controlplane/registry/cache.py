@@ -1,0 +1,111 @@
+"""Per-process caches of what the registry's hot reads need again and again (decision 0031).
+
+* :func:`schema_by_id`: a schema by (registry, id). A schema row never changes once made; it only disappears
+  when a hard delete leaves it unused (or, in IMPORT mode, its freed id is given to a new schema). So an entry
+  lives :data:`SCHEMA_SECONDS` at most, and a hard delete in this process drops its registry's entries when the
+  transaction commits (:func:`forget_registry`): here it 404s at once, in other web processes within
+  :data:`SCHEMA_SECONDS` -- the bound the REST Proxy already accepts for a revoked key. Misses are not cached,
+  so a schema registered in another process is found at once.
+* :func:`registry_pk`: the cluster's registry row id (made on first write, then fixed until the cluster goes).
+* :func:`parsed_candidate`: a request's schema (type, text, no references) parsed to its canonical or
+  normalised form and fingerprint; a pure function of its arguments, so an LRU of them.
+
+Other apps reuse :func:`schema_by_id` (e.g. a serializer that needs a writer's schema by id).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from controlplane.registry.models import Registry, Schema
+from dataplane.schemas import AnySchema, SchemaType, parse_schema
+
+SCHEMA_SECONDS = 2.0
+MAX_ENTRIES = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class CachedSchema:
+    """What a schema-by-id answer needs; immutable, so it may be shared across threads."""
+
+    schema_id: int
+    schema_type: str
+    text: str
+    references: tuple[dict[str, Any], ...]
+
+
+_schemas: dict[tuple[int, int], tuple[float, CachedSchema]] = {}
+_registries: dict[Any, int] = {}
+_lock = threading.Lock()
+
+
+def peek_schema(registry_pk: int, schema_id: int) -> CachedSchema | None:
+    """The fresh cached schema, or None; never reads the database (for the event loop)."""
+    hit = _schemas.get((registry_pk, schema_id))  # a dict read is atomic: no lock
+    return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
+
+def schema_by_id(registry_pk: int, schema_id: int) -> CachedSchema | None:
+    """Schema ``schema_id`` of registry ``registry_pk`` (cached), or None when it has none."""
+    cached = peek_schema(registry_pk, schema_id)
+    if cached is not None:
+        return cached
+    row = (Schema.objects.filter(registry_id=registry_pk, schema_id=schema_id)
+           .values_list("schema_type", "text", "references").first())
+    if row is None:
+        return None
+    made = CachedSchema(schema_id, row[0], row[1], tuple(row[2] or ()))
+    with _lock:
+        if len(_schemas) >= MAX_ENTRIES:
+            _schemas.clear()
+        _schemas[(registry_pk, schema_id)] = (time.monotonic() + SCHEMA_SECONDS, made)
+    return made
+
+
+def peek_registry_pk(cluster_pk: Any) -> int | None:
+    return _registries.get(cluster_pk)
+
+
+def registry_pk(cluster_pk: Any) -> int | None:
+    """The cluster's registry row id, or None while it has none (not cached: the first write makes it)."""
+    known = _registries.get(cluster_pk)
+    if known is not None:
+        return known
+    found = Registry.objects.filter(cluster_id=cluster_pk).values_list("pk", flat=True).first()
+    if found is not None:
+        with _lock:
+            if len(_registries) >= MAX_ENTRIES:
+                _registries.clear()
+            _registries[cluster_pk] = int(found)
+    return found
+
+
+def forget_registry(registry_pk: int) -> None:
+    """Drop the registry's cached schemas (after a hard delete commits)."""
+    with _lock:
+        for key in [key for key in _schemas if key[0] == registry_pk]:
+            del _schemas[key]
+
+
+def clear() -> None:
+    with _lock:
+        _schemas.clear()
+        _registries.clear()
+    parsed_candidate.cache_clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    parsed: AnySchema
+    text: str  # canonical (or, normalised) form: what the registry stores
+
+
+@lru_cache(maxsize=2048)
+def parsed_candidate(schema_type: SchemaType, text: str, normalize: bool) -> Parsed:
+    """A schema with no references, parsed; SchemaError (not cached) when it is invalid."""
+    parsed = parse_schema(schema_type, text, [], {})
+    return Parsed(parsed, parsed.normalized() if normalize else parsed.canonical())
