@@ -19,7 +19,7 @@ from controlplane.kafkarest.tail.routing import websocket_urlpatterns  # noqa: E
 from controlplane.registry.asgi import RegistryHttp  # noqa: E402
 
 application = ProtocolTypeRouter({
-    "http": RestProxyHttp(RegistryHttp(django_asgi_app)),
+    "http": RestProxyHttp(RegistryHttp(django_asgi_app)),  # type: ignore[arg-type]
     # The live tail: a session cookie (the console) or an Authorization header (API keys), checked at the upgrade.
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })

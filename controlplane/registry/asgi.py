@@ -3,7 +3,8 @@
 Serializers call three paths per message type, again and again: ``GET /schemas/ids/{id}``, and a registration
 (``POST /subjects/{s}/versions``) or lookup (``POST /subjects/{s}``) of a schema the subject already has. Here
 they are answered without Django's middleware and thread: the caller's access and the schema by id come from
-the per-process caches (``access``, ``cache``), a registration or lookup is one query on a worker thread.
+the per-process caches (``access``, ``cache``); a registration or lookup answer is remembered for the
+registry's current generation (one Redis GET per request checks it), else it is one query on a worker thread.
 Anything else -- a cache that cannot answer, a role too low, a schema not registered yet, any request that
 would be an error, a browser's request (``Origin``: CORS is Django's) -- goes on to Django unchanged, with the
 body it sent, so every answer and error stays the views' own.
@@ -99,7 +100,7 @@ async def _access(authorization: str, cluster_id: str) -> RegistryAccess | None:
     if not authorization:
         return None
     try:
-        return await asyncio.to_thread(_on_thread, lambda: registry_access(authorization, cluster_id))  # type: ignore[no-any-return]
+        return await asyncio.to_thread(_on_thread, lambda: registry_access(authorization, cluster_id))
     except (RegistryError, DatabaseError):
         return None
 
@@ -144,7 +145,8 @@ class RegistryHttp:
             pk = cache.peek_registry_pk(access.cluster.pk)
             schema = cache.peek_schema(pk, schema_id) if pk is not None else None
             if schema is None:
-                schema = await asyncio.to_thread(_on_thread, lambda: _schema(access, schema_id))
+                found = access
+                schema = await asyncio.to_thread(_on_thread, lambda: _schema(found, schema_id))
             if schema is None:
                 return False, receive  # 40403, from the view
             await _respond(send, selectors.schema_fields(schema))
@@ -164,17 +166,29 @@ class RegistryHttp:
             body = json.loads(replay.body or b"null")
         except (ValueError, UnicodeDecodeError):
             return False, replay
-        subject, normalize = match["subject"], _flag(scope, "normalize")
-        answer: Any
+        subject, normalize, deleted = match["subject"], _flag(scope, "normalize"), _flag(scope, "deleted")
+        # The answer of this generation of the registry, when remembered: no database at all.
+        registry_pk = cache.peek_registry_pk(access.cluster.pk)
+        new = selectors.plain_candidate(body, normalize) if registry_pk is not None else None
+        key: tuple[Any, ...] | None = None
+        generation: int | None = None
+        if registry_pk is not None and new is not None:
+            key = (bool(match["versions"]), registry_pk, subject, new.fingerprint, deleted)
+            generation = await cache.generation(registry_pk)
+            answer = cache.peek_answer(key, generation) if generation is not None else None
+            if answer is not None:
+                await _respond(send, answer)
+                return True, replay
         if match["versions"]:
             found = await asyncio.to_thread(_on_thread, lambda: selectors.registered_id(
                 access.cluster, subject, body, normalize=normalize))
             answer = None if found is None else {"id": found}
         else:
-            deleted = _flag(scope, "deleted")
             answer = await asyncio.to_thread(_on_thread, lambda: selectors.lookup_found(
                 access.cluster, subject, body, normalize=normalize, deleted=deleted))
         if answer is None:
             return False, replay
+        if key is not None and generation is not None:
+            cache.remember_answer(key, generation, answer)
         await _respond(send, answer)
         return True, replay

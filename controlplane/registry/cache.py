@@ -9,22 +9,37 @@
 * :func:`registry_pk`: the cluster's registry row id (made on first write, then fixed until the cluster goes).
 * :func:`parsed_candidate`: a request's schema (type, text, no references) parsed to its canonical or
   normalised form and fingerprint; a pure function of its arguments, so an LRU of them.
+* :func:`peek_answer` / :func:`remember_answer`: answers of register-existing and lookup, which depend on the
+  registry's mutable state, valid for one *generation* of the registry: a counter in Redis that every write
+  service bumps when its transaction commits (``services._locked``), before its HTTP answer leaves. A request
+  reads the generation first (:func:`generation`), so any request that starts after a write has returned sees
+  the new generation and misses: the same answers as without the cache. Redis unreachable: no cached answers
+  (the database answers); a bump that fails is bounded by :data:`ANSWER_SECONDS`.
 
 Other apps reuse :func:`schema_by_id` (e.g. a serializer that needs a writer's schema by id).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import redis
+import redis.asyncio
+from django.conf import settings
+
 from controlplane.registry.models import Registry, Schema
 from dataplane.schemas import AnySchema, SchemaType, parse_schema
 
+log = logging.getLogger(__name__)
+
 SCHEMA_SECONDS = 2.0
+ANSWER_SECONDS = 2.0
 MAX_ENTRIES = 20_000
 
 
@@ -95,6 +110,7 @@ def clear() -> None:
     with _lock:
         _schemas.clear()
         _registries.clear()
+        _answers.clear()
     parsed_candidate.cache_clear()
 
 
@@ -109,3 +125,54 @@ def parsed_candidate(schema_type: SchemaType, text: str, normalize: bool) -> Par
     """A schema with no references, parsed; SchemaError (not cached) when it is invalid."""
     parsed = parse_schema(schema_type, text, [], {})
     return Parsed(parsed, parsed.normalized() if normalize else parsed.canonical())
+
+
+# -- answers that depend on the registry's mutable state, per generation --------------------------------------------
+
+_answers: dict[tuple[Any, ...], tuple[float, int, Any]] = {}
+_sync_client: redis.Redis | None = None
+_async_clients: dict[int, redis.asyncio.Redis] = {}  # one per event loop (uvicorn runs one per process)
+
+
+def _generation_key(registry_pk: int) -> str:
+    return f"sluice:registry:{registry_pk}:generation"
+
+
+def bump_generation(registry_pk: int) -> None:
+    """A write to the registry committed: every cached answer of it is stale (call after commit)."""
+    global _sync_client
+    try:
+        if _sync_client is None:
+            _sync_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        _sync_client.incr(_generation_key(registry_pk))
+    except redis.RedisError as exc:
+        log.warning("registry %s: could not bump its generation (%s); cached answers end within %g s",
+                    registry_pk, exc, ANSWER_SECONDS)
+
+
+async def generation(registry_pk: int) -> int | None:
+    """The registry's current generation, or None when Redis cannot say (then no cached answer may be used)."""
+    loop_id = id(asyncio.get_running_loop())
+    client = _async_clients.get(loop_id)
+    if client is None:
+        client = _async_clients[loop_id] = redis.asyncio.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        value = await client.get(_generation_key(registry_pk))
+    except (redis.RedisError, OSError):
+        return None
+    return int(value or 0)
+
+
+def peek_answer(key: tuple[Any, ...], generation_now: int) -> Any:
+    """The answer remembered for ``key`` in this generation (and fresh), or None."""
+    hit = _answers.get(key)
+    return hit[2] if hit is not None and hit[1] == generation_now and hit[0] > time.monotonic() else None
+
+
+def remember_answer(key: tuple[Any, ...], generation_then: int, answer: Any) -> None:
+    """Remember ``answer``, computed after ``generation_then`` was read (a write since then bumped it)."""
+    with _lock:
+        if len(_answers) >= MAX_ENTRIES:
+            _answers.clear()
+        _answers[key] = (time.monotonic() + ANSWER_SECONDS, generation_then, answer)

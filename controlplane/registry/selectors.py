@@ -216,7 +216,7 @@ def candidate(registry: Registry | None, body: Any, *, normalize: bool) -> Candi
     return Candidate(parsed, stored, references, fingerprint(schema_type.value, stored, references))
 
 
-def _plain_candidate(body: Any, normalize: bool) -> Candidate | None:
+def plain_candidate(body: Any, normalize: bool) -> Candidate | None:
     """The body's schema when it names no references and parses; None otherwise (the full path says why)."""
     if not isinstance(body, dict) or body.get("references"):
         return None
@@ -233,8 +233,8 @@ def registered_id(cluster: Cluster, subject: str, body: Any, *, normalize: bool)
     if not isinstance(body, dict) or body.get("id") is not None:
         return None
     registry_pk = cache.registry_pk(cluster.pk)
-    new = _plain_candidate(body, normalize) if registry_pk is not None else None
-    if new is None:
+    new = plain_candidate(body, normalize) if registry_pk is not None else None
+    if registry_pk is None or new is None:
         return None
     subject_mode = SubjectConfig.objects.filter(registry_id=registry_pk, subject=subject).values("mode")[:1]
     row = (SubjectVersion.objects.filter(registry_id=registry_pk, subject=subject, deleted=False,
@@ -250,8 +250,8 @@ def lookup_found(cluster: Cluster, subject: str, body: Any, *, normalize: bool, 
     """The answer of a lookup (``POST /subjects/{s}``) that finds ``body``'s schema: its newest version under
     ``subject`` (soft-deleted ones too when ``deleted``); None when not found (the view says why)."""
     registry_pk = cache.registry_pk(cluster.pk)
-    new = _plain_candidate(body, normalize) if registry_pk is not None else None
-    if new is None:
+    new = plain_candidate(body, normalize) if registry_pk is not None else None
+    if registry_pk is None or new is None:
         return None
     rows = SubjectVersion.objects.filter(registry_id=registry_pk, subject=subject, schema__fingerprint=new.fingerprint)
     row = (rows if deleted else rows.filter(deleted=False)).select_related("schema").order_by("-version").first()

@@ -22,9 +22,13 @@ from dataplane.schemas import CompatibilityLevel, check
 
 
 def _locked(cluster: Cluster) -> Registry:
-    """The cluster's registry row, made on first use, locked until the transaction ends."""
+    """The cluster's registry row, made on first use, locked until the transaction ends. Whatever the write,
+    once it commits the registry's cached answers are stale (``cache.bump_generation``)."""
     Registry.objects.get_or_create(cluster=cluster)
-    return Registry.objects.select_for_update().get(cluster=cluster)
+    registry = Registry.objects.select_for_update().get(cluster=cluster)
+    pk = registry.pk
+    transaction.on_commit(lambda: cache.bump_generation(pk))
+    return registry
 
 
 def _audit(cluster: Cluster, actor: Actor, action: str, target: str, data: dict[str, Any]) -> None:
