@@ -64,7 +64,8 @@ BATCH = 100
 @dataclass
 class Settings:
     seconds: float
-    rounds: int  # closed-loop runs per side, taking turns    workers: int  # connections of a closed-loop registry run
+    rounds: int  # closed-loop runs per side, taking turns
+    workers: int  # connections of a closed-loop registry run
     produce_workers: int  # connections of the 100-records/request Avro produce run
 
 

@@ -56,21 +56,39 @@ def forget_granted() -> None:
 on_forget(forget_granted)
 
 
-def cached_registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess | None:
-    """The access granted to this header on this cluster less than CACHE_SECONDS ago, or None; no database."""
+def _key(authorization: str, kafka_cluster_id: str) -> tuple[bytes, str]:
+    return hashlib.sha256(authorization.encode()).digest(), kafka_cluster_id
+
+
+def cached_access_entry(authorization: str, kafka_cluster_id: str) -> tuple[float, RegistryAccess] | None:
+    """(when it expires, the access granted to this header on this cluster) while fresh, or None; no database."""
     if not authorization:
         return None
-    hit = _granted.get((hashlib.sha256(authorization.encode()).digest(), kafka_cluster_id))  # atomic: no lock
-    return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+    hit = _granted.get(_key(authorization, kafka_cluster_id))  # a dict read is atomic: no lock
+    return hit if hit is not None and hit[0] > time.monotonic() else None
+
+
+def cached_registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess | None:
+    """The access granted to this header on this cluster less than CACHE_SECONDS ago, or None; no database."""
+    entry = cached_access_entry(authorization, kafka_cluster_id)
+    return entry[1] if entry is not None else None
 
 
 def registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
     """:func:`resolve_access`, remembered for CACHE_SECONDS when granted."""
     cached = cached_registry_access(authorization, kafka_cluster_id)
-    if cached is not None:
-        return cached
-    access = resolve_access(authorization, kafka_cluster_id)
-    key = (hashlib.sha256(authorization.encode()).digest(), kafka_cluster_id)
+    return cached if cached is not None else refresh_registry_access(authorization, kafka_cluster_id)
+
+
+def refresh_registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
+    """:func:`resolve_access` now, remembered when granted; a refusal forgets what was remembered."""
+    key = _key(authorization, kafka_cluster_id)
+    try:
+        access = resolve_access(authorization, kafka_cluster_id)
+    except RegistryError:
+        with _granted_lock:
+            _granted.pop(key, None)
+        raise
     with _granted_lock:
         if len(_granted) >= 4096:
             _granted.clear()

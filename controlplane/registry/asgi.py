@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
@@ -22,7 +23,12 @@ from urllib.parse import parse_qsl
 from django.db import DatabaseError, close_old_connections
 
 from controlplane.registry import cache, selectors
-from controlplane.registry.access import RegistryAccess, cached_registry_access, registry_access
+from controlplane.registry.access import (
+    RegistryAccess,
+    cached_access_entry,
+    refresh_registry_access,
+    registry_access,
+)
 from controlplane.registry.errors import RegistryError
 from controlplane.registry.views import CONTENT_TYPE, JSON_TYPES
 from controlplane.tenancy.models import Role
@@ -92,17 +98,46 @@ def _on_thread(work: Callable[[], Any]) -> Any:
         close_old_connections()
 
 
+# An entry used in the last REFRESH_AHEAD seconds of its life is read again in the background (one read per
+# entry at a time), so a busy key or schema never expires under load: no burst of requests all missing at once.
+# The bounds stay: an entry is never served longer than its lifetime after the read that made it.
+REFRESH_AHEAD = 0.5
+_refreshing: set[Any] = set()
+_tasks: set[asyncio.Future[Any]] = set()
+
+
+def _refresh_ahead(key: Any, expires: float, work: Callable[[], Any]) -> None:
+    if expires - time.monotonic() > REFRESH_AHEAD or key in _refreshing:
+        return
+    _refreshing.add(key)
+
+    async def run() -> None:
+        try:
+            await asyncio.to_thread(_on_thread, work)
+        except (RegistryError, DatabaseError):
+            pass  # a refusal forgot the entry (refresh_registry_access); a store error: it expires as usual
+        finally:
+            _refreshing.discard(key)
+
+    task = asyncio.ensure_future(run())
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+
+
 async def _access(authorization: str, cluster_id: str) -> RegistryAccess | None:
-    """The caller's access from the cache, else resolved on a thread; None on a refusal (Django answers it)."""
-    access = cached_registry_access(authorization, cluster_id)
-    if access is not None:
-        return access
-    if not authorization:
-        return None
-    try:
-        return await asyncio.to_thread(_on_thread, lambda: registry_access(authorization, cluster_id))
-    except (RegistryError, DatabaseError):
-        return None
+    """The caller's access from the cache, else resolved on a thread; None on a refusal (Django answers it), and
+    for a caller whose access carries per-subject ACLs (``acls``, a service account's): the views check those."""
+    entry = cached_access_entry(authorization, cluster_id)
+    access = entry[1] if entry is not None else None
+    if entry is not None:
+        _refresh_ahead(("access", authorization, cluster_id), entry[0],
+                       lambda: refresh_registry_access(authorization, cluster_id))
+    if access is None and authorization:
+        try:
+            access = await asyncio.to_thread(_on_thread, lambda: registry_access(authorization, cluster_id))
+        except (RegistryError, DatabaseError):
+            return None
+    return access if access is not None and getattr(access, "acls", None) is None else None
 
 
 async def _respond(send: Send, payload: Any) -> None:
@@ -143,7 +178,11 @@ class RegistryHttp:
                 return False, receive
             schema_id = int(match["schema_id"])
             pk = cache.peek_registry_pk(access.cluster.pk)
-            schema = cache.peek_schema(pk, schema_id) if pk is not None else None
+            entry = cache.peek_schema_entry(pk, schema_id) if pk is not None else None
+            schema = entry[1] if entry is not None else None
+            if entry is not None and pk is not None:
+                registry = pk
+                _refresh_ahead(("schema", pk, schema_id), entry[0], lambda: cache.refresh_schema(registry, schema_id))
             if schema is None:
                 found = access
                 schema = await asyncio.to_thread(_on_thread, lambda: _schema(found, schema_id))

@@ -58,20 +58,30 @@ _registries: dict[Any, int] = {}
 _lock = threading.Lock()
 
 
-def peek_schema(registry_pk: int, schema_id: int) -> CachedSchema | None:
-    """The fresh cached schema, or None; never reads the database (for the event loop)."""
+def peek_schema_entry(registry_pk: int, schema_id: int) -> tuple[float, CachedSchema] | None:
+    """(when it expires, the cached schema) while fresh, or None; never reads the database (for the event loop)."""
     hit = _schemas.get((registry_pk, schema_id))  # a dict read is atomic: no lock
-    return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+    return hit if hit is not None and hit[0] > time.monotonic() else None
+
+
+def peek_schema(registry_pk: int, schema_id: int) -> CachedSchema | None:
+    entry = peek_schema_entry(registry_pk, schema_id)
+    return entry[1] if entry is not None else None
 
 
 def schema_by_id(registry_pk: int, schema_id: int) -> CachedSchema | None:
     """Schema ``schema_id`` of registry ``registry_pk`` (cached), or None when it has none."""
     cached = peek_schema(registry_pk, schema_id)
-    if cached is not None:
-        return cached
+    return cached if cached is not None else refresh_schema(registry_pk, schema_id)
+
+
+def refresh_schema(registry_pk: int, schema_id: int) -> CachedSchema | None:
+    """Read the schema again and remember it (or forget it when it is gone)."""
     row = (Schema.objects.filter(registry_id=registry_pk, schema_id=schema_id)
            .values_list("schema_type", "text", "references").first())
     if row is None:
+        with _lock:
+            _schemas.pop((registry_pk, schema_id), None)
         return None
     made = CachedSchema(schema_id, row[0], row[1], tuple(row[2] or ()))
     with _lock:

@@ -54,6 +54,13 @@ def test_fast_paths_answer_as_the_views(rest_stack: RestStack) -> None:
     registered = _call(rest_stack, "POST", f"/subjects/{subject}/versions", {"schema": spaced})
     assert registered[:2] == (200, {"id": schema_id})
 
+    # A remembered answer ends with the write that changes it: a read-only subject refuses registrations.
+    assert _call(rest_stack, "PUT", f"/mode/{subject}", {"mode": "READONLY"})[0] == 200
+    refused = _call(rest_stack, "POST", f"/subjects/{subject}/versions", {"schema": text})
+    assert (refused[0], refused[1]["error_code"]) == (422, 42205)
+    assert _call(rest_stack, "DELETE", f"/mode/{subject}")[0] == 200
+    assert _call(rest_stack, "POST", f"/subjects/{subject}/versions", {"schema": text})[1] == {"id": schema_id}
+
     # Not served there: Django answers, with the body the client sent (replayed).
     new_text = _schema(f"S{uuid.uuid4().hex[:8]}")
     other = f"{subject}-other"
@@ -106,6 +113,7 @@ def test_a_hard_deleted_schema_is_gone_from_the_fast_path(rest_stack: RestStack)
     schema_id = _call(rest_stack, "POST", f"/subjects/{subject}/versions", {"schema": text})[1]["id"]
     for _ in range(4):  # cached on whichever web processes answer
         assert _call(rest_stack, "GET", f"/schemas/ids/{schema_id}")[0] == 200
+        assert _call(rest_stack, "POST", f"/subjects/{subject}/versions", {"schema": text})[1] == {"id": schema_id}
     assert _call(rest_stack, "DELETE", f"/subjects/{subject}")[:2] == (200, [1])
     assert _call(rest_stack, "POST", f"/subjects/{subject}/versions", {"schema": text})[1] == {"id": schema_id}, \
         "a soft-deleted subject registers the schema again (a new version, the same id)"
