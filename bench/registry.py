@@ -26,6 +26,7 @@ produce at >= 5x Karapace's records/s. Every process started here is killed by p
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import itertools
 import json
@@ -47,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import karapace_venv
 import psutil
-from common import Procs, percentiles, ratio
+from common import Procs, cpu_seconds, percentiles, ratio
 from httpload import Conn, HttpError, closed_loop, open_loop
 from rest import FAILURES, Stack, Target, check, cpu_note, errors_note, fmt, leftovers, measured
 
@@ -243,6 +244,18 @@ class Side:
     registered: dict[str, int] | None = None
 
 
+async def settle(sides: list[Side], seconds: float = 60) -> None:
+    """Wait until every server is idle (< 10% of a core over 0.5 s): a server left with a backlog by an open loop
+    it could not keep up with would otherwise be measured against, or slow, the next run."""
+    pids = [pid for side in sides for pid in (side.target.pid, side.produce.pid if side.produce else None) if pid]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        before = {pid: cpu_seconds(pid) for pid in pids}
+        await asyncio.sleep(0.5)
+        if all(cpu_seconds(pid) - used < 0.05 for pid, used in before.items()):
+            return
+
+
 def line(label: str, text: str) -> None:
     print(f"  {label:<44} {text}", flush=True)
 
@@ -274,6 +287,7 @@ async def run_all(args: argparse.Namespace, stack: Stack, karapace: Karapace | N
         p99s: dict[str, float] = {}
         for round_no in range(s.rounds):  # the machine's other load changes: the sides take turns
             for side in sides if round_no % 2 == 0 else sides[::-1]:
+                await settle(sides)
                 try:
                     res, cpu = await measured(side.target, lambda sd=side, mk=make: closed_loop(  # type: ignore[misc]
                         sd.target.connect, mk(sd), s.workers, s.seconds))
@@ -286,7 +300,8 @@ async def run_all(args: argparse.Namespace, stack: Stack, karapace: Karapace | N
                      f"{fmt(res.rate)} req/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms "
                      f"({cpu_note(res, cpu)}){errors_note(res)}")
         rates = {name: statistics.median(got) for name, got in runs.items() if got}
-        for side in sides:
+        for side in sides[::-1]:  # Sluice first: an overloaded server's backlog must not run into the other's turn
+            await settle(sides)
             try:
                 res, cpu = await measured(side.target, lambda sd=side, mk=make: open_loop(  # type: ignore[misc]
                     sd.target.connect, mk(sd), FIXED_RATE, s.seconds))
