@@ -256,6 +256,12 @@ async def settle(sides: list[Side], seconds: float = 60) -> None:
             return
 
 
+def load_note() -> str:
+    """The machine's load average: on a shared 2-core machine it decides the latencies more than the servers do."""
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
+
+
 def line(label: str, text: str) -> None:
     print(f"  {label:<44} {text}", flush=True)
 
@@ -282,7 +288,7 @@ async def run_all(args: argparse.Namespace, stack: Stack, karapace: Karapace | N
     ]
     for label, make in loads:
         print(f"\n{label}: closed loop, {s.workers} connections, {s.rounds} x {s.seconds:.0f} s taking turns "
-              f"(median); then {FIXED_RATE:,.0f} req/s paced", flush=True)
+              f"(median); then {FIXED_RATE:,.0f} req/s paced; {load_note()}", flush=True)
         runs: dict[str, list[float]] = {side.name: [] for side in sides}
         p99s: dict[str, float] = {}
         for round_no in range(s.rounds):  # the machine's other load changes: the sides take turns
@@ -320,7 +326,7 @@ async def run_all(args: argparse.Namespace, stack: Stack, karapace: Karapace | N
             summary.append(f"{label} | Sluice/Karapace x{ratio(rates['Sluice'], rates['Karapace']):.2f}")
 
     print(f"\nREST v2 Avro produce, {BATCH} records/request by value_schema_id ({s.produce_workers} connections, "
-          f"{s.seconds:.0f} s)", flush=True)
+          f"{s.seconds:.0f} s); {load_note()}", flush=True)
     topics = [f"bench-avro-{os.getpid()}-{side.name.lower()}" for side in sides]
     stack.create_topics(topics)
     produced: dict[str, float] = {}
@@ -328,6 +334,7 @@ async def run_all(args: argparse.Namespace, stack: Stack, karapace: Karapace | N
         if side.produce is None:
             line(side.name, "no REST proxy")
             continue
+        await settle(sides)
         schema_id = await register_value(side, f"{topic}-value")  # the topic's subject (TopicNameStrategy)
         call = avro_produce(side.produce, side.produce_prefix, topic, schema_id, BATCH)
         probe = await side.produce.connect()

@@ -130,7 +130,7 @@ async def _access(authorization: str, cluster_id: str) -> RegistryAccess | None:
     entry = cached_access_entry(authorization, cluster_id)
     access = entry[1] if entry is not None else None
     if entry is not None:
-        _refresh_ahead(("access", authorization, cluster_id), entry[0],
+        _refresh_ahead(("access", id(entry)), entry[0],
                        lambda: refresh_registry_access(authorization, cluster_id))
     if access is None and authorization:
         try:
@@ -162,20 +162,21 @@ class RegistryHttp:
         if scope["type"] == "http" and scope["path"].startswith("/schema-registry/") \
                 and scope["method"] in ("GET", "POST") and (match := PATH.match(scope["path"])) \
                 and not _header(scope, b"origin"):
+            replay = Replay(receive)  # Django gets the body again if it was read here
             try:
-                handled, receive = await self._serve(scope, receive, send, match)
+                if await self._serve(scope, replay, send, match):
+                    return
             except DatabaseError:
-                handled = False  # Django says it (its 50001 store error) -- with the body, if it was read
-            if handled:
-                return
+                pass  # Django says it (its 50001 store error)
+            receive = replay
         await self.app(scope, receive, send)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> tuple[bool, Receive]:
-        """(answered here, the receive Django gets otherwise)."""
+    async def _serve(self, scope: Scope, replay: Replay, send: Send, match: re.Match[str]) -> bool:
+        """True when answered here."""
         if scope["method"] == "GET" and match["schema_id"]:
             access = await _access(_header(scope, b"authorization"), match["cluster_id"])
             if access is None:
-                return False, receive
+                return False
             schema_id = int(match["schema_id"])
             pk = cache.peek_registry_pk(access.cluster.pk)
             entry = cache.peek_schema_entry(pk, schema_id) if pk is not None else None
@@ -187,24 +188,23 @@ class RegistryHttp:
                 found = access
                 schema = await asyncio.to_thread(_on_thread, lambda: _schema(found, schema_id))
             if schema is None:
-                return False, receive  # 40403, from the view
+                return False  # 40403, from the view
             await _respond(send, selectors.schema_fields(schema))
-            return True, receive
+            return True
         if scope["method"] != "POST" or not match["subject"]:
-            return False, receive
+            return False
         content_type = _header(scope, b"content-type").split(";", 1)[0].strip().lower()
         if content_type not in JSON_TYPES:
-            return False, receive
-        replay = Replay(receive)
+            return False
         access = await _access(_header(scope, b"authorization"), match["cluster_id"])
         if access is None or not role_at_least(access.role, Role.MEMBER if match["versions"] else Role.VIEWER):
-            return False, replay
+            return False
         if not await replay.read(MAX_BODY_BYTES):
-            return False, replay
+            return False
         try:
             body = json.loads(replay.body or b"null")
-        except (ValueError, UnicodeDecodeError):
-            return False, replay
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return False
         subject, normalize, deleted = match["subject"], _flag(scope, "normalize"), _flag(scope, "deleted")
         # The answer of this generation of the registry, when remembered: no database at all.
         registry_pk = cache.peek_registry_pk(access.cluster.pk)
@@ -217,7 +217,7 @@ class RegistryHttp:
             answer = cache.peek_answer(key, generation) if generation is not None else None
             if answer is not None:
                 await _respond(send, answer)
-                return True, replay
+                return True
         if match["versions"]:
             found = await asyncio.to_thread(_on_thread, lambda: selectors.registered_id(
                 access.cluster, subject, body, normalize=normalize))
@@ -226,8 +226,8 @@ class RegistryHttp:
             answer = await asyncio.to_thread(_on_thread, lambda: selectors.lookup_found(
                 access.cluster, subject, body, normalize=normalize, deleted=deleted))
         if answer is None:
-            return False, replay
+            return False
         if key is not None and generation is not None:
             cache.remember_answer(key, generation, answer)
         await _respond(send, answer)
-        return True, replay
+        return True

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -128,13 +129,17 @@ def clear() -> None:
 class Parsed:
     parsed: AnySchema
     text: str  # canonical (or, normalised) form: what the registry stores
+    fingerprint: str
 
 
 @lru_cache(maxsize=2048)
-def parsed_candidate(schema_type: SchemaType, text: str, normalize: bool) -> Parsed:
-    """A schema with no references, parsed; SchemaError (not cached) when it is invalid."""
+def parsed_candidate(schema_type: SchemaType, text: str, normalize: bool,
+                     fingerprint: Callable[[str, str, list[dict[str, Any]]], str]) -> Parsed:
+    """A schema with no references, parsed, with its ``fingerprint(type, stored text, [])``; SchemaError (not
+    cached) when it is invalid."""
     parsed = parse_schema(schema_type, text, [], {})
-    return Parsed(parsed, parsed.normalized() if normalize else parsed.canonical())
+    stored = parsed.normalized() if normalize else parsed.canonical()
+    return Parsed(parsed, stored, fingerprint(schema_type.value, stored, []))
 
 
 # -- answers that depend on the registry's mutable state, per generation --------------------------------------------
@@ -160,18 +165,61 @@ def bump_generation(registry_pk: int) -> None:
                     registry_pk, exc, ANSWER_SECONDS)
 
 
+class _GenerationReads:
+    """One registry's generation reads on one event loop, shared: the requests that arrive while a GET is on its
+    way wait for the next GET, sent once that one returns, and all take its answer. Each request thus sees a
+    value read after it arrived (what one GET of its own would see), at one round trip per batch, not per
+    request."""
+
+    def __init__(self, client: redis.asyncio.Redis, key: str) -> None:
+        self.client, self.key = client, key
+        self.waiting: asyncio.Future[int | None] | None = None
+        self.busy = False
+
+    async def read(self) -> int | None:
+        if self.waiting is None:
+            self.waiting = asyncio.get_running_loop().create_future()
+            if not self.busy:
+                self.busy = True
+                _background(asyncio.ensure_future(self._run()))
+        return await asyncio.shield(self.waiting)
+
+    async def _run(self) -> None:
+        try:
+            while self.waiting is not None:
+                batch, self.waiting = self.waiting, None
+                try:
+                    value = await self.client.get(self.key)
+                    batch.set_result(int(value or 0))
+                except (redis.RedisError, OSError, ValueError):
+                    batch.set_result(None)
+        finally:
+            self.busy = False
+
+
+_reads: dict[tuple[int, int], _GenerationReads] = {}
+_running: set[asyncio.Future[None]] = set()
+
+
+def _background(task: asyncio.Future[None]) -> None:
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+
+
 async def generation(registry_pk: int) -> int | None:
-    """The registry's current generation, or None when Redis cannot say (then no cached answer may be used)."""
+    """The registry's current generation, read after this call began; None when Redis cannot say (then no
+    remembered answer may be used)."""
     loop_id = id(asyncio.get_running_loop())
-    client = _async_clients.get(loop_id)
-    if client is None:
-        client = _async_clients[loop_id] = redis.asyncio.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-    try:
-        value = await client.get(_generation_key(registry_pk))
-    except (redis.RedisError, OSError):
-        return None
-    return int(value or 0)
+    reads = _reads.get((loop_id, registry_pk))
+    if reads is None:
+        client = _async_clients.get(loop_id)
+        if client is None:
+            client = _async_clients[loop_id] = redis.asyncio.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        if len(_reads) >= MAX_ENTRIES:
+            _reads.clear()
+        reads = _reads[(loop_id, registry_pk)] = _GenerationReads(client, _generation_key(registry_pk))
+    return await reads.read()
 
 
 def peek_answer(key: tuple[Any, ...], generation_now: int) -> Any:

@@ -203,8 +203,8 @@ def candidate(registry: Registry | None, body: Any, *, normalize: bool) -> Candi
         schema_type = SchemaType.from_request(body.get("schemaType"))
         refs = _references(body.get("references"))
         if not refs:  # the common case, and a pure function of the request: parsed once per process
-            hit = cache.parsed_candidate(schema_type, text, normalize)
-            return Candidate(hit.parsed, hit.text, [], fingerprint(schema_type.value, hit.text, []))
+            hit = cache.parsed_candidate(schema_type, text, normalize, fingerprint)
+            return Candidate(hit.parsed, hit.text, [], hit.fingerprint)
         resolved: dict[str, str] = {}
         pinned: list[Reference] = []
         _resolve(registry, refs, resolved, pinned)
@@ -222,7 +222,7 @@ def plain_candidate(body: Any, normalize: bool) -> Candidate | None:
         return None
     try:
         return candidate(None, body, normalize=normalize)
-    except RegistryError:
+    except (RegistryError, RecursionError):
         return None
 
 
