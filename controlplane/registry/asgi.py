@@ -106,14 +106,20 @@ _refreshing: set[Any] = set()
 _tasks: set[asyncio.Future[Any]] = set()
 
 
-def _refresh_ahead(key: Any, expires: float, work: Callable[[], Any]) -> None:
+def _refresh_ahead(key: Any, expires: float, work: Callable[[], Any],
+                   after: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Run ``work`` on a thread (or the coroutine function ``after`` on the loop) when the entry is about to
+    expire and no refresh of it is under way."""
     if expires - time.monotonic() > REFRESH_AHEAD or key in _refreshing:
         return
     _refreshing.add(key)
 
     async def run() -> None:
         try:
-            await asyncio.to_thread(_on_thread, work)
+            if after is not None:
+                await after()
+            else:
+                await asyncio.to_thread(_on_thread, work)
         except (RegistryError, DatabaseError):
             pass  # a refusal forgot the entry (refresh_registry_access); a store error: it expires as usual
         finally:
@@ -138,6 +144,18 @@ async def _access(authorization: str, cluster_id: str) -> RegistryAccess | None:
         except (RegistryError, DatabaseError):
             return None
     return access if access is not None and getattr(access, "acls", None) is None else None
+
+
+def _answer_refresh(key: tuple[Any, ...], registry_pk: int, work: Callable[[], Any]) -> Callable[[], Awaitable[None]]:
+    """Read a remembered answer again, as a request would: the generation first, then the database."""
+    async def refresh() -> None:
+        generation = await cache.generation(registry_pk)
+        answer = await asyncio.to_thread(_on_thread, work)
+        if generation is None or answer is None:
+            cache.forget_answer(key)
+        else:
+            cache.remember_answer(key, generation, answer)
+    return refresh
 
 
 async def _respond(send: Send, payload: Any) -> None:
@@ -209,22 +227,25 @@ class RegistryHttp:
         # The answer of this generation of the registry, when remembered: no database at all.
         registry_pk = cache.peek_registry_pk(access.cluster.pk)
         new = selectors.plain_candidate(body, normalize) if registry_pk is not None else None
+        cluster = access.cluster
+
+        def work() -> Any:
+            if match["versions"]:
+                found = selectors.registered_id(cluster, subject, body, normalize=normalize)
+                return None if found is None else {"id": found}
+            return selectors.lookup_found(cluster, subject, body, normalize=normalize, deleted=deleted)
+
         key: tuple[Any, ...] | None = None
         generation: int | None = None
         if registry_pk is not None and new is not None:
             key = (bool(match["versions"]), registry_pk, subject, new.fingerprint, deleted)
             generation = await cache.generation(registry_pk)
-            answer = cache.peek_answer(key, generation) if generation is not None else None
-            if answer is not None:
-                await _respond(send, answer)
+            entry = cache.peek_answer_entry(key, generation) if generation is not None else None
+            if entry is not None:
+                _refresh_ahead(("answer", key), entry[0], lambda: None, after=_answer_refresh(key, registry_pk, work))
+                await _respond(send, entry[1])
                 return True
-        if match["versions"]:
-            found = await asyncio.to_thread(_on_thread, lambda: selectors.registered_id(
-                access.cluster, subject, body, normalize=normalize))
-            answer = None if found is None else {"id": found}
-        else:
-            answer = await asyncio.to_thread(_on_thread, lambda: selectors.lookup_found(
-                access.cluster, subject, body, normalize=normalize, deleted=deleted))
+        answer = await asyncio.to_thread(_on_thread, work)
         if answer is None:
             return False
         if key is not None and generation is not None:

@@ -222,10 +222,20 @@ async def generation(registry_pk: int) -> int | None:
     return await reads.read()
 
 
-def peek_answer(key: tuple[Any, ...], generation_now: int) -> Any:
-    """The answer remembered for ``key`` in this generation (and fresh), or None."""
+def peek_answer_entry(key: tuple[Any, ...], generation_now: int) -> tuple[float, Any] | None:
+    """(when it expires, the answer remembered for ``key`` in this generation) while fresh, or None."""
     hit = _answers.get(key)
-    return hit[2] if hit is not None and hit[1] == generation_now and hit[0] > time.monotonic() else None
+    return (hit[0], hit[2]) if hit is not None and hit[1] == generation_now and hit[0] > time.monotonic() else None
+
+
+def peek_answer(key: tuple[Any, ...], generation_now: int) -> Any:
+    entry = peek_answer_entry(key, generation_now)
+    return entry[1] if entry is not None else None
+
+
+def forget_answer(key: tuple[Any, ...]) -> None:
+    with _lock:
+        _answers.pop(key, None)
 
 
 def remember_answer(key: tuple[Any, ...], generation_then: int, answer: Any) -> None:
