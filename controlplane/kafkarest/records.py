@@ -2,8 +2,12 @@
 
 A request names each key and value with a ``type`` -- BINARY (base64 ``data``), JSON (any JSON value,
 written compactly) or STRING (UTF-8) -- and may set the partition, headers (base64 values) and a
-timestamp. Schema-registry types (AVRO, JSONSCHEMA, PROTOBUF) are refused with 42205: this service runs
-no schema registry. ``type`` omitted means JSON, as the REST Proxy does when no schema is given.
+timestamp. A key or value with a schema (``type`` AVRO, JSONSCHEMA or PROTOBUF with ``schema``, or
+``schema_id``, ``schema_version``, ``subject``, or no ``type`` at all) needs the cluster's registry, which a
+pure parse cannot reach: such a record is parsed into a :class:`SchemaRecord` whose key or value is a
+:class:`SchemaSpec`, and ``kafkarest.schemas`` resolves and encodes it (docs/decisions/0028). Only the
+Python parser makes them: the compiled one declines every spec that is not ``{"type", "data"}``, so the
+usual record's path has no schema check at all.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ import binascii
 import functools
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from controlplane.kafkarest import fastjson
 from controlplane.kafkarest._parse import parse_plain
 from controlplane.kafkarest._split import NestingTooDeep, ObjectSplitter
-from controlplane.kafkarest.errors import INVALID_PAYLOAD, PRODUCE_BATCH_INVALID, UNSUPPORTED_SCHEMA, RestError
+from controlplane.kafkarest.errors import BAD_REQUEST, INVALID_PAYLOAD, PRODUCE_BATCH_INVALID, RestError
 
 PLAIN_TYPES = ("BINARY", "JSON", "STRING")
 SCHEMA_TYPES = ("AVRO", "JSONSCHEMA", "PROTOBUF")
@@ -28,6 +33,18 @@ _PLAIN = {kind: kind for kind in PLAIN_TYPES}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 _SCHEMA_FIELDS = frozenset(("schema_id", "schema_version", "schema", "subject", "subject_name_strategy"))
+SUBJECT_NAME_STRATEGIES = ("TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME")
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaInfo:
+    """How a schema'd key or value was written, for its delivery report (Confluent's ``ProduceResponseData``):
+    hashable, so reports of one schema share their dicts (``_size_of``)."""
+
+    type: str  # AVRO, JSONSCHEMA or PROTOBUF
+    subject: str | None
+    schema_id: int
+    schema_version: int | None
 
 
 class ProduceRecord(NamedTuple):
@@ -38,10 +55,52 @@ class ProduceRecord(NamedTuple):
     partition: int | None
     key: bytes | None
     value: bytes | None
+    key_type: str | SchemaInfo | None
+    value_type: str | SchemaInfo | None
+    headers: list[tuple[str, bytes | None]]
+    timestamp_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaSpec:
+    """A key or value to be written with a registered schema, as the request chose it (Confluent's
+    ``ProduceRequestData``): ``type`` with ``schema`` (the text, registered if new), ``schema_id``,
+    ``schema_version``, or none of them (the subject's latest); ``subject`` or ``subject_name_strategy`` names
+    the subject. ``type`` None with nothing else set is the bare ``{"data": ...}``."""
+
+    type: str | None
+    subject: str | None
+    strategy: str | None
+    schema_id: int | None
+    schema_version: int | None
+    schema: str | None
+    data: Any
+
+    @property
+    def bare(self) -> bool:
+        return self.type is None and self.subject is None and self.strategy is None and self.schema_id is None \
+            and self.schema_version is None
+
+
+class SchemaRecord(NamedTuple):
+    """A record with a schema'd key or value: a ProduceRecord whose key or value is still a SchemaSpec."""
+
+    partition: int | None
+    key: bytes | SchemaSpec | None
+    value: bytes | SchemaSpec | None
     key_type: str | None
     value_type: str | None
     headers: list[tuple[str, bytes | None]]
     timestamp_ms: int | None
+
+
+class SchemaPending(Exception):
+    """Raised by the Python parser for a record that needs the registry: its callers catch it where they catch
+    RestError, so the usual record pays no check for it."""
+
+    def __init__(self, record: SchemaRecord) -> None:
+        super().__init__("a record with a schema")
+        self.record = record
 
 
 def b64decode(data: str) -> bytes:
@@ -54,12 +113,56 @@ def _payload_error(message: str) -> RestError:
     return RestError(INVALID_PAYLOAD, f"Payload error. {message}")
 
 
-def _data(spec: Any, what: str) -> tuple[str | None, bytes | None]:
+def _optional(spec: dict[str, Any], name: str, kind: type, what: str) -> Any:
+    value = spec.get(name)
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        raise RestError(BAD_REQUEST, f"{what}.{name} must be {'an integer' if kind is int else 'a string'}.")
+    return value
+
+
+def _schema_spec(spec: dict[str, Any], upper: str | None, what: str) -> SchemaSpec:
+    """A spec with a schema, checked as Confluent's ``ProduceRequestData`` builder checks it (400 each)."""
+    subject = _optional(spec, "subject", str, what)
+    strategy = _optional(spec, "subject_name_strategy", str, what)
+    schema_id = _optional(spec, "schema_id", int, what)
+    version = _optional(spec, "schema_version", int, what)
+    schema = _optional(spec, "schema", str, what)
+    if strategy is not None:
+        strategy = strategy.upper()
+        if strategy not in SUBJECT_NAME_STRATEGIES:
+            raise RestError(BAD_REQUEST, f"{what}.subject_name_strategy must be one of "
+                                         f"{', '.join(SUBJECT_NAME_STRATEGIES)}.")
+    if strategy is not None and subject is not None:
+        raise RestError(BAD_REQUEST, f"{what}: only one of 'subject_name_strategy' or 'subject' can be used.")
+    if sum(x is not None for x in (schema_id, version, schema)) > 1:
+        raise RestError(BAD_REQUEST, f"{what}: only one of 'schema_id', 'schema_version' or 'schema' can be used.")
+    if upper is not None and upper in SCHEMA_TYPES:
+        if schema_id is not None or version is not None:
+            field = "schema_id" if schema_id is not None else "schema_version"
+            raise RestError(BAD_REQUEST, f"{what}: '{field}' cannot be used with 'type': the schema's own type "
+                                         "is used.")
+        if schema is None:
+            raise RestError(BAD_REQUEST, f"{what}: 'type={upper}' needs 'schema' (the schema text); to use a "
+                                         "registered schema, send 'schema_id' or 'schema_version' without 'type'.")
+    elif upper is not None:  # a plain type with schema fields
+        extra = next(k for k in ("subject_name_strategy", "subject", "schema_id", "schema_version", "schema")
+                     if spec.get(k) is not None)
+        raise RestError(BAD_REQUEST, f"{what}: 'type={upper}' cannot be used with '{extra}'.")
+    elif schema is not None:
+        raise RestError(BAD_REQUEST, f"{what}: 'schema' needs 'type' (AVRO, JSONSCHEMA or PROTOBUF).")
+    if "data" not in spec:
+        raise _payload_error(f"{what}.data is required.")
+    return SchemaSpec(upper, subject, strategy, schema_id, version, schema, spec["data"])
+
+
+def _data(spec: Any, what: str) -> tuple[str | None, bytes | SchemaSpec | None]:
     if spec is None:
         return None, None
     if not isinstance(spec, dict):
         raise _payload_error(f"{what} must be an object with 'type' and 'data'.")
-    kind = spec.get("type", "JSON")
+    kind = spec.get("type")
+    if kind is None:  # no type: a registered schema (or JSON when the topic's subject has none)
+        return None, _schema_spec(spec, None, what)
     # The usual spelling is looked up (no upper() per record); anything else is normalised the slow way.
     upper = _PLAIN.get(kind) if isinstance(kind, str) else None
     if upper is None:
@@ -68,10 +171,10 @@ def _data(spec: Any, what: str) -> tuple[str | None, bytes | None]:
         upper = kind.upper()
     if upper in SCHEMA_TYPES or (not _SCHEMA_FIELDS.isdisjoint(spec)
                                  and any(spec.get(k) is not None for k in _SCHEMA_FIELDS)):
-        raise RestError(UNSUPPORTED_SCHEMA, f"{what}: schema-based formats need a schema registry, which this "
-                                            "service does not run; use BINARY, JSON or STRING.")
+        return None, _schema_spec(spec, upper, what)
     if upper not in PLAIN_TYPES:
-        raise _payload_error(f"{what}.type must be one of BINARY, JSON, STRING, not {upper!r}.")
+        raise _payload_error(f"{what}.type must be one of BINARY, JSON, STRING, AVRO, JSONSCHEMA, PROTOBUF, "
+                             f"not {upper!r}.")
     if "data" not in spec:
         raise _payload_error(f"{what}.data is required.")
     data = spec["data"]
@@ -160,14 +263,17 @@ def _format_ms(ms: int) -> str | None:
 
 
 def parse_produce_request(body: Any) -> ProduceRecord:
-    """One ProduceRequest object; RestError 42206 (or 42205 for schema formats) when it is not valid."""
+    """One ProduceRequest object; RestError 42206 (400 for a malformed schema spec) when it is not valid, and
+    SchemaPending for a record with a schema."""
     record = parse_plain(body)  # the usual record, parsed in C
     return record if record is not None else parse_any_produce_request(body)
 
 
 def parse_any_produce_request(body: Any) -> ProduceRecord:
     """``parse_produce_request`` of any body, in Python: every unusual record and every error is parsed here,
-    and ``parse_plain``'s results must be what this returns."""
+    and ``parse_plain``'s results must be what this returns. A record with a schema raises SchemaPending."""
+    if type(body) is SchemaRecord:  # parsed already (a records:batch entry), handed on again
+        raise SchemaPending(body)
     if not isinstance(body, dict):
         raise _payload_error("each record must be a JSON object.")
     partition = body.get("partition_id")
@@ -178,13 +284,16 @@ def parse_any_produce_request(body: Any) -> ProduceRecord:
     # Absent headers and timestamp (the usual record) cost no call each.
     headers = body.get("headers")
     timestamp = body.get("timestamp")
-    return ProduceRecord(partition, key, value, key_type, value_type, [] if headers is None else _headers(headers),
-                         None if timestamp is None else parse_timestamp(timestamp))
+    parsed_headers = [] if headers is None else _headers(headers)
+    stamp = None if timestamp is None else parse_timestamp(timestamp)
+    if isinstance(key, SchemaSpec) or isinstance(value, SchemaSpec):
+        raise SchemaPending(SchemaRecord(partition, key, value, key_type, value_type, parsed_headers, stamp))
+    return ProduceRecord(partition, key, value, key_type, value_type, parsed_headers, stamp)
 
 
 def as_record(value: Any) -> tuple[ProduceRecord | None, Any]:
     """A request's record as parsed (a ProduceRecord, a RestError already found for it, or a body to parse):
-    (the record, None) or (None, the RestError that takes its place)."""
+    (the record, None) or (None, the RestError that takes its place, or the SchemaRecord still to encode)."""
     if isinstance(value, ProduceRecord):
         return value, None
     if isinstance(value, RestError):
@@ -193,9 +302,11 @@ def as_record(value: Any) -> tuple[ProduceRecord | None, Any]:
         return parse_produce_request(value), None
     except RestError as exc:
         return None, exc
+    except SchemaPending as pending:
+        return None, pending.record
 
 
-def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | RestError]]:
+def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | SchemaRecord | RestError]]:
     """A ProduceBatchRequest: each entry's id with its record, or the error that entry has.
 
     The batch as a whole is refused (42208) when it is empty, too long, or its ids are missing or repeated.
@@ -208,7 +319,7 @@ def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | RestError]]:
     if len(entries) > MAX_BATCH_ENTRIES:
         raise RestError(PRODUCE_BATCH_INVALID, f"Too many entries: at most {MAX_BATCH_ENTRIES} in one batch.")
     ids: list[str] = []
-    out: list[tuple[str, ProduceRecord | RestError]] = []
+    out: list[tuple[str, ProduceRecord | SchemaRecord | RestError]] = []
     for entry in entries:
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if not isinstance(entry_id, str) or not 1 <= len(entry_id) <= MAX_BATCH_ID_LENGTH:
@@ -219,22 +330,34 @@ def parse_batch(body: Any) -> list[tuple[str, ProduceRecord | RestError]]:
             out.append((entry_id, parse_produce_request(entry)))  # it reads its own fields only, never "id"
         except RestError as exc:
             out.append((entry_id, exc))
+        except SchemaPending as pending:
+            out.append((entry_id, pending.record))
     if len(set(ids)) != len(ids):
         raise RestError(PRODUCE_BATCH_INVALID, "Batch entry IDs are not distinct.")
     return out
 
 
-def _size(kind: str | None, data: bytes | None) -> dict[str, Any] | None:
+def _size(kind: str | SchemaInfo | None, data: bytes | None) -> dict[str, Any] | None:
     if kind is None:
         return None
     return _size_of(kind, 0 if data is None else len(data))
 
 
 @functools.lru_cache(maxsize=1024)
-def _size_of(kind: str, size: int) -> dict[str, Any]:
+def _size_of(kind: str | SchemaInfo, size: int) -> dict[str, Any]:
     """Shared by every report with the same type and size (records of a batch mostly are): reports are only
-    serialised, never changed, so one dict serves them all."""
-    return {"type": kind, "size": size}
+    serialised, never changed, so one dict serves them all. A schema'd one says which schema wrote it, as
+    Confluent's ``ProduceResponseData`` does (``subject`` where known)."""
+    if isinstance(kind, str):
+        return {"type": kind, "size": size}
+    report: dict[str, Any] = {"type": kind.type}
+    if kind.subject is not None:
+        report["subject"] = kind.subject
+    report["schema_id"] = kind.schema_id
+    if kind.schema_version is not None:
+        report["schema_version"] = kind.schema_version
+    report["size"] = size
+    return report
 
 
 def delivery_report(cluster_id: str, topic: str, record: ProduceRecord, partition: int, offset: int,

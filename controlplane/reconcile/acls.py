@@ -32,7 +32,7 @@ def apply(ctx: PassContext, desired: DesiredAcls, plan: AclPlan) -> AclsResult:
     errors = {spec: error for spec, error in failures.items() if error is not None}
     if errors and all(error.code == "SECURITY_DISABLED" for error in errors.values()):
         # Not a failure to retry: nothing will change until the brokers run with an authorizer.
-        return AclsResult(bindings=len(desired.all), enforced=False, message=UNENFORCED)
+        return AclsResult(bindings=len(desired.brokers), enforced=False, message=UNENFORCED)
     return AclsResult(pending=len(errors), bindings=len(desired.bound), from_roles=len(desired.from_roles),
                       errors=tuple(f"{spec}: {error.code}: {error.message}" for spec, error in errors.items()),
                       drift=f"{len(plan.drift)} ACL(s) in the cluster that no binding names" if plan.drift else "")
@@ -41,7 +41,7 @@ def apply(ctx: PassContext, desired: DesiredAcls, plan: AclPlan) -> AclsResult:
 def run(ctx: PassContext) -> AclsResult:
     try:
         desired, observed = observe(ctx)
-        plan = plan_acls(desired.all, observed, correct_drift=ctx.cluster.drift_policy == "correct")
+        plan = plan_acls(desired.brokers, observed, correct_drift=ctx.cluster.drift_policy == "correct")
         return apply(ctx, desired, plan)
     except AdminError as exc:
         log.warning("cluster %s: ACL reconcile failed: %s", ctx.cluster.kafka_cluster_id, exc)

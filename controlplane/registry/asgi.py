@@ -6,8 +6,9 @@ they are answered without Django's middleware and thread: the caller's access an
 the per-process caches (``access``, ``cache``); a registration or lookup answer is remembered for the
 registry's current generation (one Redis GET per request checks it), else it is one query on a worker thread.
 Anything else -- a cache that cannot answer, a role too low, a schema not registered yet, any request that
-would be an error, a browser's request (``Origin``: CORS is Django's) -- goes on to Django unchanged, with the
-body it sent, so every answer and error stays the views' own.
+would be an error, a browser's request (``Origin``: CORS is Django's), a ``format`` asked for, a caller with
+per-subject ACLs (a service account's key: the views check them) -- goes on to Django unchanged, with the body it
+sent, so every answer and error stays the views' own.
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ class RegistryHttp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/schema-registry/") \
                 and scope["method"] in ("GET", "POST") and (match := PATH.match(scope["path"])) \
-                and not _header(scope, b"origin"):
+                and not _header(scope, b"origin") and b"format=" not in bytes(scope.get("query_string", b"")):
             replay = Replay(receive)  # Django gets the body again if it was read here
             try:
                 if await self._serve(scope, replay, send, match):

@@ -17,7 +17,17 @@ from controlplane.clusters.models import Cluster
 from controlplane.registry import cache, errors
 from controlplane.registry.errors import RegistryError
 from controlplane.registry.models import DEFAULT_COMPATIBILITY, Mode, Registry, Schema, SubjectConfig, SubjectVersion
-from dataplane.schemas import AnySchema, CompatibilityLevel, Reference, SchemaError, SchemaType, check, parse_schema
+from dataplane.schemas import (
+    AnySchema,
+    CompatibilityLevel,
+    ProtobufSchema,
+    Reference,
+    SchemaError,
+    SchemaType,
+    check,
+    parse_schema,
+    serialized_descriptor,
+)
 
 LATEST = -1
 MAX_VERSION = 2**31 - 1
@@ -93,29 +103,32 @@ def version_get(cluster: Cluster, subject: str, version: int, *, deleted: bool =
     return found
 
 
-def version_body(row: SubjectVersion) -> dict[str, Any]:
+def version_body(row: SubjectVersion, fmt: str | None = None) -> dict[str, Any]:
     """Confluent's version answer: ``schemaType`` omitted for AVRO, ``references`` only when there are some."""
     return {"subject": row.subject, "version": row.version, "id": row.schema.schema_id,
-            **schema_fields(row.schema)}
+            **schema_fields(row.schema, fmt)}
 
 
-def schema_fields(schema: Schema | cache.CachedSchema) -> dict[str, Any]:
+def schema_fields(schema: Schema | cache.CachedSchema, fmt: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if schema.schema_type != SchemaType.AVRO:
         body["schemaType"] = schema.schema_type
     if schema.references:
         body["references"] = list(schema.references)
-    body["schema"] = schema.text
+    body["schema"] = schema_text(schema, fmt) if isinstance(schema, Schema) else schema.text  # cached: fmt None
     return body
 
 
-def schema_cached(cluster: Cluster, schema_id: int) -> cache.CachedSchema:
-    """Schema ``schema_id`` of the cluster's registry from the per-process cache (``cache.schema_by_id``); 40403."""
-    registry_pk = cache.registry_pk(cluster.pk)
-    schema = cache.schema_by_id(registry_pk, schema_id) if registry_pk is not None else None
-    if schema is None:
-        raise errors.schema_not_found(schema_id)
-    return schema
+def schema_text(schema: Schema, fmt: str | None) -> str:
+    """The stored text, or in Confluent's ``format=serialized`` a Protobuf schema's base64 descriptor (what its
+    Python and Go deserializers ask for). Other formats are the stored text, as Confluent answers them."""
+    if fmt == "serialized" and schema.schema_type == SchemaType.PROTOBUF:
+        parsed = parsed_of(schema)
+        try:
+            return serialized_descriptor(parsed) if isinstance(parsed, ProtobufSchema) else schema.text
+        except SchemaError as exc:
+            raise RegistryError(errors.INVALID_SCHEMA, exc.message) from exc
+    return schema.text
 
 
 def schema_get(cluster: Cluster, schema_id: int) -> Schema:
@@ -256,6 +269,17 @@ def lookup_found(cluster: Cluster, subject: str, body: Any, *, normalize: bool, 
     rows = SubjectVersion.objects.filter(registry_id=registry_pk, subject=subject, schema__fingerprint=new.fingerprint)
     row = (rows if deleted else rows.filter(deleted=False)).select_related("schema").order_by("-version").first()
     return version_body(row) if row is not None else None
+
+
+def same_version(rows: Sequence[SubjectVersion], new: Candidate, *, normalize: bool) -> SubjectVersion | None:
+    """The newest of ``rows`` that holds ``new``: the same stored form, or under ``normalize`` the same normalized
+    form (Confluent normalizes both sides, so a schema registered plainly is found by a normalizing client)."""
+    found = next((row for row in reversed(rows) if row.schema.fingerprint == new.fingerprint), None)
+    if found is not None or not normalize:
+        return found
+    return next((row for row in reversed(rows)
+                 if row.schema.schema_type == new.parsed.schema_type and row.schema.references == new.references
+                 and parsed_of(row.schema).normalized() == new.text), None)
 
 
 def parsed_of(schema: Schema) -> AnySchema:

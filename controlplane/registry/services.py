@@ -57,7 +57,7 @@ def schema_register(*, cluster: Cluster, actor: Actor, subject: str, body: Any, 
         new = candidate(registry, body, normalize=normalize)
         rows = list(subject_versions(registry, subject, deleted=True))
         live = [row for row in rows if not row.deleted]
-        same = next((row for row in live if row.schema.fingerprint == new.fingerprint), None)
+        same = selectors.same_version(live, new, normalize=normalize)
         if same is not None and requested in (None, same.schema.schema_id):
             return same.schema.schema_id
         if mode != Mode.IMPORT:

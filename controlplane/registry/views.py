@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
@@ -21,9 +23,12 @@ from django.views.decorators.csrf import csrf_exempt
 from controlplane.registry import errors, selectors, services
 from controlplane.registry.access import RegistryAccess, registry_access
 from controlplane.registry.errors import RegistryError
+from controlplane.registry.models import Schema
+from controlplane.registry.permissions import GLOBAL, denied_message
 from controlplane.registry.selectors import parse_level, parse_mode, parse_version
 from controlplane.tenancy.models import Role
 from dataplane.schemas import SchemaType
+from dataplane.security.acl import AclOperation
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +50,16 @@ def _body(request: HttpRequest) -> Any:
     if content_type not in JSON_TYPES:
         raise RegistryError(errors.UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: {content_type}")
     try:
-        return json.loads(request.body or b"null")
+        raw = request.body
+    except RequestDataTooBig:
+        raise RegistryError(errors.PAYLOAD_TOO_LARGE, f"Request body too large: a registry request takes at most "
+                                                      f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
+    try:
+        return json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise RegistryError(errors.BAD_REQUEST, f"Unrecognized JSON: {exc}") from exc
+    except RecursionError:
+        raise RegistryError(errors.BAD_REQUEST, "Unrecognized JSON: it nests too deeply") from None
 
 
 def _respond(status: int, payload: Any) -> HttpResponse:
@@ -57,9 +69,12 @@ def _respond(status: int, payload: Any) -> HttpResponse:
 
 @method_decorator(csrf_exempt, name="dispatch")
 class RegistryView(View):
-    """The base: ``roles`` maps an HTTP method to the tenant role it needs; handlers return the JSON payload."""
+    """The base: ``roles`` maps an HTTP method to the tenant role it needs, ``operations`` to the ACL operation a
+    service account needs on the path's subject (or, for a write of the registry-wide config and mode, on every
+    subject); handlers return the JSON payload."""
 
     roles: dict[str, str] = {}
+    operations: dict[str, AclOperation] = {}
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         kafka_cluster_id = kwargs.pop("kafka_cluster_id")
@@ -70,6 +85,10 @@ class RegistryView(View):
             if handler is None:
                 raise RegistryError(errors.METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
             access.require(self.roles[method.upper()])
+            operation = self.operations.get(method.upper())
+            subject = kwargs.get("subject")
+            if operation is not None and (subject is not None or method != "get"):
+                access.require_subject(operation, GLOBAL if subject is None else subject)
             return _respond(200, handler(request, access, **kwargs))
         except RegistryError as exc:
             return _respond(exc.status, exc.body())
@@ -89,14 +108,16 @@ class SubjectsView(RegistryView):
     roles = {"GET": Role.VIEWER}
 
     def get(self, request: HttpRequest, access: RegistryAccess) -> Any:
-        return selectors.subject_list(access.cluster, deleted=_flag(request, "deleted"),
-                                      prefix=request.GET.get("subjectPrefix", ""))
+        subjects = selectors.subject_list(access.cluster, deleted=_flag(request, "deleted"),
+                                          prefix=request.GET.get("subjectPrefix", ""))
+        return [subject for subject in subjects if access.may(AclOperation.READ, subject)]
 
 
 class SubjectView(RegistryView):
     """``POST``: is this schema registered under the subject (lookup); ``DELETE``: the subject's versions."""
 
     roles = {"POST": Role.VIEWER, "DELETE": Role.MEMBER}
+    operations = {"POST": AclOperation.READ, "DELETE": AclOperation.DELETE}
 
     def post(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
         body = _body(request)
@@ -104,11 +125,12 @@ class SubjectView(RegistryView):
         rows = list(selectors.subject_versions(selectors.registry_of(access.cluster), subject, deleted=deleted))
         if not rows:
             raise errors.subject_not_found(subject)
-        new = selectors.candidate(selectors.registry_of(access.cluster), body, normalize=_flag(request, "normalize"))
-        found = next((row for row in reversed(rows) if row.schema.fingerprint == new.fingerprint), None)
+        normalize = _flag(request, "normalize")
+        new = selectors.candidate(selectors.registry_of(access.cluster), body, normalize=normalize)
+        found = selectors.same_version(rows, new, normalize=normalize)
         if found is None:
             raise RegistryError(errors.SCHEMA_NOT_FOUND, "Schema not found")
-        return selectors.version_body(found)
+        return selectors.version_body(found, request.GET.get("format"))
 
     def delete(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
         permanent = _flag(request, "permanent")
@@ -120,6 +142,7 @@ class SubjectView(RegistryView):
 
 class VersionsView(RegistryView):
     roles = {"GET": Role.VIEWER, "POST": Role.MEMBER}
+    operations = {"GET": AclOperation.READ, "POST": AclOperation.WRITE}
 
     def get(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
         return selectors.version_list(access.cluster, subject, deleted=_flag(request, "deleted"))
@@ -136,10 +159,11 @@ class VersionsView(RegistryView):
 
 class VersionView(RegistryView):
     roles = {"GET": Role.VIEWER, "DELETE": Role.MEMBER}
+    operations = {"GET": AclOperation.READ, "DELETE": AclOperation.DELETE}
 
     def get(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
         row = selectors.version_get(access.cluster, subject, parse_version(version), deleted=_flag(request, "deleted"))
-        return selectors.version_body(row)
+        return selectors.version_body(row, request.GET.get("format"))
 
     def delete(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
         number = parse_version(version)
@@ -152,6 +176,7 @@ class VersionView(RegistryView):
 
 class VersionSchemaView(RegistryView):
     roles = {"GET": Role.VIEWER}
+    operations = {"GET": AclOperation.READ}
 
     def get(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
         row = selectors.version_get(access.cluster, subject, parse_version(version), deleted=_flag(request, "deleted"))
@@ -160,6 +185,7 @@ class VersionSchemaView(RegistryView):
 
 class ReferencedByView(RegistryView):
     roles = {"GET": Role.VIEWER}
+    operations = {"GET": AclOperation.READ}
 
     def get(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str) -> Any:
         row = selectors.version_get(access.cluster, subject, parse_version(version))
@@ -173,18 +199,29 @@ def _schema_id(text: str) -> int:
         raise errors.schema_not_found(text) from None
 
 
+def _readable_schema(access: RegistryAccess, schema_id: str) -> Schema:
+    """A schema by id, for a caller that may read at least one subject using it (Confluent's SCHEMA_READ)."""
+    schema = selectors.schema_get(access.cluster, _schema_id(schema_id))
+    if access.acls is not None:
+        subjects = sorted({row.subject for row in schema.versions.all()})
+        if not access.may_any(AclOperation.READ, subjects):
+            raise RegistryError(errors.FORBIDDEN, denied_message(access.acls.principal, AclOperation.READ,
+                                                                 subjects[0] if subjects else GLOBAL))
+    return schema
+
+
 class SchemaByIdView(RegistryView):
     roles = {"GET": Role.VIEWER}
 
     def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
-        return selectors.schema_fields(selectors.schema_cached(access.cluster, _schema_id(schema_id)))
+        return selectors.schema_fields(_readable_schema(access, schema_id), request.GET.get("format"))
 
 
 class SchemaTextByIdView(RegistryView):
     roles = {"GET": Role.VIEWER}
 
     def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
-        return Text(selectors.schema_cached(access.cluster, _schema_id(schema_id)).text)
+        return Text(_readable_schema(access, schema_id).text)
 
 
 class SchemaVersionsView(RegistryView):
@@ -192,7 +229,8 @@ class SchemaVersionsView(RegistryView):
 
     def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
         rows = selectors.schema_versions(access.cluster, _schema_id(schema_id), deleted=_flag(request, "deleted"))
-        return [{"subject": row.subject, "version": row.version} for row in rows]
+        return [{"subject": row.subject, "version": row.version} for row in rows
+                if access.may(AclOperation.READ, row.subject)]
 
 
 class SchemaSubjectsView(RegistryView):
@@ -200,7 +238,7 @@ class SchemaSubjectsView(RegistryView):
 
     def get(self, request: HttpRequest, access: RegistryAccess, schema_id: str) -> Any:
         rows = selectors.schema_versions(access.cluster, _schema_id(schema_id), deleted=_flag(request, "deleted"))
-        return sorted({row.subject for row in rows})
+        return sorted({row.subject for row in rows if access.may(AclOperation.READ, row.subject)})
 
 
 class SchemaTypesView(RegistryView):
@@ -214,6 +252,7 @@ class CompatibilityView(RegistryView):
     """May this schema follow a version (or, with no version in the path, the versions the level compares)?"""
 
     roles = {"POST": Role.MEMBER}
+    operations = {"POST": AclOperation.READ}
 
     def post(self, request: HttpRequest, access: RegistryAccess, subject: str, version: str | None = None) -> Any:
         number = parse_version(version) if version is not None else None
@@ -225,8 +264,13 @@ class CompatibilityView(RegistryView):
         return answer
 
 
+_CONFIG_OPERATIONS = {"GET": AclOperation.DESCRIBE_CONFIGS, "PUT": AclOperation.ALTER_CONFIGS,
+                      "DELETE": AclOperation.ALTER_CONFIGS}
+
+
 class ConfigView(RegistryView):
     roles = {"GET": Role.VIEWER, "PUT": Role.ADMIN, "DELETE": Role.ADMIN}
+    operations = _CONFIG_OPERATIONS
 
     def get(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
         registry = selectors.registry_of(access.cluster)
@@ -253,6 +297,7 @@ class ConfigView(RegistryView):
 
 class ModeView(RegistryView):
     roles = {"GET": Role.VIEWER, "PUT": Role.ADMIN, "DELETE": Role.ADMIN}
+    operations = _CONFIG_OPERATIONS
 
     def get(self, request: HttpRequest, access: RegistryAccess, subject: str | None = None) -> Any:
         registry = selectors.registry_of(access.cluster)
@@ -277,6 +322,15 @@ class ModeView(RegistryView):
         if subject is None:
             raise RegistryError(errors.METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
         return {"mode": services.registry_mode_delete(cluster=access.cluster, actor=access.actor, subject=subject)}
+
+
+class ContextsView(RegistryView):
+    """Schema contexts: a registry here has only Confluent's default context, ``.``."""
+
+    roles = {"GET": Role.VIEWER}
+
+    def get(self, request: HttpRequest, access: RegistryAccess) -> Any:
+        return ["."]
 
 
 class NotFoundView(RegistryView):

@@ -13,7 +13,7 @@ from controlplane.core.actors import kafka_principal
 from controlplane.resources.models import AclBinding
 from controlplane.tenancy.models import Membership, Role
 from dataplane.client.admin import AclSpec
-from dataplane.security.acl import CLUSTER_RESOURCE_NAME
+from dataplane.security.acl import CLUSTER_RESOURCE_NAME, KAFKA_RESOURCE_TYPES, ResourceType
 
 
 def desired_acl(row: AclBinding) -> AclSpec:
@@ -50,6 +50,11 @@ class DesiredAcls:
     @property
     def all(self) -> list[AclSpec]:
         return sorted(set(self.bound) | set(self.from_roles))
+
+    @property
+    def brokers(self) -> list[AclSpec]:
+        """What the brokers store and enforce: all but the registry's subject bindings."""
+        return [spec for spec in self.all if ResourceType[spec.resource_type] in KAFKA_RESOURCE_TYPES]
 
 
 def desired_acls(cluster: Cluster) -> DesiredAcls:

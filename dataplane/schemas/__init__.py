@@ -7,7 +7,7 @@ file, a socket or a database. Shared by the control plane's registry and REST Pr
 from __future__ import annotations
 
 from dataplane.schemas.avro import AvroSchema, avro_compatibility, parse_avro
-from dataplane.schemas.base import ParsedSchema, Reference, SchemaError, SchemaType
+from dataplane.schemas.base import ParsedSchema, PayloadError, Reference, SchemaError, SchemaType, WireFormatError
 from dataplane.schemas.compatibility import AnySchema, CompatibilityLevel, can_read, check, parse_schema
 from dataplane.schemas.json_schema import JsonSchema, json_schema_compatibility, parse_json_schema
 from dataplane.schemas.protobuf import (
@@ -17,6 +17,8 @@ from dataplane.schemas.protobuf import (
     parse_protobuf,
     protobuf_compatibility,
 )
+from dataplane.schemas.protobuf_codec import protobuf_decode, protobuf_encode
+from dataplane.schemas.protobuf_descriptors import serialized_descriptor
 
 __all__ = [
     "AnySchema",
@@ -24,10 +26,12 @@ __all__ = [
     "CompatibilityLevel",
     "JsonSchema",
     "ParsedSchema",
+    "PayloadError",
     "ProtobufSchema",
     "Reference",
     "SchemaError",
     "SchemaType",
+    "WireFormatError",
     "avro_compatibility",
     "can_read",
     "check",
@@ -39,4 +43,7 @@ __all__ = [
     "parse_protobuf",
     "parse_schema",
     "protobuf_compatibility",
+    "protobuf_decode",
+    "protobuf_encode",
+    "serialized_descriptor",
 ]

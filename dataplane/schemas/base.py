@@ -51,6 +51,14 @@ class SchemaError(ValueError):
         self.message = message
 
 
+class WireFormatError(ValueError):
+    """Bytes that are not a Confluent-framed message."""
+
+
+class PayloadError(ValueError):
+    """A value that does not fit its schema, or bytes that do not decode with it."""
+
+
 class ParsedSchema(Protocol):
     """A schema parsed and checked, with the strings the registry stores and compares."""
 

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping, Sequence
 
 from dataplane.schemas.avro import AvroSchema, avro_compatibility, parse_avro
-from dataplane.schemas.base import Reference, SchemaType
+from dataplane.schemas.base import Reference, SchemaError, SchemaType
 from dataplane.schemas.json_schema import JsonSchema, json_schema_compatibility, parse_json_schema
 from dataplane.schemas.protobuf import ProtobufSchema, parse_protobuf, protobuf_compatibility
 
@@ -47,12 +47,18 @@ def parse_schema(
     references: Sequence[Reference] = (),
     resolved: Mapping[str, str] | None = None,
 ) -> AnySchema:
-    """Parse ``text`` as ``schema_type``; ``resolved`` maps every (transitively) referenced name to its text."""
-    if schema_type is SchemaType.AVRO:
-        return parse_avro(text, references, resolved)
-    if schema_type is SchemaType.JSON:
-        return parse_json_schema(text, references, resolved)
-    return parse_protobuf(text, references, resolved)
+    """Parse ``text`` as ``schema_type``; ``resolved`` maps every (transitively) referenced name to its text.
+
+    A schema nested deeper than the interpreter's recursion limit is refused as invalid (the parsers recurse once
+    a level), never left to surface as a server error."""
+    try:
+        if schema_type is SchemaType.AVRO:
+            return parse_avro(text, references, resolved)
+        if schema_type is SchemaType.JSON:
+            return parse_json_schema(text, references, resolved)
+        return parse_protobuf(text, references, resolved)
+    except RecursionError:
+        raise SchemaError(f"Invalid schema: the {schema_type.value} schema nests too deeply") from None
 
 
 def can_read(reader: AnySchema, writer: AnySchema) -> list[str]:

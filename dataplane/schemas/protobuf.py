@@ -37,6 +37,7 @@ from proto_schema_parser.generator import Generator
 from proto_schema_parser.parser import Parser
 
 from dataplane.schemas.base import Reference, SchemaError, SchemaType, resolve_reference
+from dataplane.schemas.protobuf_text import descriptor_text
 
 SCALARS = frozenset({"double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32",
                      "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes"})
@@ -120,6 +121,13 @@ class ProtobufSchema:
     messages: Mapping[str, ProtoMessage] = field(repr=False)
     # Full names of the messages at each nesting level, in declaration order (for message indexes).
     nesting: Mapping[str, tuple[str, ...]] = field(repr=False)
+    syntax: str = "proto2"
+    # The texts of the files it imports (transitively), by import path; well-known files are not in it.
+    imports: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Every type it can name, over the file and its imports: full name → "message" | "enum".
+    types: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Derived objects the payload codec builds once per schema (its descriptor pool); schemas are immutable.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def schema_type(self) -> SchemaType:
@@ -165,21 +173,31 @@ def _parse_tree(text: str, what: str) -> ast.File:
 def parse_protobuf(
     text: str, references: Sequence[Reference] = (), resolved: Mapping[str, str] | None = None
 ) -> ProtobufSchema:
-    """Parse ``text``; its imports come from ``resolved`` (import path → text, transitively) or WELL_KNOWN."""
+    """Parse ``text`` (``.proto``, or a base64 ``FileDescriptorProto``); its imports come from ``resolved``
+    (import path → text, transitively) or WELL_KNOWN."""
     resolved = resolved or {}
     for ref in references:
         resolve_reference(ref.name, resolved)
-    tree = _parse_tree(text, "schema")
+    tree = _parse_tree(_text_of(text), "schema")
     syntax = tree.syntax or "proto2"
     if tree.edition is not None or syntax not in ("proto2", "proto3"):
         raise SchemaError(f"Invalid schema: unsupported syntax {tree.edition or syntax!r} (proto2 or proto3)")
     known: dict[str, str] = {}  # full name → "message" | "enum", over this file and its imports
-    _imported_types(tree, resolved, known, set())
+    seen: set[str] = set()
+    _imported_types(tree, resolved, known, seen)
     package = _package(tree)
     collector = _Collector(package, syntax, known)
     collector.declare(tree.file_elements, package)
     collector.collect(tree.file_elements, package)
-    return ProtobufSchema(tree, tuple(references), package, collector.messages, collector.nesting)
+    imports = {name: _text_of(resolved[name]) for name in sorted(seen) if name in resolved}
+    return ProtobufSchema(tree, tuple(references), package, collector.messages, collector.nesting, syntax,
+                          imports, dict(known))
+
+
+def _text_of(text: str) -> str:
+    """``.proto`` text; a base64 ``FileDescriptorProto`` (what Confluent's Python and Go serializers register,
+    and Confluent's registry accepts) is rendered as ``.proto`` text first."""
+    return descriptor_text(text) or text
 
 
 def _package(tree: ast.File) -> str:
@@ -192,7 +210,7 @@ def _imported_types(tree: ast.File, resolved: Mapping[str, str], known: dict[str
             continue
         seen.add(element.name)
         if element.name in resolved:
-            imported = _parse_tree(resolved[element.name], f"import {element.name!r}")
+            imported = _parse_tree(_text_of(resolved[element.name]), f"import {element.name!r}")
             _imported_types(imported, resolved, known, seen)
             _declare_types(imported.file_elements, _package(imported), known)
         elif element.name in WELL_KNOWN:

@@ -1,4 +1,4 @@
-"""Confluent's wire format and the payload codecs, so callers never touch fastavro or jsonschema.
+"""Confluent's wire format and the payload codecs, so callers never touch fastavro, jsonschema or protobuf.
 
 A framed message is::
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import fastavro
@@ -25,7 +25,10 @@ import fastavro.validation
 import jsonschema.exceptions
 
 from dataplane.schemas.avro import AvroSchema, json_encoding_error
+from dataplane.schemas.base import PayloadError, WireFormatError
 from dataplane.schemas.json_schema import JsonSchema
+from dataplane.schemas.protobuf import ProtobufSchema
+from dataplane.schemas.protobuf_codec import protobuf_decode, protobuf_encode
 
 MAGIC = 0
 HEADER = struct.Struct(
@@ -34,13 +37,9 @@ HEADER = struct.Struct(
 )
 _MAX_INDEXES = 1024  # a count above this is corruption, not a schema's nesting
 
-
-class WireFormatError(ValueError):
-    """Bytes that are not a Confluent-framed message."""
-
-
-class PayloadError(ValueError):
-    """A value that does not fit its schema, or bytes that do not decode with it."""
+__all__ = ["HEADER", "MAGIC", "PayloadError", "WireFormatError", "avro_decode", "avro_encode", "frame",
+           "json_decode", "json_encode", "json_validate", "protobuf_decode", "protobuf_encode", "protobuf_frame",
+           "protobuf_unframe", "unframe"]
 
 
 def frame(schema_id: int, payload: bytes, message_indexes: Sequence[int] | None = None) -> bytes:
@@ -165,3 +164,17 @@ def json_decode(schema: JsonSchema, payload: bytes) -> Any:
         raise PayloadError(f"payload is not JSON: {exc}") from None
     json_validate(schema, value)
     return value
+
+
+# -- Protobuf (the codec lives in protobuf_codec; framed here) -----------------------------------------------
+
+def protobuf_frame(schema_id: int, schema: ProtobufSchema, value: Any, message: str | None = None) -> bytes:
+    """``value`` (Protobuf's JSON mapping) as a framed record of ``message`` (None: the file's first)."""
+    indexes, payload = protobuf_encode(schema, value, message)
+    return frame(schema_id, payload, indexes)
+
+
+def protobuf_unframe(data: bytes, schema_of: Callable[[int], ProtobufSchema]) -> tuple[int, Any]:
+    """(schema id, value) of a framed Protobuf record; ``schema_of`` looks the writer's schema up by id."""
+    schema_id, indexes, payload = unframe(data, protobuf=True)
+    return schema_id, protobuf_decode(schema_of(schema_id), indexes, payload)

@@ -20,6 +20,16 @@ class ResourceType(IntEnum):
     GROUP = 3
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
+    # Sluice's own, never on the Kafka wire (whose resource type is an INT8 Kafka numbers up to 7): a Schema
+    # Registry subject, authorized by the control plane's registry with the same rules (Confluent's
+    # SUBJECT_READ/WRITE/DELETE and SUBJECT_COMPATIBILITY_READ/WRITE as READ, WRITE, DELETE, DESCRIBE_CONFIGS,
+    # ALTER_CONFIGS).
+    SUBJECT = 100
+
+
+# What brokers store and enforce; the rest is enforced by the control plane.
+KAFKA_RESOURCE_TYPES = frozenset({ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                                  ResourceType.TRANSACTIONAL_ID})
 
 
 class PatternType(IntEnum):
@@ -54,6 +64,7 @@ VALID_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.CLUSTER: frozenset({_O.ALL, _O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS,
                                      _O.IDEMPOTENT_WRITE, _O.ALTER, _O.DESCRIBE}),
     ResourceType.TRANSACTIONAL_ID: frozenset({_O.ALL, _O.DESCRIBE, _O.WRITE}),
+    ResourceType.SUBJECT: frozenset({_O.ALL, _O.READ, _O.WRITE, _O.DELETE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}),
 }
 
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dataplane.security.acl import WILDCARD, AclOperation, AclPermission, PatternType, ResourceType
+from dataplane.security.acl import (
+    KAFKA_RESOURCE_TYPES,
+    WILDCARD,
+    AclOperation,
+    AclPermission,
+    PatternType,
+)
 from dataplane.security.authorizer import AclBinding
 
 UNKNOWN, ANY, MATCH = 0, 1, 2
@@ -35,7 +41,7 @@ class AclFilter:
     def checked(cls, resource_type: int, resource_name: str | None, pattern_type: int, principal: str | None,
                 host: str | None, operation: int, permission: int) -> AclFilter:
         """A filter from wire values; raises InvalidFilter for unknown numbers."""
-        if resource_type != ANY and resource_type not in ResourceType.__members__.values():
+        if resource_type != ANY and resource_type not in KAFKA_RESOURCE_TYPES:
             raise InvalidFilter(f"Unknown resource type {resource_type}.")
         if pattern_type not in (ANY, MATCH) and pattern_type not in PatternType.__members__.values():
             raise InvalidFilter(f"Unknown pattern type {pattern_type}.")

@@ -208,7 +208,7 @@ def test_consumer_errors(rest_stack: RestStack) -> None:
                      {"partitions": []})) == 40403
     instance = _create(rest_stack, group, name="dup")
     assert _error(v2(rest_stack, "POST", f"/consumers/{group}", {"name": "dup"})) == 40902
-    for config in ({"format": "avro"}, {"format": "xml"}, {"auto.offset.reset": "sometimes"},
+    for config in ({"format": "cbor"}, {"format": "xml"}, {"auto.offset.reset": "sometimes"},
                    {"auto.commit.enable": "maybe"}, {"fetch.min.bytes": "lots"}, {"name": "bad/name"},
                    {"consumer.request.timeout.ms": 10**9}):
         assert _error(v2(rest_stack, "POST", f"/consumers/{group}", config)) == 42204, config

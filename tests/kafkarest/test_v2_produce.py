@@ -119,8 +119,9 @@ def test_produce_and_metadata_errors(rest_stack: RestStack) -> None:
     assert error(v2(rest_stack, "POST", f"/topics/{topic}", bad_base64, content_type=BINARY)) == (422, 42206)
     assert error(v2(rest_stack, "POST", f"/topics/{topic}", records, content_type="text/plain")) == (415, 415)
     assert error(v2(rest_stack, "POST", f"/topics/{topic}", records, content_type=V2)) == (415, 415)
+    # A schema'd format with values but no value schema: Confluent's 42202 (tests/kafkarest/test_v2_schemas.py).
     assert error(v2(rest_stack, "POST", f"/topics/{topic}", records,
-                    content_type="application/vnd.kafka.avro.v2+json")) == (422, 42205)
+                    content_type="application/vnd.kafka.avro.v2+json")) == (422, 42202)
     # As Confluent's: no records is a constraint violation (422); a body that is not JSON is a 400.
     assert error(v2(rest_stack, "POST", f"/topics/{topic}", {"value": "x"}, content_type=BINARY)) == (422, 422)
     answer = rest_stack.request("POST", f"/kafka/v2/clusters/{rest_stack.cluster_id}/topics/{topic}",

@@ -201,3 +201,18 @@ def test_cluster_api_shows_the_registry_url(reg: Registry) -> None:
     answer = client.get(f"{reg.world.base}/clusters/{reg.cluster.pk}")
     assert answer.status_code == 200
     assert answer.json()["schema_registry_url"].endswith(f"/schema-registry/{reg.cluster.kafka_cluster_id}")
+
+
+def test_hostile_bodies_get_confluent_errors_not_500s(reg: Registry) -> None:
+    deep = b'{"schema": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    nested = reg.call("POST", "/subjects/s/versions", raw=deep)
+    assert (nested.status, nested.body["error_code"]) == (400, 400)
+    deep_schema = '{"type": "array", "items": ' * 5_000 + '"int"' + "}" * 5_000
+    refused = reg.call("POST", "/subjects/s/versions", {"schema": deep_schema})
+    assert (refused.status, refused.body["error_code"]) == (422, 42201)
+    deep_json = '{"type": "array", "items": ' * 5_000 + '{"type": "integer"}' + "}" * 5_000
+    refused = reg.call("POST", "/subjects/j/versions", {"schema": deep_json, "schemaType": "JSON"})
+    assert (refused.status, refused.body["error_code"]) == (422, 42201)
+    huge = reg.call("POST", "/subjects/s/versions", {"schema": "x" * (11 * 1024 * 1024)})
+    assert huge.status == 413 and huge.body["error_code"] == 413 and "too large" in huge.body["message"]
+    assert reg.call("GET", "/subjects").body == []

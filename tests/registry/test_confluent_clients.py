@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -98,3 +98,56 @@ def test_wrong_key_and_other_cluster(rest_stack: RestStack) -> None:
     assert answer.status == 404
     cluster = rest_stack.api("GET", f"/clusters/{rest_stack.cluster_pk}")
     assert cluster["schema_registry_url"] == f"{rest_stack.base}/schema-registry/{rest_stack.cluster_id}"
+
+
+def test_references_deletes_modes_and_import_with_confluents_client(rest_stack: RestStack) -> None:
+    """The lifecycle a migration tool drives: references, soft and hard deletes, READONLY, then IMPORT with ids."""
+    tag = uuid.uuid4().hex[:8]
+    client = _client(rest_stack)
+    address = {"type": "record", "name": "Address", "namespace": "e2e", "fields": [{"name": "city", "type": "string"}]}
+    address_id = client.register_schema(f"address-{tag}", Schema(json.dumps(address), "AVRO"))
+    person = {"type": "record", "name": "Person", "namespace": "e2e",
+              "fields": [{"name": "name", "type": "string"}, {"name": "home", "type": "e2e.Address"}]}
+    person_id = client.register_schema(f"person-{tag}-value", Schema(
+        json.dumps(person), "AVRO", [SchemaReference("e2e.Address", f"address-{tag}", 1)]))
+    assert client.get_referenced_by(f"address-{tag}", 1) == [person_id]
+    assert [r.name for r in client.get_schema(person_id).references] == ["e2e.Address"]
+    # Records through the reference: Confluent's serializer resolves it from the registry.
+    context = SerializationContext(f"person-{tag}", MessageField.VALUE)
+    value = {"name": "ada", "home": {"city": "London"}}
+    framed = AvroSerializer(client, None, conf={"auto.register.schemas": False, "use.latest.version": True})(
+        value, context)
+    assert framed is not None and int.from_bytes(framed[1:5], "big") == person_id
+    assert AvroDeserializer(_client(rest_stack))(framed, context) == value
+
+    with pytest.raises(SchemaRegistryError) as referenced:
+        client.delete_version(f"address-{tag}", 1)
+    assert referenced.value.error_code == 42206  # still referenced by person
+    with pytest.raises(SchemaRegistryError) as not_soft:
+        client.delete_version(f"person-{tag}-value", 1, permanent=True)
+    assert not_soft.value.error_code == 40407
+    assert client.delete_subject(f"person-{tag}-value") == [1]
+    assert f"person-{tag}-value" not in client.get_subjects()
+    assert client.delete_subject(f"person-{tag}-value", permanent=True) == [1]
+    assert client.delete_version(f"address-{tag}", 1) == 1  # no longer referenced
+    with pytest.raises(SchemaRegistryError) as gone:
+        _client(rest_stack).get_latest_version(f"person-{tag}-value")  # a fresh client: no cached answer
+    assert gone.value.error_code == 40401
+    assert client.get_schema(address_id).schema_str  # ids stay readable while a version is soft-deleted
+
+    subject = f"imported-{tag}-value"
+    client.update_mode(subject, "READONLY")
+    with pytest.raises(SchemaRegistryError) as readonly:
+        client.register_schema(subject, Schema(json.dumps(address), "AVRO"))
+    assert readonly.value.error_code == 42205
+    assert client.update_mode(subject, "IMPORT") == "IMPORT"
+    assert client.get_mode(subject) == "IMPORT"
+    imported = rest_stack.request("POST", f"/schema-registry/{rest_stack.cluster_id}/subjects/{subject}/versions",
+                                  {"schema": json.dumps({**address, "name": "Imported"}), "id": 90000 + 1})
+    assert imported.status == 200 and imported.json() == {"id": 90001}
+    assert json.loads(client.get_schema(90001).schema_str)["name"] == "Imported"
+    client.delete_mode(subject)
+    with pytest.raises(SchemaRegistryError) as unset:
+        client.get_mode(subject)
+    assert unset.value.error_code == 40409
+    assert client.get_contexts() == ["."]

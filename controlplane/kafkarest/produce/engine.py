@@ -25,6 +25,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from confluent_kafka import KafkaError
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import (
     BROKER_NOT_AVAILABLE,
+    INVALID_PAYLOAD,
     KAFKA_AUTHORIZATION,
     KAFKA_RETRIABLE,
     PARTITION_NOT_FOUND,
@@ -40,7 +42,7 @@ from controlplane.kafkarest.errors import (
     rest_error_for,
     topic_denied,
 )
-from controlplane.kafkarest.records import ProduceRecord, as_record, batch_success, delivery_report
+from controlplane.kafkarest.records import ProduceRecord, SchemaRecord, as_record, batch_success, delivery_report
 from controlplane.kafkarest.revocation import watcher
 from controlplane.tenancy.revocation import Credential
 from dataplane.client.producer import AsyncProducer, Record, Segment
@@ -67,6 +69,13 @@ class Delivered:
 
 
 Outcome = Delivered | RestError
+# Records with a schema'd key or value, encoded with the cluster's registry (kafkarest.schemas, on a thread):
+# each a ProduceRecord or the RestError that takes its place, in order.
+Resolver = Callable[[list[SchemaRecord]], Awaitable[list[ProduceRecord | RestError]]]
+
+
+async def _unresolved(records: list[SchemaRecord]) -> list[ProduceRecord | RestError]:
+    return [RestError(INVALID_PAYLOAD, "Payload error. Schemas are not served on this path.") for _ in records]
 
 
 def rest_error(error: AdminError, topic: str) -> RestError:
@@ -142,15 +151,29 @@ class Produced:
                     None)
 
 
-async def produce(producer: AsyncProducer, topic: str, values: list[Any]) -> Produced:
-    """Parse ``values`` (request bodies, ProduceRecords or RestErrors) and send them; ``wait()`` on the result
-    for their outcomes. A topic that does not exist or may not be written fails every record alike."""
+async def produce(producer: AsyncProducer, topic: str, values: list[Any], resolve: Resolver = _unresolved) -> Produced:
+    """Parse ``values`` (request bodies, ProduceRecords, SchemaRecords or RestErrors) and send them; ``wait()`` on
+    the result for their outcomes. Records with a schema are encoded by ``resolve`` first (one call for all of
+    them). A topic that does not exist or may not be written fails every record alike."""
     produced = Produced(topic)
     records, results = produced.records, produced.results
+    schema_records: list[int] = []
     for value in values:
         record, error = as_record(value)
         records.append(record)
-        results.append(PENDING if record is not None else error)
+        if record is not None:
+            results.append(PENDING)
+        else:
+            results.append(error)
+            if type(error) is SchemaRecord:  # only records that are not plain pay this check
+                schema_records.append(len(results) - 1)
+    if schema_records:
+        encoded = await resolve([results[index] for index in schema_records])
+        for index, outcome in zip(schema_records, encoded, strict=True):
+            if isinstance(outcome, RestError):
+                results[index] = outcome
+            else:
+                records[index], results[index] = outcome, PENDING
     if all(r is None for r in records):
         return produced
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from rest_framework.request import Request
 
-from controlplane.kafkarest import errors
+from controlplane.kafkarest import errors, schemas
 from controlplane.kafkarest.access import ClusterAccess, audit_refusal
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import engine
@@ -62,7 +62,7 @@ def check_topic(access: ClusterAccess, topic: str) -> int:
 def _produce(access: ClusterAccess, topic: str, values: list[Any]) -> Produced:
     async def produce() -> Produced:
         producer, _ = await engine.open_topic(access, topic)
-        produced = await engine.produce(producer, topic, values)
+        produced = await engine.produce(producer, topic, values, schemas.resolver_for(access, topic))
         await produced.wait()
         return produced
 

@@ -24,7 +24,7 @@ from typing import Any
 from django.db import close_old_connections
 
 from controlplane.core import ratelimit
-from controlplane.kafkarest import errors, fastjson
+from controlplane.kafkarest import errors, fastjson, schemas
 from controlplane.kafkarest.accept import V2_OFFERS, V3_OFFERS, check_accept
 from controlplane.kafkarest.access import (
     Caller,
@@ -180,7 +180,8 @@ async def produce_batch(scope: Scope, receive: Receive, send: Send, authorizatio
     except RestError as exc:
         await _refuse(send, exc)
         return
-    produced = await engine.produce(producer, topic, [record for _, record in entries])
+    produced = await engine.produce(producer, topic, [record for _, record in entries],
+                                    schemas.resolver_for(access, topic))
     await produced.wait()
     await _audit_denied(access, produced)
     await _respond(send, 207, batch_response(produced, [entry_id for entry_id, _ in entries],
@@ -206,16 +207,18 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
         raw = await _read_body(receive)
         if raw is None:
             return
-        records = v2_produce.parse_records(fmt, raw)
+        request = v2_produce.parse_request(fmt, raw)
+        if fmt in ("avro", "jsonschema", "protobuf"):
+            request = await asyncio.to_thread(v2_produce.encode_on_thread, access, topic, fmt, request)
     except (RestError, ValueError) as exc:
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _refuse(send, error, V2_HEADERS)
         return
     produced = await engine.produce(producer, topic,
-                                    [v2_produce.as_produce_record(record, partition) for record in records])
+                                    [v2_produce.as_produce_record(record, partition) for record in request.records])
     await produced.wait()
     await _audit_denied(access, produced)
-    await _respond(send, 200, v2_produce.produce_response(produced), V2_HEADERS)
+    await _respond(send, 200, v2_produce.produce_response(produced, request), V2_HEADERS)
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -244,7 +247,7 @@ async def produce_records(scope: Scope, receive: Receive, send: Send, authorizat
     if length:
         await _whole_body(receive, send, decoder, producer, access, topic)
     else:
-        await _stream(receive, send, decoder, producer, access.kafka_cluster_id, topic)
+        await _stream(receive, send, decoder, producer, access, topic)
 
 
 async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: AsyncProducer,
@@ -265,7 +268,7 @@ async def _whole_body(receive: Receive, send: Send, decoder: ConcatenatedJson, p
         error = RestError(errors.INVALID_PAYLOAD, "Payload error. The body holds no record.")
         await _refuse(send, error)
         return
-    produced = await engine.produce(producer, topic, values)
+    produced = await engine.produce(producer, topic, values, schemas.resolver_for(access, topic))
     await produced.wait()
     await _audit_denied(access, produced)
     if len(values) == 1:
@@ -290,10 +293,11 @@ async def _write_reports(send: Send, queue: asyncio.Queue[Produced | None], clus
 
 
 async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, producer: AsyncProducer,
-                  cluster_id: str, topic: str) -> None:
+                  access: ClusterAccess, topic: str) -> None:
     """A chunked request: each piece of body that arrives becomes a group of records sent at once."""
     queue: asyncio.Queue[Produced | None] = asyncio.Queue(MAX_PIECES_IN_FLIGHT)
-    writer = asyncio.create_task(_write_reports(send, queue, cluster_id))
+    writer = asyncio.create_task(_write_reports(send, queue, access.kafka_cluster_id))
+    resolve = schemas.resolver_for(access, topic)
     try:
         while True:
             message = await receive()
@@ -309,7 +313,7 @@ async def _stream(receive: Receive, send: Send, decoder: ConcatenatedJson, produ
                 values.append(exc)
                 message = {"more_body": False}
             if values:
-                await queue.put(await engine.produce(producer, topic, values))
+                await queue.put(await engine.produce(producer, topic, values, resolve))
             if not message.get("more_body"):
                 break
         await queue.put(None)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from django.db import close_old_connections
 
 from controlplane.kafkarest.consuming import take
 from controlplane.kafkarest.errors import (
@@ -42,10 +43,12 @@ from controlplane.kafkarest.errors import (
     RestError,
     rest_error_for,
 )
+from controlplane.kafkarest.schemas import decode
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("binary", "json")
+SCHEMA_FORMATS = ("avro", "jsonschema", "protobuf")  # decoded with the cluster's registry (kafkarest.schemas)
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # Confluent's consumer.request.max.bytes
 CONSUME_MESSAGES = 5000  # taken from librdkafka's prefetch per call (no wait beyond the first)
 CONSUME_SLICE_SECONDS = 0.05  # how often a read that waits looks at what it has gathered
@@ -63,12 +66,13 @@ class InstanceKey:
 
 @dataclass(frozen=True, slots=True)
 class InstanceConfig:
-    format: str  # "binary" or "json"
+    format: str  # "binary", "json", "avro", "jsonschema" or "protobuf"
     auto_offset_reset: str | None
     auto_commit_enable: bool | None
     fetch_min_bytes: int  # -1: wait for the timeout (or max_bytes)
     request_timeout_ms: int  # consumer.request.timeout.ms: the longest a read waits
     instance_timeout_ms: int  # idle time after which the instance is closed
+    cluster_pk: Any = None  # the cluster whose registry decodes a schema'd format's records
 
 
 DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)
@@ -130,6 +134,7 @@ class ConsumerInstance:
         self._pending = 0
         self._last_used = time.monotonic()
         self._closed = False
+        self._cluster: Any = None  # the Cluster row, loaded on the instance's thread when a schema is needed
 
     # ------------------------------------------------------------------ any thread
 
@@ -301,7 +306,11 @@ class ConsumerInstance:
         deadline = time.monotonic() + wait_ms / 1000
         records: list[dict[str, Any]] = []
         returned: dict[tuple[str, int], int] = {}  # the next offset per partition, after the records returned
-        self._read_into(records, returned, limit, min_bytes, deadline)
+        try:
+            self._read_into(records, returned, limit, min_bytes, deadline)
+        finally:
+            if self.config.format in SCHEMA_FORMATS:  # the registry was read on this thread
+                close_old_connections()
         if returned:  # one call for the whole answer (a call per record had been a third of a read's time)
             offsets = [TopicPartition(t, p, o) for (t, p), o in returned.items()]
             try:
@@ -346,8 +355,22 @@ class ConsumerInstance:
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.info("consumer instance %s: %s", self.key, error.str())
 
+    def _decoded(self, data: bytes | None, message: Message, what: str) -> Any:
+        if data is None:
+            return None
+        if self._cluster is None:
+            from controlplane.clusters.models import Cluster  # noqa: PLC0415 - only schema'd instances need it
+
+            self._cluster = Cluster.objects.get(pk=self.config.cluster_pk)
+        where = f"{what} of the record at {message.topic()}-{message.partition()}@{message.offset()}"
+        return decode(self._cluster, data, self.config.format, where)
+
     def _render(self, message: Message) -> dict[str, Any]:
         key, value = message.key(), message.value()
+        if self.config.format in SCHEMA_FORMATS:  # Confluent's SchemaConsumerRecord: the format's JSON
+            return {"topic": message.topic(), "key": self._decoded(key, message, "key"),
+                    "value": self._decoded(value, message, "value"),
+                    "partition": message.partition(), "offset": message.offset()}
         if self.config.format == "json":
             try:
                 return {"topic": message.topic(), "key": None if key is None else json.loads(key),

@@ -1,8 +1,15 @@
-"""v2 produce: records in an embedded format (binary: base64; json: any JSON value), one offset report each.
+"""v2 produce: records in an embedded format (binary: base64; json: any JSON value; avro, jsonschema, protobuf:
+the format's JSON, written with a registered schema), one offset report each.
 
-The format comes from the request's Content-Type, as in Confluent's REST Proxy. Records go through REST
-produce's one engine (``kafkarest.produce``: ``produce.streaming`` for API keys, ``produce.services`` from the
-DRF view), so a v2 record is partitioned and acknowledged exactly like a v3 or a Kafka-client one.
+The format comes from the request's Content-Type, as in Confluent's REST Proxy. A schema'd request names its
+key and value schemas once (``key_schema``/``value_schema`` text, registered under ``<topic>-key`` and
+``<topic>-value`` when new, or ``key_schema_id``/``value_schema_id``); its records are framed in the
+registry's wire format by ``kafkarest.schemas`` (on a thread: it may read the database), and the answer
+carries the two ids. Any record that does not fit its schema refuses the whole request, as Confluent's.
+
+Records go through REST produce's one engine (``kafkarest.produce``: ``produce.streaming`` for API keys,
+``produce.services`` from the DRF view), so a v2 record is partitioned and acknowledged exactly like a v3 or a
+Kafka-client one.
 
 A body that is not JSON, or not the request's shape, is a 400 (as Confluent's); no records, 422; a bad value,
 42206 -- each refuses the whole request. A record the cluster refuses gets its own ``error_code`` and ``error``
@@ -15,7 +22,9 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.kafkarest import fastjson
+from django.db import close_old_connections
+
+from controlplane.kafkarest import fastjson, schemas
 from controlplane.kafkarest.access import ClusterAccess
 from controlplane.kafkarest.errors import (
     BAD_REQUEST,
@@ -23,7 +32,6 @@ from controlplane.kafkarest.errors import (
     PARTITION_NOT_FOUND,
     UNPROCESSABLE_ENTITY,
     UNSUPPORTED_MEDIA_TYPE,
-    UNSUPPORTED_SCHEMA,
     RestError,
 )
 from controlplane.kafkarest.produce import services
@@ -35,15 +43,30 @@ ROOT_REFUSAL = ("Root paths need an API key scoped to one cluster: this key reac
                 "api-keys with \"cluster\": the cluster's id), or use /kafka/v2/clusters/{cluster_id}/... .")
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
-SCHEMA_TYPES = ("application/vnd.kafka.avro.v2+json", "application/vnd.kafka.jsonschema.v2+json",
-                "application/vnd.kafka.protobuf.v2+json")
+SCHEMA_FORMATS = {"application/vnd.kafka.avro.v2+json": "avro",
+                  "application/vnd.kafka.jsonschema.v2+json": "jsonschema",
+                  "application/vnd.kafka.protobuf.v2+json": "protobuf"}
+_SCHEMA_FIELDS = ("key_schema", "key_schema_id", "value_schema", "value_schema_id")
 
 
 @dataclass(frozen=True, slots=True)
 class V2Record:
-    key: bytes | None
-    value: bytes | None
+    key: Any  # bytes (binary, json) or, before ``encode_schema_records``, the schema'd format's JSON
+    value: Any
     partition: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class V2Request:
+    """A parsed produce request: its records, and for a schema'd format the schemas it names."""
+
+    records: list[V2Record]
+    key_schema: str | None = None
+    key_schema_id: int | None = None
+    value_schema: str | None = None
+    value_schema_id: int | None = None
+    key_id: int | None = None  # the ids the records were framed with, for the answer
+    value_id: int | None = None
 
 
 def _payload_error(message: str) -> RestError:
@@ -51,22 +74,24 @@ def _payload_error(message: str) -> RestError:
 
 
 def produce_format(content_type: str | None) -> str:
-    """``binary`` or ``json`` from the request's Content-Type; 415 for anything else."""
+    """``binary``, ``json``, ``avro``, ``jsonschema`` or ``protobuf`` from the request's Content-Type; 415 for
+    anything else."""
     media = (content_type or "").split(";")[0].strip().lower()
     if media == BINARY:
         return "binary"
     if media == JSON:
         return "json"
-    if media in SCHEMA_TYPES:
-        raise RestError(UNSUPPORTED_SCHEMA, "Schema-based formats need a schema registry, which this service "
-                                            f"does not run; send {BINARY} or {JSON}.")
-    raise RestError(UNSUPPORTED_MEDIA_TYPE, f"Unsupported Content-Type {media or '(none)'!r}: send {BINARY} or "
-                                            f"{JSON}.")
+    if media in SCHEMA_FORMATS:
+        return SCHEMA_FORMATS[media]
+    raise RestError(UNSUPPORTED_MEDIA_TYPE, f"Unsupported Content-Type {media or '(none)'!r}: send {BINARY}, "
+                                            f"{JSON} or {', '.join(SCHEMA_FORMATS)}.")
 
 
-def _data(fmt: str, value: Any, what: str) -> bytes | None:
+def _data(fmt: str, value: Any, what: str) -> Any:
     if value is None:
         return None
+    if fmt in ("avro", "jsonschema", "protobuf"):
+        return value  # encoded with its schema by encode_schema_records
     if fmt == "json":
         return fastjson.dumps(value)
     if not isinstance(value, str):
@@ -77,8 +102,17 @@ def _data(fmt: str, value: Any, what: str) -> bytes | None:
         raise _payload_error(f"{what} is not valid base64.") from exc
 
 
-def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
-    """A ``ProduceRequest`` body: ``{"records": [{"key", "value", "partition"}]}``; 42206 when malformed."""
+def _schema_field(body: dict[str, Any], name: str) -> Any:
+    value = body.get(name)
+    kind = int if name.endswith("_id") else str
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        raise RestError(BAD_REQUEST, f"{name} must be {'an integer' if kind is int else 'a string'}.")
+    return value
+
+
+def parse_request(fmt: str, raw: bytes) -> V2Request:
+    """A ``ProduceRequest`` body: ``{"records": [{"key", "value", "partition"}]}`` and, for a schema'd format,
+    the schema fields; 42206 when malformed."""
     try:
         body = fastjson.loads(raw)
     except fastjson.Refused as exc:
@@ -91,9 +125,13 @@ def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
     if not body.get("records"):
         # Confluent's ProduceRequest declares records @NotEmpty: a constraint violation, 422 with error_code 422.
         raise RestError(UNPROCESSABLE_ENTITY, "records must not be empty")
-    if body.get("key_schema") is not None or body.get("value_schema") is not None \
-            or body.get("key_schema_id") is not None or body.get("value_schema_id") is not None:
-        raise RestError(UNSUPPORTED_SCHEMA, "Schemas need a schema registry, which this service does not run.")
+    fields: dict[str, Any] = {}
+    if fmt in ("avro", "jsonschema", "protobuf"):  # the others ignore them, as Confluent's binary/json requests
+        fields = {name: _schema_field(body, name) for name in _SCHEMA_FIELDS}
+        for side in ("key", "value"):
+            if fields[f"{side}_schema"] is not None and fields[f"{side}_schema_id"] is not None:
+                raise RestError(BAD_REQUEST, f"Unsupported argument: send {side}_schema or {side}_schema_id, "
+                                             "not both.")
     records = []
     for index, record in enumerate(body["records"]):
         if not isinstance(record, dict):
@@ -103,7 +141,56 @@ def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
             raise _payload_error(f"records[{index}].partition must be a non-negative integer.")
         records.append(V2Record(_data(fmt, record.get("key"), f"records[{index}].key"),
                                 _data(fmt, record.get("value"), f"records[{index}].value"), partition))
-    return records
+    return V2Request(records, **fields)
+
+
+def parse_records(fmt: str, raw: bytes) -> list[V2Record]:
+    """The records of a binary or json request (see :func:`parse_request`)."""
+    return parse_request(fmt, raw).records
+
+
+def encode_schema_records(access: ClusterAccess, topic: str, fmt: str, request: V2Request) -> V2Request:
+    """A schema'd request's records framed with its schemas (AbstractProduceAction.produceWithSchema): the
+    key and value schemas resolved once, then every record encoded; the first failure refuses the request.
+    Reads the database (a request thread, or a worker thread of the ASGI path)."""
+    schema_type = schemas.FORMAT_TYPES[fmt.upper()]
+    resolver = schemas.SchemaResolver(access, topic)
+
+    def schema_of(text: str | None, schema_id: int | None, is_key: bool) -> schemas.Resolved | None:
+        if schema_id is not None:
+            return resolver.by_id(schema_id, is_key, fmt=fmt)
+        if text is not None:
+            return resolver.by_text(schema_type, text, is_key)
+        return None
+
+    key_schema = schema_of(request.key_schema, request.key_schema_id, True)
+    value_schema = schema_of(request.value_schema, request.value_schema_id, False)
+    records = []
+    for index, record in enumerate(request.records):
+        records.append(V2Record(_encode(key_schema, record.key, f"records[{index}].key", True),
+                                _encode(value_schema, record.value, f"records[{index}].value", False),
+                                record.partition))
+    return V2Request(records, key_id=key_schema.writer.schema_id if key_schema else None,
+                     value_id=value_schema.writer.schema_id if value_schema else None)
+
+
+def _encode(resolved: schemas.Resolved | None, data: Any, what: str, is_key: bool) -> bytes | None:
+    if data is None:
+        return None
+    if resolved is None:  # Confluent's SchemaRecordSerializer: data with no schema to write it with
+        if is_key:
+            raise RestError(schemas.KEY_SCHEMA_MISSING, "Request includes keys but does not include key schema")
+        raise RestError(schemas.VALUE_SCHEMA_MISSING, "Request includes values but does not include value schema")
+    return schemas.encode(resolved, data, what)
+
+
+def encode_on_thread(access: ClusterAccess, topic: str, fmt: str, request: V2Request) -> V2Request:
+    """:func:`encode_schema_records` with the database connection handled as a request's (a worker thread)."""
+    close_old_connections()
+    try:
+        return encode_schema_records(access, topic, fmt, request)
+    finally:
+        close_old_connections()
 
 
 def _offset(outcome: Outcome) -> dict[str, Any]:
@@ -112,9 +199,10 @@ def _offset(outcome: Outcome) -> dict[str, Any]:
     return {"partition": None, "offset": None, "error_code": outcome.error_code, "error": outcome.message}
 
 
-def produce_response(outcomes: Produced) -> dict[str, Any]:
-    return {"offsets": [_offset(outcomes.outcome(i)) for i in range(len(outcomes))], "key_schema_id": None,
-            "value_schema_id": None}
+def produce_response(outcomes: Produced, request: V2Request | None = None) -> dict[str, Any]:
+    return {"offsets": [_offset(outcomes.outcome(i)) for i in range(len(outcomes))],
+            "key_schema_id": request.key_id if request else None,
+            "value_schema_id": request.value_id if request else None}
 
 
 def as_produce_record(record: V2Record, partition: int | None) -> ProduceRecord:
@@ -128,5 +216,8 @@ def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,
     count = services.check_topic(access, topic)
     if partition is not None and not 0 <= partition < count:
         raise RestError(PARTITION_NOT_FOUND, "Partition not found.")
-    records = [as_produce_record(record, partition) for record in parse_records(fmt, raw)]
-    return produce_response(services.produce_values(access, topic, records))
+    request = parse_request(fmt, raw)
+    if fmt in ("avro", "jsonschema", "protobuf"):
+        request = encode_schema_records(access, topic, fmt, request)
+    records = [as_produce_record(record, partition) for record in request.records]
+    return produce_response(services.produce_values(access, topic, records), request)

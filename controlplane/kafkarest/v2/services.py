@@ -6,6 +6,7 @@ error codes and hand the operation to :data:`~controlplane.kafkarest.v2.routing.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from typing import Any
@@ -58,9 +59,6 @@ def parse_instance_config(body: dict[str, Any]) -> tuple[str, InstanceConfig]:
     fmt = body.get("format") or "binary"
     if not isinstance(fmt, str) or fmt.lower() not in (*FORMATS, *SCHEMA_FORMATS):
         raise _config_error("Invalid format type.")
-    if fmt.lower() in SCHEMA_FORMATS:
-        raise _config_error(f"format {fmt} needs a schema registry, which this service does not run; "
-                            "use binary or json.")
     reset = body.get("auto.offset.reset")
     if reset is not None and reset not in ("earliest", "latest", "none", "smallest", "largest"):
         raise _config_error("auto.offset.reset must be earliest, latest or none.")
@@ -87,6 +85,7 @@ def consumer_create(*, access: ClusterAccess, group: str, body: Any) -> str:
     if not isinstance(body, dict):
         raise _shape_error("The body must be a JSON object.")
     name, config = parse_instance_config(body)
+    config = dataclasses.replace(config, cluster_pk=access.cluster_pk)
     router.create(InstanceKey(access.kafka_cluster_id, group, name), access.client_config(), config, access.principal,
                   access.credential)
     return name

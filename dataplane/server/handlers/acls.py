@@ -19,7 +19,15 @@ from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode
 from dataplane.protocol.messages import Request
-from dataplane.security.acl import AclOperation, AclPermission, InvalidAcl, PatternType, ResourceType, validate_binding
+from dataplane.security.acl import (
+    KAFKA_RESOURCE_TYPES,
+    AclOperation,
+    AclPermission,
+    InvalidAcl,
+    PatternType,
+    ResourceType,
+    validate_binding,
+)
 from dataplane.security.authorizer import AclBinding
 from dataplane.security.filters import AclFilter, InvalidFilter
 from dataplane.security.scram import MAX_ITERATIONS, MECHANISM_CODES, MIN_ITERATIONS, from_salted_password
@@ -44,6 +52,9 @@ def _binding(creation: Any) -> AclBinding:
                              AclOperation(creation.operation), AclPermission(creation.permission_type))
     except ValueError as exc:
         raise InvalidAcl("acl", f"Invalid ACL creation: {exc}") from None
+    if binding.resource_type not in KAFKA_RESOURCE_TYPES:
+        raise InvalidAcl("acl", f"Invalid ACL creation: resource type {binding.resource_type.name} is not a Kafka "
+                                "resource (subject ACLs live in the control plane's registry)")
     validate_binding(principal=binding.principal, resource_type=binding.resource_type,
                      pattern_type=binding.pattern_type, resource_name=binding.resource_name,
                      operation=binding.operation, host=binding.host)

@@ -3182,9 +3182,10 @@ export interface components {
          *     * `GROUP` - GROUP
          *     * `CLUSTER` - CLUSTER
          *     * `TRANSACTIONAL_ID` - TRANSACTIONAL_ID
+         *     * `SUBJECT` - SUBJECT
          * @enum {string}
          */
-        ResourceTypeEnum: "TOPIC" | "GROUP" | "CLUSTER" | "TRANSACTIONAL_ID";
+        ResourceTypeEnum: "TOPIC" | "GROUP" | "CLUSTER" | "TRANSACTIONAL_ID" | "SUBJECT";
         ResultPage: {
             /** @description Rows in the whole result. */
             count: number;
@@ -4147,8 +4148,9 @@ export interface operations {
                  *     * `GROUP` - GROUP
                  *     * `CLUSTER` - CLUSTER
                  *     * `TRANSACTIONAL_ID` - TRANSACTIONAL_ID
+                 *     * `SUBJECT` - SUBJECT
                  */
-                resource_type?: "CLUSTER" | "GROUP" | "TOPIC" | "TRANSACTIONAL_ID";
+                resource_type?: "CLUSTER" | "GROUP" | "SUBJECT" | "TOPIC" | "TRANSACTIONAL_ID";
             };
             header?: never;
             path: {

@@ -123,7 +123,7 @@ function CreateAcls({ slug, cluster, onDone }: { slug: string; cluster: string; 
             {["ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"].map((o) => <option key={o}>{o}</option>)}
           </select></label>
           <label>Resource <select aria-label="Resource" value={custom.resource_type} onChange={(e) => setCustom({ ...custom, resource_type: e.target.value as AclWrite["resource_type"] })}>
-            {["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"].map((o) => <option key={o}>{o}</option>)}
+            {["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "SUBJECT"].map((o) => <option key={o}>{o}</option>)}
           </select></label>
           <label>Resource name <input value={custom.resource_name} onChange={(e) => setCustom({ ...custom, resource_name: e.target.value })} /></label>
           <label>Pattern <select aria-label="Pattern" value={custom.pattern_type} onChange={(e) => setCustom({ ...custom, pattern_type: e.target.value as AclWrite["pattern_type"] })}>

@@ -210,6 +210,16 @@ def test_acl_writes_reach_the_authorizer_through_the_admin_manager(tmp_path: Pat
         assert len(gone.filter_results[0].matching_acls) == 1
         again = await call(broker, 0, 9, produce("private", [b"y"]), context=ALICE)
         assert again.responses[0].partition_responses[0].error_code.value == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        # The registry's SUBJECT resource type is Sluice's own: never stored or filtered on by a broker.
+        subject = await call(broker, 30, 3, {"creations": [{
+            "resource_type": 100, "resource_name": "orders-value", "resource_pattern_type": 3,
+            "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}]})
+        assert subject.results[0].error_code.value == ErrorCode.INVALID_REQUEST
+        assert "not a Kafka resource" in subject.results[0].error_message
+        described = await call(broker, 29, 3, {"resource_type_filter": 100, "resource_name_filter": None,
+                                               "pattern_type_filter": 1, "principal_filter": None,
+                                               "host_filter": None, "operation": 1, "permission_type": 1})
+        assert described.error_code.value == ErrorCode.INVALID_REQUEST
     in_process(test, tmp_path, authorizer_enabled=True, super_users=("User:admin",))
 
 
