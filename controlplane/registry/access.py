@@ -7,10 +7,10 @@ hard-deletes (the roles of the management API); a service account's key also nee
 touches (:mod:`controlplane.registry.permissions`).
 
 A granted access is remembered per process for :data:`CACHE_SECONDS`, keyed by the Authorization header's
-digest and the cluster id (refusals never are), so a registry's hot reads cost no database round trip for the
-caller: a revoked key, a removed member or a lowered role takes effect within that time -- at once where the
-process hears the revocation (``tenancy.authentication.forget_authenticated`` clears this cache too) -- as on
-the REST Proxy (decision 0031).
+digest and the cluster id (refusals never are, nor accesses with subject ACLs), so a registry's hot reads cost
+no database round trip for the caller: a revoked key, a removed member or a lowered role takes effect within
+that time -- at once where the process hears the revocation (``tenancy.authentication.forget_authenticated``
+clears this cache too) -- as on the REST Proxy (decision 0031).
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def cached_registry_access(authorization: str, kafka_cluster_id: str) -> Registr
 
 
 def registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
-    """:func:`resolve_access`, remembered for CACHE_SECONDS when granted."""
+    """:func:`resolve_access`, remembered for CACHE_SECONDS when granted to a caller without subject ACLs (a
+    service account's ACLs are read on every request, so a grant or a revocation counts at once)."""
     cached = cached_registry_access(authorization, kafka_cluster_id)
     return cached if cached is not None else refresh_registry_access(authorization, kafka_cluster_id)
 
@@ -105,6 +106,8 @@ def refresh_registry_access(authorization: str, kafka_cluster_id: str) -> Regist
         with _granted_lock:
             _granted.pop(key, None)
         raise
+    if access.acls is not None:
+        return access
     with _granted_lock:
         if len(_granted) >= 4096:
             _granted.clear()

@@ -89,11 +89,13 @@ def test_fast_paths_refuse_as_the_views(rest_stack: RestStack) -> None:
     assert (wrong[0], wrong[1]["error_code"]) == (401, 40101)
     missing = rest_stack.request("GET", f"/schema-registry/skc-{uuid.uuid4().hex}/schemas/ids/{schema_id}")
     assert missing.status == 404
-    viewer = rest_stack.new_key("viewer")
-    assert _call(rest_stack, "GET", f"/schemas/ids/{schema_id}", key=viewer)[0] == 200
-    assert _call(rest_stack, "POST", f"/subjects/{subject}", {"schema": text}, key=viewer)[0] == 200
-    refused = _call(rest_stack, "POST", f"/subjects/{subject}/versions", {"schema": text}, key=viewer)
-    assert (refused[0], refused[1]["error_code"]) == (403, 40301)
+    # A service account's key needs subject ACLs, which the views check: the fast path does not serve it.
+    app = rest_stack.new_key("member")
+    for method, path in [("GET", f"/schemas/ids/{schema_id}"), ("POST", f"/subjects/{subject}"),
+                         ("POST", f"/subjects/{subject}/versions")]:
+        for _ in range(2):
+            refused = _call(rest_stack, method, path, {"schema": text} if method == "POST" else None, key=app)
+            assert (refused[0], refused[1]["error_code"]) == (403, 40301), (path, refused)
 
     # a revoked key stops working within the caches' lifetime, on every web process
     doomed = rest_stack.api("POST", "/api-keys", {"description": "revoked by the registry test"})
