@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-spark bench-reports bench-console bench-stop clean-var
+.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-registry bench-spark bench-reports bench-console bench-stop clean-var
 
 # editable_mode=compat: a .pth path entry rather than setuptools' import-hook finder, which pkgutil.iter_modules()
 # cannot see -- and that is how Spark discovers the `sluice` data source (pyspark_sluice). Makefile is a
@@ -127,6 +127,12 @@ bench-rebalance: $(STAMP)
 # bench/karapace_venv.py builds from a git clone of Aiven-Open/karapace (BENCH_ARGS=--karapace-git DIR).
 bench-rest: $(STAMP)
 	$(BIN)/python bench/rest.py $(BENCH_ARGS)
+
+# The Schema Registry: GET /schemas/ids/{id}, register-existing and lookup (req/s, p99 at 1,000 req/s) and REST v2
+# Avro produce of 100 records/request, against Aiven's Karapace (registry + REST proxy) on the same broker; ~4 minutes
+# (BENCH_ARGS=--quick: ~2-3). Prepare Karapace's venv once: KARAPACE_GIT=/path/to/karapace.git bench/karapace_setup.sh
+bench-registry: $(STAMP)
+	$(BIN)/python bench/registry.py $(BENCH_ARGS)
 
 # Spark: count-by-key over 5M 100 B records through the sluice data source against a plain confluent-kafka consumer
 # loop, on topics of 1, 4 and 8 partitions; Spark start-up reported apart. ~6 minutes (BENCH_ARGS=--quick: ~1).

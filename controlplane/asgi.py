@@ -1,5 +1,5 @@
-"""ASGI entry point: HTTP through Django, except streaming REST produce (see kafkarest.asgi); WebSocket
-for the live tail (see kafkarest.tail)."""
+"""ASGI entry point: HTTP through Django, except streaming REST produce (see kafkarest.asgi) and the Schema
+Registry's hot reads (see registry.asgi); WebSocket for the live tail (see kafkarest.tail)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from controlplane.kafkarest.asgi import RestProxyHttp  # noqa: E402
 from controlplane.kafkarest.tail.routing import websocket_urlpatterns  # noqa: E402
+from controlplane.registry.asgi import RegistryHttp  # noqa: E402
 
 application = ProtocolTypeRouter({
-    "http": RestProxyHttp(django_asgi_app),
+    "http": RestProxyHttp(RegistryHttp(django_asgi_app)),  # type: ignore[arg-type]
     # The live tail: a session cookie (the console) or an Authorization header (API keys), checked at the upgrade.
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })

@@ -7,10 +7,18 @@ a 404 exactly like one that does not exist, so the base path gives no hint of an
 Viewer reads, member registers, soft-deletes and tests compatibility, admin changes config and mode and
 hard-deletes (the roles of the management API); a service account's key also needs ACLs on the subjects it
 touches (:mod:`controlplane.registry.permissions`).
-"""
+
+A key reaches only its tenant's clusters, and a key bound to one cluster only that one; any other cluster id is
+a 404 exactly like one that does not exist, so the base path gives no hint of another tenant's registry.
+Viewer reads, member registers, soft-deletes and tests compatibility, admin changes config and mode and
+hard-deletes (the roles of the management API); a service account's key also needs ACLs on the subjects it
+touches (:mod:`controlplane.registry.permissions`)."""
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +30,7 @@ from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor, kafka_principal
 from controlplane.registry.errors import FORBIDDEN, NOT_FOUND, UNAUTHORIZED, RegistryError
 from controlplane.registry.permissions import SubjectAcls, denied_message, subject_acls
-from controlplane.tenancy.authentication import ServiceAccountIdentity, caller_of_header
+from controlplane.tenancy.authentication import ServiceAccountIdentity, caller_of_header, on_forget
 from controlplane.tenancy.models import ApiKey
 from controlplane.tenancy.selectors import actor_for, caller_role
 from controlplane.tenancy.services import role_at_least
@@ -56,12 +64,69 @@ class RegistryAccess:
             raise RegistryError(FORBIDDEN, denied_message(self.acls.principal, operation, subject))
 
 
-def registry_access(request: HttpRequest, kafka_cluster_id: str) -> RegistryAccess:
-    """The caller of ``request``: an API key in ``Authorization`` (Basic or Bearer key:secret), else the session's
-    user; 40101 for neither, 40301 for a session write without its CSRF token, 404 for a cluster not theirs."""
+CACHE_SECONDS = 2.0  # as the REST Proxy's callers and clusters (kafkarest.access.CACHE_SECONDS)
+_granted: dict[tuple[bytes, str], tuple[float, RegistryAccess]] = {}
+_granted_lock = threading.Lock()
+
+
+def forget_granted() -> None:
+    with _granted_lock:
+        _granted.clear()
+
+
+on_forget(forget_granted)
+
+
+def _key(authorization: str, kafka_cluster_id: str) -> tuple[bytes, str]:
+    return hashlib.sha256(authorization.encode()).digest(), kafka_cluster_id
+
+
+def cached_access_entry(authorization: str, kafka_cluster_id: str) -> tuple[float, RegistryAccess] | None:
+    """(when it expires, the access granted to this header on this cluster) while fresh, or None; no database."""
+    if not authorization:
+        return None
+    hit = _granted.get(_key(authorization, kafka_cluster_id))  # a dict read is atomic: no lock
+    return hit if hit is not None and hit[0] > time.monotonic() else None
+
+
+def cached_registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess | None:
+    """The access granted to this header on this cluster less than CACHE_SECONDS ago, or None; no database."""
+    entry = cached_access_entry(authorization, kafka_cluster_id)
+    return entry[1] if entry is not None else None
+
+
+def registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
+    """:func:`resolve_access`, remembered for CACHE_SECONDS when granted to a caller without subject ACLs (a
+    service account's ACLs are read on every request, so a grant or a revocation counts at once)."""
+    cached = cached_registry_access(authorization, kafka_cluster_id)
+    return cached if cached is not None else refresh_registry_access(authorization, kafka_cluster_id)
+
+
+def refresh_registry_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
+    """:func:`resolve_access` now, remembered when granted; a refusal forgets what was remembered."""
+    key = _key(authorization, kafka_cluster_id)
+    try:
+        access = resolve_access(authorization, kafka_cluster_id)
+    except RegistryError:
+        with _granted_lock:
+            _granted.pop(key, None)
+        raise
+    if access.acls is not None:
+        return access
+    with _granted_lock:
+        if len(_granted) >= 4096:
+            _granted.clear()
+        _granted[key] = (time.monotonic() + CACHE_SECONDS, access)
+    return access
+
+
+def request_access(request: HttpRequest, kafka_cluster_id: str) -> RegistryAccess:
+    """The caller of ``request``: an API key in ``Authorization`` (Basic or Bearer key:secret; remembered, see
+    :func:`registry_access`), else the session's user; 40101 for neither, 40301 for a session write without its
+    CSRF token, 404 for a cluster not theirs."""
     authorization = request.headers.get("Authorization", "")
     if authorization:
-        return _key_access(authorization, kafka_cluster_id)
+        return registry_access(authorization, kafka_cluster_id)
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         _enforce_csrf(request)
@@ -69,7 +134,10 @@ def registry_access(request: HttpRequest, kafka_cluster_id: str) -> RegistryAcce
     raise RegistryError(UNAUTHORIZED, "Unauthorized: send an API key as HTTP Basic key:secret.")
 
 
-def _key_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
+def resolve_access(authorization: str, kafka_cluster_id: str) -> RegistryAccess:
+    """Authenticate ``authorization`` (Basic or Bearer key:secret) and resolve the cluster; 40101 or 404."""
+    if not authorization:
+        raise RegistryError(UNAUTHORIZED, "Unauthorized: send an API key as HTTP Basic key:secret.")
     try:
         user, api_key = caller_of_header(authorization)
     except exceptions.AuthenticationFailed as exc:

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Subquery
 
 from controlplane.clusters.models import Cluster
-from controlplane.registry import errors
+from controlplane.registry import cache, errors
 from controlplane.registry.errors import RegistryError
 from controlplane.registry.models import DEFAULT_COMPATIBILITY, Mode, Registry, Schema, SubjectConfig, SubjectVersion
 from dataplane.schemas import (
@@ -109,13 +109,13 @@ def version_body(row: SubjectVersion, fmt: str | None = None) -> dict[str, Any]:
             **schema_fields(row.schema, fmt)}
 
 
-def schema_fields(schema: Schema, fmt: str | None = None) -> dict[str, Any]:
+def schema_fields(schema: Schema | cache.CachedSchema, fmt: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if schema.schema_type != SchemaType.AVRO:
         body["schemaType"] = schema.schema_type
     if schema.references:
-        body["references"] = schema.references
-    body["schema"] = schema_text(schema, fmt)
+        body["references"] = list(schema.references)
+    body["schema"] = schema_text(schema, fmt) if isinstance(schema, Schema) else schema.text  # cached: fmt None
     return body
 
 
@@ -214,15 +214,61 @@ def candidate(registry: Registry | None, body: Any, *, normalize: bool) -> Candi
         raise RegistryError(errors.INVALID_SCHEMA, "Empty schema")
     try:
         schema_type = SchemaType.from_request(body.get("schemaType"))
+        refs = _references(body.get("references"))
+        if not refs:  # the common case, and a pure function of the request: parsed once per process
+            hit = cache.parsed_candidate(schema_type, text, normalize, fingerprint)
+            return Candidate(hit.parsed, hit.text, [], hit.fingerprint)
         resolved: dict[str, str] = {}
         pinned: list[Reference] = []
-        _resolve(registry, _references(body.get("references")), resolved, pinned)
+        _resolve(registry, refs, resolved, pinned)
         parsed = parse_schema(schema_type, text, pinned, resolved)
     except SchemaError as exc:
         raise RegistryError(errors.INVALID_SCHEMA, exc.message) from exc
     stored = parsed.normalized() if normalize else parsed.canonical()
     references = [{"name": r.name, "subject": r.subject, "version": r.version} for r in pinned]
     return Candidate(parsed, stored, references, fingerprint(schema_type.value, stored, references))
+
+
+def plain_candidate(body: Any, normalize: bool) -> Candidate | None:
+    """The body's schema when it names no references and parses; None otherwise (the full path says why)."""
+    if not isinstance(body, dict) or body.get("references"):
+        return None
+    try:
+        return candidate(None, body, normalize=normalize)
+    except (RegistryError, RecursionError):
+        return None
+
+
+def registered_id(cluster: Cluster, subject: str, body: Any, *, normalize: bool) -> int | None:
+    """The id registering ``body`` under ``subject`` answers without writing anything: the subject has this schema
+    live, is not read-only and no ``id`` is asked for. None for anything else (``services.schema_register``
+    decides, under the registry's lock). One query, no lock: the read sees one committed state of the registry."""
+    if not isinstance(body, dict) or body.get("id") is not None:
+        return None
+    registry_pk = cache.registry_pk(cluster.pk)
+    new = plain_candidate(body, normalize) if registry_pk is not None else None
+    if registry_pk is None or new is None:
+        return None
+    subject_mode = SubjectConfig.objects.filter(registry_id=registry_pk, subject=subject).values("mode")[:1]
+    row = (SubjectVersion.objects.filter(registry_id=registry_pk, subject=subject, deleted=False,
+                                         schema__fingerprint=new.fingerprint)
+           .annotate(subject_mode=Subquery(subject_mode))
+           .values_list("schema__schema_id", "registry__mode", "subject_mode").first())
+    if row is None or (row[2] or row[1]) == Mode.READONLY:
+        return None
+    return int(row[0])
+
+
+def lookup_found(cluster: Cluster, subject: str, body: Any, *, normalize: bool, deleted: bool) -> dict[str, Any] | None:
+    """The answer of a lookup (``POST /subjects/{s}``) that finds ``body``'s schema: its newest version under
+    ``subject`` (soft-deleted ones too when ``deleted``); None when not found (the view says why)."""
+    registry_pk = cache.registry_pk(cluster.pk)
+    new = plain_candidate(body, normalize) if registry_pk is not None else None
+    if registry_pk is None or new is None:
+        return None
+    rows = SubjectVersion.objects.filter(registry_id=registry_pk, subject=subject, schema__fingerprint=new.fingerprint)
+    row = (rows if deleted else rows.filter(deleted=False)).select_related("schema").order_by("-version").first()
+    return version_body(row) if row is not None else None
 
 
 def same_version(rows: Sequence[SubjectVersion], new: Candidate, *, normalize: bool) -> SubjectVersion | None:

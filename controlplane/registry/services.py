@@ -14,7 +14,7 @@ from django.db import transaction
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import Cluster
 from controlplane.core.actors import Actor
-from controlplane.registry import errors, selectors
+from controlplane.registry import cache, errors, selectors
 from controlplane.registry.errors import RegistryError
 from controlplane.registry.models import DEFAULT_COMPATIBILITY, Mode, Registry, Schema, SubjectConfig, SubjectVersion
 from controlplane.registry.selectors import LATEST, candidate, compatibility_level, parsed_of, subject_versions
@@ -22,9 +22,13 @@ from dataplane.schemas import CompatibilityLevel, check
 
 
 def _locked(cluster: Cluster) -> Registry:
-    """The cluster's registry row, made on first use, locked until the transaction ends."""
+    """The cluster's registry row, made on first use, locked until the transaction ends. Whatever the write,
+    once it commits the registry's cached answers are stale (``cache.bump_generation``)."""
     Registry.objects.get_or_create(cluster=cluster)
-    return Registry.objects.select_for_update().get(cluster=cluster)
+    registry = Registry.objects.select_for_update().get(cluster=cluster)
+    pk = registry.pk
+    transaction.on_commit(lambda: cache.bump_generation(pk))
+    return registry
 
 
 def _audit(cluster: Cluster, actor: Actor, action: str, target: str, data: dict[str, Any]) -> None:
@@ -90,8 +94,12 @@ def _referenced(registry: Registry, subject: str, version: int) -> None:
 
 
 def _drop_orphans(registry: Registry) -> None:
-    """Forget schemas no version uses any more (hard delete): their ids then answer 40403. Ids are not reused."""
+    """Forget schemas no version uses any more (hard delete): their ids then answer 40403. Ids are not reused
+    (except by IMPORT mode). This process's cached schemas of the registry go once the transaction commits."""
     Schema.objects.filter(registry=registry, versions__isnull=True).delete()
+    pk = registry.pk
+    cache.forget_registry(pk)  # now (this transaction's own reads) and at commit (reads made meanwhile)
+    transaction.on_commit(lambda: cache.forget_registry(pk))
 
 
 def subject_delete(*, cluster: Cluster, actor: Actor, subject: str, permanent: bool) -> list[int]:

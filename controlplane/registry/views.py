@@ -21,7 +21,7 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from controlplane.registry import errors, selectors, services
-from controlplane.registry.access import RegistryAccess, registry_access
+from controlplane.registry.access import RegistryAccess, request_access
 from controlplane.registry.errors import RegistryError
 from controlplane.registry.models import Schema
 from controlplane.registry.permissions import GLOBAL, denied_message
@@ -79,7 +79,7 @@ class RegistryView(View):
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         kafka_cluster_id = kwargs.pop("kafka_cluster_id")
         try:
-            access = registry_access(request, kafka_cluster_id)
+            access = request_access(request, kafka_cluster_id)
             method = (request.method or "GET").lower()
             handler: Callable[..., Any] | None = getattr(self, method, None) if method.upper() in self.roles else None
             if handler is None:
@@ -148,8 +148,12 @@ class VersionsView(RegistryView):
         return selectors.version_list(access.cluster, subject, deleted=_flag(request, "deleted"))
 
     def post(self, request: HttpRequest, access: RegistryAccess, subject: str) -> Any:
+        body, normalize = _body(request), _flag(request, "normalize")
+        known = selectors.registered_id(access.cluster, subject, body, normalize=normalize)
+        if known is not None:  # already registered: no lock, no write
+            return {"id": known}
         schema_id = services.schema_register(cluster=access.cluster, actor=access.actor, subject=subject,
-                                             body=_body(request), normalize=_flag(request, "normalize"))
+                                             body=body, normalize=normalize)
         return {"id": schema_id}
 
 

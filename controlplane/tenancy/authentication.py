@@ -10,6 +10,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -108,9 +109,20 @@ _remembered: dict[bytes, tuple[float, tuple[Any, ApiKey]]] = {}
 _remembered_lock = threading.Lock()
 
 
+_forget_hooks: list[Callable[[], None]] = []
+
+
+def on_forget(hook: Callable[[], None]) -> None:
+    """Have ``hook`` clear another cache of authenticated callers whenever :func:`forget_authenticated` runs
+    (the Schema Registry's granted accesses: it cannot import the REST Proxy, which hears revocations)."""
+    _forget_hooks.append(hook)
+
+
 def forget_authenticated() -> None:
     with _remembered_lock:
         _remembered.clear()
+    for hook in _forget_hooks:
+        hook()
 
 
 def caller_of_header(header: str) -> tuple[Any, ApiKey]:
