@@ -506,3 +506,79 @@ def _json_error(node: _Node, value: Any, path: str) -> str | None:
     if not isinstance(value, dict):
         return f"{path}: expected an object (map)"
     return next((p for k, v in value.items() if (p := _json_error(node.values, v, f"{path}.{k}"))), None)
+
+
+class JsonEncodingMismatch(ValueError):
+    """A value that is not its schema's Avro JSON encoding; the message names the JSON path."""
+
+
+def native_of_json(schema: AvroSchema, value: Any) -> Any:
+    """``value`` in Avro's JSON encoding as the Python value fastavro's writer takes, checked on the way (the same
+    rules as :func:`json_encoding_error`): union values become ``(branch, value)`` so the writer takes exactly the
+    branch named, bytes and fixed their ISO-8859-1 bytes. Raises :class:`JsonEncodingMismatch`."""
+    return _native(schema.root, value, "$")
+
+
+def _native(node: _Node, value: Any, path: str) -> Any:
+    if isinstance(node, _Primitive):
+        if node.type in ("string", "int", "long", "boolean", "null", "double", "float") and type(value) is \
+                _EXACT.get(node.type):
+            limit = _INT_LIMITS.get(node.type)
+            number: Any = value
+            if limit is not None and not -limit <= number < limit:
+                raise JsonEncodingMismatch(f"{path}: {value} is out of range for {node.type}")
+            return value
+        if problem := _json_error(node, value, path):
+            raise JsonEncodingMismatch(problem)
+        return value.encode("latin-1") if node.type == "bytes" else value
+    if isinstance(node, _Record):
+        if type(value) is not dict:
+            raise JsonEncodingMismatch(f"{path}: expected an object for record {node.fullname}")
+        out = {}
+        for f in node.fields:
+            if f.name in value:
+                out[f.name] = _native(f.type, value[f.name], f"{path}.{f.name}")
+            elif not f.has_default:
+                raise JsonEncodingMismatch(f"{path}: missing field {f.name!r} (it has no default)")
+        if len(out) != len(value) and (unknown := sorted(set(value) - {f.name for f in node.fields})):
+            raise JsonEncodingMismatch(f"{path}: record {node.fullname} has no field {unknown[0]!r}")
+        return out
+    if isinstance(node, _Union):
+        if value is None and any(_branch_name(b) == "null" for b in node.branches):
+            return None
+        if problem := _union_shape_error(node, value, path):
+            raise JsonEncodingMismatch(problem)
+        (name, inner), = value.items()
+        for branch in node.branches:
+            full = _branch_name(branch)
+            if name in (full, _short(full)):
+                return (full, _native(branch, inner, f"{path}.{name}"))
+        raise JsonEncodingMismatch(f"{path}: {name!r} is not a branch of the union "
+                                   f"{[_branch_name(b) for b in node.branches]}")
+    if isinstance(node, _Enum):
+        if value not in node.symbols:
+            raise JsonEncodingMismatch(f"{path}: {value!r} is not a symbol of {list(node.symbols)}")
+        return value
+    if isinstance(node, _Fixed):
+        if problem := _json_error(node, value, path):
+            raise JsonEncodingMismatch(problem)
+        return value.encode("latin-1")
+    if isinstance(node, _Array):
+        if type(value) is not list:
+            raise JsonEncodingMismatch(f"{path}: expected an array")
+        return [_native(node.items, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if type(value) is not dict:
+        raise JsonEncodingMismatch(f"{path}: expected an object (map)")
+    return {k: _native(node.values, v, f"{path}.{k}") for k, v in value.items()}
+
+
+_INT_LIMITS = {"int": 2**31, "long": 2**63}
+_EXACT: dict[str, type] = {"string": str, "int": int, "long": int, "boolean": bool, "null": type(None),
+                           "double": float, "float": float}
+
+
+def _union_shape_error(node: _Union, value: Any, path: str) -> str | None:
+    if isinstance(value, dict) and len(value) == 1:
+        return None
+    names = [_branch_name(b) for b in node.branches]
+    return f"{path}: a union value is written {{\"<branch>\": value}} with a branch among {names}"
