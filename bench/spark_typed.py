@@ -55,7 +55,7 @@ def registry(topic: str) -> tuple[ThreadingHTTPServer, str]:
     text = json.dumps(ORDER)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == f"/schemas/ids/{SCHEMA_ID}":
                 body: dict[str, Any] = {"schema": text}
             elif self.path == f"/subjects/{topic}-value/versions/latest":

@@ -45,6 +45,7 @@ from dataplane.client.spark.options import (
     SourceOptions,
     Subscribe,
     TopicPartition,
+    parse_selector,
     parse_sink_options,
     parse_source_options,
 )
@@ -114,9 +115,9 @@ def _one_topic(selector: Selector) -> str | None:
     return None
 
 
-def _schema_options(options: dict[str, str], *, streaming: bool) -> SchemaOptions | None:
-    return parse_schema_options(options, topic=_one_topic(parse_source_options(options, streaming=streaming).selector),
-                                sink=False)
+def _schema_options(options: dict[str, str]) -> SchemaOptions | None:
+    """The typed sides' options; only the topic selector matters here (``schema()`` runs for batch and stream)."""
+    return parse_schema_options(options, topic=_one_topic(parse_selector(options)), sink=False)
 
 
 def _tasks(options: SourceOptions, ranges: Sequence[OffsetRange]) -> list[InputPartition]:
@@ -275,10 +276,10 @@ class SluiceDataSource(DataSource):
     def _source(self, *, streaming: bool) -> SourceOptions:
         return parse_source_options(dict(self.options), streaming=streaming)
 
-    def _typed_read(self, *, streaming: bool) -> TypedRead | None:
+    def _typed_read(self) -> TypedRead | None:
         found: TypedRead | None = getattr(self, "_typed", None)
         if found is None:
-            schema_options = _schema_options(dict(self.options), streaming=streaming)
+            schema_options = _schema_options(dict(self.options))
             if schema_options is None:
                 return None
             found = resolve_read(schema_options)
@@ -290,14 +291,14 @@ class SluiceDataSource(DataSource):
         base = SCHEMA_WITH_HEADERS if headers else SCHEMA
         if not any(str(k).lower() in ("value.format", "key.format") for k in self.options):
             return base
-        typed = self._typed_read(streaming=False)
+        typed = self._typed_read()
         return base if typed is None else typed.spark_schema(base)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SluiceReader(self._source(streaming=False), self._typed_read(streaming=False))
+        return SluiceReader(self._source(streaming=False), self._typed_read())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SluiceStreamReader(self._source(streaming=True), self._typed_read(streaming=True))
+        return SluiceStreamReader(self._source(streaming=True), self._typed_read())
 
     def _typed_write(self, schema: StructType) -> TypedWrite | None:
         sink = parse_sink_options(dict(self.options))

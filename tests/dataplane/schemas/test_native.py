@@ -46,7 +46,7 @@ def test_unions_of_several_records_name_the_branch() -> None:
 
 def test_bad_values_and_bytes_are_payload_errors() -> None:
     v1, v2 = parse_avro(json.dumps(V1)), parse_avro(json.dumps(V2))
-    with pytest.raises(PayloadError, match="age.*expected int"):
+    with pytest.raises(PayloadError, match=r"age.*expected int"):
         avro_encode_native(v1, {"name": "ada", "age": "old"})
     with pytest.raises(PayloadError, match="does not decode"):
         avro_decode_native(v1, b"\x06ad")

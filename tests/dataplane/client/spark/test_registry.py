@@ -157,6 +157,16 @@ def test_json_schema_reads_typed(spark: Any, rest_stack: RestStack) -> None:  # 
     assert [r.asDict(recursive=True) for r in df.orderBy("offset").select("value.*").collect()] == [
         {"id": 1, "label": "a", "price": 2.5, "tags": ["x"], "extra": '{"k":1}'},
         {"id": 2, "label": "b", "price": None, "tags": None, "extra": None}]
+    # A streaming query types its records the same way.
+    name = f"typed_{uuid.uuid4().hex[:8]}"
+    query = (spark.readStream.format("sluice").options(**_options(rest_stack, topic, **{
+        "value.format": "jsonschema", "startingOffsets": "earliest"})).load().select("value.id", "value.label")
+        .writeStream.format("memory").queryName(name).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120)
+    finally:
+        query.stop()
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [(1, "a"), (2, "b")]
 
 
 def test_bad_input_gives_clear_errors(spark: Any, rest_stack: RestStack) -> None:  # noqa: F811
@@ -167,10 +177,10 @@ def test_bad_input_gives_clear_errors(spark: Any, rest_stack: RestStack) -> None
     _produce(rest_stack, topic, [framed, b"plain text, not framed", None])
 
     with pytest.raises(Exception, match=r"not found while looking up version latest of subject 'nope-value'"):
-        _read(spark, rest_stack, topic, **{"value.format": "avro", "value.schema.subject": "nope-value"}).schema
+        _ = _read(spark, rest_stack, topic, **{"value.format": "avro", "value.schema.subject": "nope-value"}).schema
     with pytest.raises(Exception, match=r"refused the credentials \(401\)"):
-        _read(spark, rest_stack, topic, **{"value.format": "avro",
-                                           "schema.registry.basic.auth.user.info": "nokey:nosecret"}).schema
+        _ = _read(spark, rest_stack, topic, **{"value.format": "avro",
+                                               "schema.registry.basic.auth.user.info": "nokey:nosecret"}).schema
     with pytest.raises(Exception, match=f"topic {topic} partition 0 offset 1 as avro: not in the schema registry"):
         _read(spark, rest_stack, topic, **{"value.format": "avro"}).collect()
     permissive = _read(spark, rest_stack, topic, **{"value.format": "avro", "mode": "PERMISSIVE"})
@@ -180,7 +190,7 @@ def test_bad_input_gives_clear_errors(spark: Any, rest_stack: RestStack) -> None
     # An id the registry does not know is a decoding failure too.
     unknown = _topic(rest_stack)
     _produce(rest_stack, unknown, [b"\x00\x7f\xff\xff\xf0" + b"\x02"])
-    with pytest.raises(Exception, match="offset 0 as avro: .*not found while looking up schema id 2147483632"):
+    with pytest.raises(Exception, match=r"offset 0 as avro: .*not found while looking up schema id 2147483632"):
         _read(spark, rest_stack, unknown, **{"value.format": "avro", "value.schema.subject": f"{topic}-value"}) \
             .collect()
 

@@ -113,5 +113,5 @@ def test_schema_options() -> None:
     ]:
         with pytest.raises(SparkSourceError, match=message):
             parse_schema_options({**base, **bad}, topic="t", sink=False)
-    with pytest.raises(SparkSourceError, match="'value.schema.subject' is required"):
+    with pytest.raises(SparkSourceError, match=r"'value\.schema\.subject' is required"):
         parse_schema_options({**base, "value.format": "avro"}, topic=None, sink=False)
