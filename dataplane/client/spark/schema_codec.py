@@ -121,13 +121,26 @@ class _SideDecoder:
         self.convert: Convert | None = avro_spark_type(reader)[1] if isinstance(reader, AvroSchema) else None
         self.arrow_type = to_arrow_type(side.spark_type, timezone="UTC")
         self.writers: dict[int, Any] = {}
+        self.missing: dict[int, str] = {}  # ids the registry does not know, or of another schema type
 
     def _writer(self, schema_id: int) -> Any:
+        """The writer schema of an id, looked up once per task; an id the registry does not have (404) is the
+        record's fault, any other registry failure (401, unreachable) the query's, never a null row."""
         found = self.writers.get(schema_id)
         if found is None:
-            registered = self.client.schema_by_id(schema_id)  # RegistryError: unknown id
+            missing = self.missing.get(schema_id)
+            if missing is not None:
+                raise PayloadError(missing)
+            try:
+                registered = self.client.schema_by_id(schema_id)
+            except RegistryError as exc:
+                if exc.status != 404:
+                    raise SparkSourceError(str(exc)) from None
+                self.missing[schema_id] = str(exc)
+                raise PayloadError(str(exc)) from None
             if registered.schema_type is not _EXPECTED[self.side.format]:
-                raise PayloadError(f"schema id {schema_id} is {registered.schema_type}, not {self.side.format}")
+                self.missing[schema_id] = f"schema id {schema_id} is {registered.schema_type}, not {self.side.format}"
+                raise PayloadError(self.missing[schema_id])
             found = self.writers[schema_id] = registered.parsed
         return found
 
@@ -153,7 +166,7 @@ class _SideDecoder:
             try:
                 values.append(self.decode_one(data))
                 corrupt.append(None)
-            except (PayloadError, RegistryError) as exc:
+            except PayloadError as exc:
                 if not permissive:
                     raise SparkSourceError(f"cannot decode the {self.side.side} of {where(i)} as "
                                            f"{self.side.format}: {exc} (mode=PERMISSIVE reads it as null)") from None
