@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-registry bench-spark bench-reports bench-console bench-stop clean-var
+.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-registry bench-spark bench-spark-typed bench-reports bench-console bench-stop clean-var
 
 # editable_mode=compat: a .pth path entry rather than setuptools' import-hook finder, which pkgutil.iter_modules()
 # cannot see -- and that is how Spark discovers the `sluice` data source (pyspark_sluice). Makefile is a
@@ -146,6 +146,10 @@ bench-reports: $(STAMP)
 
 bench-spark: $(STAMP)
 	$(BIN)/python bench/spark.py $(BENCH_ARGS)
+
+# Avro-typed reads (value.format=avro) against the binary read, same run (a stand-in registry, see the script).
+bench-spark-typed: $(STAMP)
+	$(BIN)/python bench/spark_typed.py $(BENCH_ARGS)
 
 # How long `sluice up` takes to stop on Ctrl-C, with and without the report runner, against a bare Postgres+Redis.
 bench-stop: $(STAMP)

@@ -11,7 +11,7 @@ message means "written"; any failed delivery fails the task instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -24,13 +24,17 @@ SINK_TYPES = {"key": ("string", "binary"), "value": ("string", "binary"), "topic
 FLUSH_TIMEOUT = 60.0
 
 
-def check_sink_columns(columns: Mapping[str, str], *, topic_option: str | None) -> None:
-    """Spark's checks on the written DataFrame, by column name -> Spark simple type string."""
+def check_sink_columns(columns: Mapping[str, str], *, topic_option: str | None,
+                       typed: frozenset[str] = frozenset()) -> None:
+    """Spark's checks on the written DataFrame, by column name -> Spark simple type string; ``typed`` columns
+    (``key``/``value`` written through a registry schema) may have any type."""
     if "value" not in columns:
         raise SparkSourceError("the DataFrame to write needs a 'value' column (string or binary)")
     if topic_option is None and "topic" not in columns:
         raise SparkSourceError("no topic to write to: add a 'topic' column or set the 'topic' option")
     for name, allowed in SINK_TYPES.items():
+        if name in typed:
+            continue
         found = columns.get(name)
         if found is not None and found.replace(" ", "") not in allowed:
             raise SparkSourceError(f"column {name!r} must be {' or '.join(allowed)}, not {found}")
@@ -45,8 +49,10 @@ def _bytes(values: Sequence[Any]) -> list[bytes | None]:
 
 
 def produce_batches(client: Mapping[str, str], batches: Iterable[pa.RecordBatch], *,
-                    topic: str | None) -> int:
-    """Produce every row; the number written, after a flush that left nothing unacknowledged."""
+                    topic: str | None, encode: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None) -> int:
+    """Produce every row; the number written, after a flush that left nothing unacknowledged.
+
+    ``encode`` turns a batch's typed columns into bytes first (``schema_codec.BatchEncoder``)."""
     from confluent_kafka import KafkaError, Producer
 
     producer = Producer(producer_config(client))
@@ -58,6 +64,8 @@ def produce_batches(client: Mapping[str, str], batches: Iterable[pa.RecordBatch]
 
     count = 0
     for batch in batches:
+        if encode is not None:
+            batch = encode(batch)
         names = batch.schema.names
         n = batch.num_rows
         values = _bytes(batch.column("value").to_pylist())

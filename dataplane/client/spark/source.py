@@ -38,9 +38,14 @@ from pyspark.sql.types import (
 from dataplane.client.spark.fetch import fetch_range
 from dataplane.client.spark.offsets import OffsetLookup
 from dataplane.client.spark.options import (
+    Assign,
     DataLossError,
+    Selector,
+    SinkOptions,
     SourceOptions,
+    Subscribe,
     TopicPartition,
+    parse_selector,
     parse_sink_options,
     parse_source_options,
 )
@@ -54,6 +59,15 @@ from dataplane.client.spark.plan import (
 )
 from dataplane.client.spark.produce import check_sink_columns, produce_batches
 from dataplane.client.spark.savemode import check_mode
+from dataplane.client.spark.schema_codec import (
+    BatchDecoder,
+    BatchEncoder,
+    TypedRead,
+    TypedWrite,
+    resolve_read,
+    resolve_write,
+)
+from dataplane.client.spark.schema_options import SchemaOptions, parse_schema_options
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 SCHEMA = StructType([
@@ -76,12 +90,34 @@ class Produced(WriterCommitMessage):
     records: int
 
 
-def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _read(options: SourceOptions, partition: InputPartition,
+          typed: TypedRead | None = None) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition.value, OffsetRange):  # no ranges: Spark runs one task with an empty partition
         return
-    yield from fetch_range(options.client, partition.value, include_headers=options.include_headers,
-                           fail_on_data_loss=options.fail_on_data_loss, poll_timeout_ms=options.poll_timeout_ms,
-                           engine=options.engine)
+    batches = fetch_range(options.client, partition.value, include_headers=options.include_headers,
+                          fail_on_data_loss=options.fail_on_data_loss, poll_timeout_ms=options.poll_timeout_ms,
+                          engine=options.engine)
+    if typed is None:
+        yield from batches
+        return
+    decoder = BatchDecoder(typed, SCHEMA_WITH_HEADERS if options.include_headers else SCHEMA)
+    for batch in batches:
+        yield decoder.decode(batch)
+
+
+def _one_topic(selector: Selector) -> str | None:
+    """The topic a query names when it names exactly one (the default subjects are ``<topic>-key/-value``)."""
+    if isinstance(selector, Subscribe):
+        return selector.topics[0] if len(selector.topics) == 1 else None
+    if isinstance(selector, Assign):
+        topics = {t for t, _ in selector.partitions}
+        return topics.pop() if len(topics) == 1 else None
+    return None
+
+
+def _schema_options(options: dict[str, str]) -> SchemaOptions | None:
+    """The typed sides' options; only the topic selector matters here (``schema()`` runs for batch and stream)."""
+    return parse_schema_options(options, topic=_one_topic(parse_selector(options)), sink=False)
 
 
 def _tasks(options: SourceOptions, ranges: Sequence[OffsetRange]) -> list[InputPartition]:
@@ -93,8 +129,9 @@ def _tasks(options: SourceOptions, ranges: Sequence[OffsetRange]) -> list[InputP
 class SluiceReader(DataSourceReader):
     """A batch query: ranges fixed at planning (``startingOffsets`` to ``endingOffsets``), split into tasks."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
 
     def partitions(self) -> Sequence[InputPartition]:
         lookup = OffsetLookup(self.options)
@@ -104,7 +141,7 @@ class SluiceReader(DataSourceReader):
             lookup.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, self.typed)
 
 
 class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -114,8 +151,9 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     from their earliest offset. ``maxOffsetsPerTrigger`` is Spark's ``ReadMaxRows`` admission control.
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, typed: TypedRead | None = None) -> None:
         self.options = options
+        self.typed = typed
         self._lookup: OffsetLookup | None = None
         self._available_now: dict[TopicPartition, int] | None = None
 
@@ -173,7 +211,7 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _tasks(self.options, stream_ranges(begin, stop, earliest))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, self.typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, never in a consumer group."""
@@ -188,14 +226,20 @@ def _sink_columns(schema: StructType) -> dict[str, str]:
     return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
+def _produce(sink: SinkOptions, typed: TypedWrite | None, iterator: Iterator[pa.RecordBatch]) -> Produced:
+    encode = BatchEncoder(typed).encode if typed is not None else None
+    return Produced(produce_batches(sink.client, iterator, topic=sink.topic, encode=encode))
+
+
 class SluiceWriter(DataSourceArrowWriter):
     """``df.write.format("sluice")``: each task produces its rows and reports how many were acknowledged."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], typed: TypedWrite | None = None) -> None:
         self.sink = parse_sink_options(options)
+        self.typed = typed
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return Produced(produce_batches(self.sink.client, iterator, topic=self.sink.topic))
+        return _produce(self.sink, self.typed, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Every task flushed before reporting: the records are written, nothing is left to make visible."""
@@ -204,11 +248,12 @@ class SluiceWriter(DataSourceArrowWriter):
 class SluiceStreamWriter(DataSourceStreamArrowWriter):
     """The streaming sink: at least once, as Spark's Kafka sink (a retried micro-batch is produced again)."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], typed: TypedWrite | None = None) -> None:
         self.sink = parse_sink_options(options)
+        self.typed = typed
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return Produced(produce_batches(self.sink.client, iterator, topic=self.sink.topic))
+        return _produce(self.sink, self.typed, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """As ``SluiceWriter.commit``."""
@@ -218,7 +263,11 @@ class SluiceStreamWriter(DataSourceStreamArrowWriter):
 
 
 class SluiceDataSource(DataSource):
-    """``format("sluice")``: read and write topics with the columns and options of Spark's Kafka source."""
+    """``format("sluice")``: read and write topics with the columns and options of Spark's Kafka source.
+
+    With ``value.format``/``key.format`` (see ``schema_options``) those columns are typed through the
+    cluster's Schema Registry: the reader schema is looked up when the DataFrame is planned.
+    """
 
     @classmethod
     def name(cls) -> str:
@@ -227,24 +276,44 @@ class SluiceDataSource(DataSource):
     def _source(self, *, streaming: bool) -> SourceOptions:
         return parse_source_options(dict(self.options), streaming=streaming)
 
+    def _typed_read(self) -> TypedRead | None:
+        found: TypedRead | None = getattr(self, "_typed", None)
+        if found is None:
+            schema_options = _schema_options(dict(self.options))
+            if schema_options is None:
+                return None
+            found = resolve_read(schema_options)
+            self._typed = found
+        return found
+
     def schema(self) -> StructType:
         headers = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return SCHEMA_WITH_HEADERS if headers else SCHEMA
+        base = SCHEMA_WITH_HEADERS if headers else SCHEMA
+        if not any(str(k).lower() in ("value.format", "key.format") for k in self.options):
+            return base
+        typed = self._typed_read()
+        return base if typed is None else typed.spark_schema(base)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SluiceReader(self._source(streaming=False))
+        return SluiceReader(self._source(streaming=False), self._typed_read())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SluiceStreamReader(self._source(streaming=True))
+        return SluiceStreamReader(self._source(streaming=True), self._typed_read())
+
+    def _typed_write(self, schema: StructType) -> TypedWrite | None:
+        sink = parse_sink_options(dict(self.options))
+        schema_options = parse_schema_options(dict(self.options), topic=sink.topic, sink=True)
+        typed = frozenset() if schema_options is None else frozenset(
+            s.side for s in (schema_options.key, schema_options.value) if s is not None)
+        check_sink_columns(_sink_columns(schema), topic_option=sink.topic, typed=typed)
+        if schema_options is None:
+            return None
+        return resolve_write(schema_options, {f.name: f.dataType for f in schema.fields})
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:  # reached when savemode.install() did not run (a session without register())
             check_mode("overwrite")
-        sink = parse_sink_options(dict(self.options))
-        check_sink_columns(_sink_columns(schema), topic_option=sink.topic)
-        return SluiceWriter(dict(self.options))
+        return SluiceWriter(dict(self.options), self._typed_write(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        sink = parse_sink_options(dict(self.options))
-        check_sink_columns(_sink_columns(schema), topic_option=sink.topic)
-        return SluiceStreamWriter(dict(self.options))
+        return SluiceStreamWriter(dict(self.options), self._typed_write(schema))
