@@ -35,6 +35,7 @@ from controlplane.kafkarest.errors import (
     RestError,
 )
 from controlplane.kafkarest.records import ProduceRecord, SchemaInfo, SchemaRecord, SchemaSpec
+from controlplane.registry import cache as registry_cache
 from controlplane.registry import selectors as registry_selectors
 from controlplane.registry import serde
 from controlplane.registry import services as registry_services
@@ -129,6 +130,7 @@ class SchemaResolver:
         self.access = access
         self.topic = topic
         self._cluster: Cluster | None = None
+        self._ref: Cluster | None = None
         self._acls: SubjectAcls | None = None
         self._resolved: dict[tuple[Any, ...], Resolved | RestError | None] = {}
 
@@ -138,12 +140,20 @@ class SchemaResolver:
         if not self.access.principal.startswith("User:sa-"):
             return
         if self._acls is None:
-            self._acls = subject_acls(self.cluster, self.access.principal)
+            self._acls = subject_acls(self.ref, self.access.principal)
         if not self._acls.allows(operation, subject):
             raise RestError(FORBIDDEN, denied_message(self.access.principal, operation, subject))
 
     @property
+    def ref(self) -> Cluster:
+        """The cluster as reads need it: its key only (no query)."""
+        if self._ref is None:
+            self._ref = Cluster(pk=self.access.cluster_pk)
+        return self._ref
+
+    @property
     def cluster(self) -> Cluster:
+        """The cluster's row with its tenant, for a registration (its audit row)."""
         if self._cluster is None:
             self._cluster = Cluster.objects.select_related("tenant").get(pk=self.access.cluster_pk)
         return self._cluster
@@ -176,7 +186,7 @@ class SchemaResolver:
               fmt: str | None = None) -> Resolved:
         """Schema ``schema_id``; ``fmt`` (a v2 request's format) must be its type (42205 otherwise)."""
         try:
-            writer = serde.writer_schema(self.cluster, schema_id)
+            writer = serde.writer_schema(self.ref, schema_id)
         except RegistryError as exc:
             raise _serialization_error(f"Error when fetching schema by id. schemaId = {schema_id}", exc) from exc
         found = TYPE_FORMATS[writer.schema_type]
@@ -191,8 +201,15 @@ class SchemaResolver:
     def _version_of(self, subject: str, schema_id: int) -> int:
         """The subject's version holding the schema; 42207 when the subject does not hold it (as Confluent's
         ``getVersion`` lookup)."""
-        rows = registry_selectors.subject_versions(registry_selectors.registry_of(self.cluster), subject)
-        found = next((row.version for row in rows if row.schema.schema_id == schema_id), None)
+        registry_pk = registry_cache.registry_pk(self.access.cluster_pk)
+        generation = registry_cache.generation_now(registry_pk) if registry_pk is not None else None
+        key = ("kafkarest.version_of", registry_pk, subject, schema_id)
+        found = registry_cache.peek_answer(key, generation) if generation is not None else None
+        if found is None:
+            rows = registry_selectors.subject_versions(registry_selectors.registry_of(self.ref), subject)
+            found = next((row.version for row in rows if row.schema.schema_id == schema_id), None)
+            if found is not None and generation is not None:
+                registry_cache.remember_answer(key, generation, found)
         if found is None:
             raise _serialization_error(f"Error when fetching schema version. subject = {subject}, schema id = "
                                        f"{schema_id}: the subject does not hold this schema; register it there "
@@ -205,8 +222,8 @@ class SchemaResolver:
         self.require_subject(AclOperation.READ, subject)
         version = LATEST if spec.schema_version == -1 else spec.schema_version
         try:
-            writer = serde.subject_schema(self.cluster, subject, version)
-            number = registry_selectors.version_get(self.cluster, subject, version).version
+            writer = serde.subject_schema(self.ref, subject, version)
+            number = registry_selectors.version_get(self.ref, subject, version).version
         except RegistryError as exc:
             raise RestError(BAD_REQUEST, f"Schema does not exist for subject: {subject}, version: "
                                          f"{spec.schema_version}") from exc
@@ -244,7 +261,7 @@ class SchemaResolver:
         if not spec.bare:
             self.require_subject(AclOperation.READ, subject)
         try:
-            row = registry_selectors.version_get(self.cluster, subject, LATEST)
+            row = registry_selectors.version_get(self.ref, subject, LATEST)
         except RegistryError as exc:
             if spec.bare and exc.error_code == 40401:
                 return None  # no schema for the topic: the data is JSON, as before the registry existed
@@ -252,7 +269,7 @@ class SchemaResolver:
                                        exc) from exc
         if spec.bare:  # the topic has a schema: using it is a read of its subject
             self.require_subject(AclOperation.READ, subject)
-        return Resolved(serde.writer_schema(self.cluster, row.schema.schema_id), subject, row.version)
+        return Resolved(serde.writer_schema(self.ref, row.schema.schema_id), subject, row.version)
 
 
 def encode(resolved: Resolved, data: Any, what: str) -> bytes | None:

@@ -165,6 +165,18 @@ def bump_generation(registry_pk: int) -> None:
                     registry_pk, exc, ANSWER_SECONDS)
 
 
+def generation_now(registry_pk: int) -> int | None:
+    """:func:`generation` for a worker thread: one blocking GET, read after this call began; None when Redis
+    cannot say."""
+    global _sync_client
+    try:
+        if _sync_client is None:
+            _sync_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        return int(_sync_client.get(_generation_key(registry_pk)) or 0)
+    except (redis.RedisError, ValueError):
+        return None
+
+
 class _GenerationReads:
     """One registry's generation reads on one event loop, shared: the requests that arrive while a GET is on its
     way wait for the next GET, sent once that one returns, and all take its answer. Each request thus sees a
