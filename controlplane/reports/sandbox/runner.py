@@ -100,6 +100,10 @@ class _Run:
         while not self.done.wait(PROGRESS_SECONDS):
             try:
                 jobs = tracker.getJobIdsForGroup(self.group)
+                if self.reason and jobs:
+                    # Spark cancels only the group's active jobs: one started after the cancel (the timer fired
+                    # while the run was still planning) is cancelled here, within PROGRESS_SECONDS of starting.
+                    self.runner.spark.sparkContext.cancelJobGroup(self.group)
                 tasks = done = active = 0
                 for job_id in jobs:
                     job = tracker.getJobInfo(job_id)
