@@ -74,6 +74,7 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     row.get_by_role("link", name=cluster).click()
     expect(page.get_by_role("heading", name="Brokers")).to_be_visible()
     expect(page.get_by_test_id("bootstrap")).to_have_text(re.compile(r"127\.0\.0\.1:\d+"))
+    expect(page.get_by_test_id("schema-registry-url")).to_have_text(re.compile(r"/schema-registry/skc-[0-9a-f]+$"))
     expect(page.get_by_role("table", name="Brokers").get_by_role("row")).to_have_count(2)  # header + 1 broker
     check_page(page, "cluster-overview")
     # Deleting asks for the name first; the new cluster's broker is stopped again.

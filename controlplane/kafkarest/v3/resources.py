@@ -32,7 +32,15 @@ from controlplane.kafkarest.errors import (
 from controlplane.kafkarest.kafka_admin import KAFKA_BAD_REQUEST, cluster_admin, rest_error_for_admin
 from controlplane.resources import services as topics_service
 from controlplane.resources.models import AclBinding, Topic
-from dataplane.client.admin import AdminError, ClusterAdmin, ConfigEntry, NewTopic, TopicInfo, TransactionInfo
+from dataplane.client.admin import (
+    AdminError,
+    ClusterAdmin,
+    ConfigEntry,
+    NewTopic,
+    PartitionInfo,
+    TopicInfo,
+    TransactionInfo,
+)
 from dataplane.client.lag import compute_lag
 
 
@@ -192,7 +200,27 @@ def create_topic(access: ClusterAccess, links: Links, actor: Actor, body: Any) -
                                     ).get(name)
         if error is not None and error.code != "TOPIC_ALREADY_EXISTS":  # reconcile may have been first
             raise rest_error_for_admin(error)
-        return _topic_body(links, _described(admin, name))
+        return _topic_body(links, _created(admin, name, row.partitions, row.replication_factor))
+
+
+CREATED_METADATA_SECONDS = 5.0
+
+
+def _created(admin: ClusterAdmin, name: str, partitions: int, replication_factor: int) -> TopicInfo:
+    """A topic just created, as the brokers' metadata describes it once it has caught up (a busy broker learns of
+    a new topic a moment after CreateTopics answers); if it has not within CREATED_METADATA_SECONDS, as created
+    (leaders not known yet) -- the creation succeeded, so never a 404."""
+    deadline = time.monotonic() + CREATED_METADATA_SECONDS
+    pause = 0.02
+    while True:
+        found = admin.topics(include_internal=True).get(name)
+        if found is not None and len(found.partitions) == partitions:
+            return found
+        if time.monotonic() >= deadline:
+            return TopicInfo(name, None, False, tuple(PartitionInfo(i, -1, (-1,) * replication_factor, ())
+                                                      for i in range(partitions)))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 def _check_partition_count(cluster: Cluster, count: int) -> None:

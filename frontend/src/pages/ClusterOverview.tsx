@@ -46,6 +46,7 @@ export function ClusterOverview() {
         <dt>Plan</dt><dd>{c.plan}</dd>
         <dt>Kafka cluster id</dt><dd><code>{c.kafka_cluster_id}</code></dd>
         <dt>Bootstrap servers</dt><dd><code data-testid="bootstrap">{status.bootstrap_servers ?? "—"}</code></dd>
+        <dt>Schema Registry</dt><dd><code data-testid="schema-registry-url">{c.schema_registry_url}</code></dd>
         <dt>Generation</dt><dd>{c.generation} (observed {status.observed_generation ?? 0})</dd>
         <dt>Created</dt><dd>{when(c.created_at)}</dd>
         {c.deletion_requested_at && (<><dt>Deletion requested</dt><dd>{when(c.deletion_requested_at)}</dd></>)}
