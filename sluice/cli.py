@@ -21,6 +21,7 @@ from sluice.embedded import private_dir
 
 if TYPE_CHECKING:
     from dataplane.server.config import BrokerConfig
+    from sluice.objectstore import ObjectStoreServer
     from sluice.output import Console
     from sluice.supervisor import Supervisor
 
@@ -114,6 +115,24 @@ def _link_log(logs: Path, name: str, target: Path) -> None:
     link.symlink_to(os.path.relpath(target, logs))
 
 
+def _ensure_object_store(var: Path, logs: Path, console: Console) -> ObjectStoreServer | None:
+    """Tiered storage's object store: the embedded one under var/objectstore unless the environment names one
+    (SLUICE_REMOTE_STORAGE_ENDPOINT); its settings are exported for the control plane and the agent."""
+    if os.environ.get("SLUICE_REMOTE_STORAGE_ENDPOINT"):
+        return None
+    from sluice.objectstore import ObjectStoreError, ObjectStoreServer
+
+    server = ObjectStoreServer(var / "objectstore")
+    try:
+        with console.step("starting the object store"):
+            server.start()
+    except ObjectStoreError as exc:
+        _fail(str(exc))
+    _link_log(logs, "objectstore.log", server.log_path)
+    os.environ.update(server.environment())
+    return server
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from sluice.clusterwatch import ClusterWatch
     from sluice.output import Console
@@ -135,6 +154,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             _link_log(logs, "postgres.log", services.postgres.log_path)
         if services.redis is not None:
             _link_log(logs, "redis.log", services.redis.log_path)
+    object_store = _ensure_object_store(var, logs, console)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
     import django
@@ -201,6 +221,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         watch.stop()
         supervisor.stop()
         _stop_leftover_brokers(args.agent_host, console)
+        if object_store is not None:
+            with console.step("stopping the object store"):
+                object_store.stop()
         if services is not None:
             if services.redis is not None:
                 with console.step("stopping redis"):
