@@ -4,21 +4,68 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.core.serializers import StrictSerializer
 from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
+from controlplane.resources.selectors import TopicFigures
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
 
 class TopicSerializer(serializers.ModelSerializer[Topic]):
+    """A topic; the figures (size, records, replication health, rate) come from ``context["figures"]`` (the
+    list and the detail view give them) and are null when unknown."""
+
     cluster = serializers.UUIDField(source="cluster_id", read_only=True)
+    size_bytes = serializers.SerializerMethodField(help_text="Bytes on disk, all replicas; null: unknown.")
+    record_count = serializers.SerializerMethodField(
+        help_text="Records in the log: the sum over partitions of end - start offset; null: unknown.")
+    under_replicated_partitions = serializers.SerializerMethodField(
+        help_text="Partitions whose in-sync replicas are fewer than their replicas; null: unknown.")
+    offline_partitions = serializers.SerializerMethodField(help_text="Partitions without a leader; null: unknown.")
+    bytes_in_per_sec = serializers.SerializerMethodField(
+        help_text="Bytes produced per second over the last sampled minute; null: no sample in the last 5 minutes.")
+    records_in_per_sec = serializers.SerializerMethodField(
+        help_text="Records produced per second over the last sampled minute; null: no recent sample.")
 
     class Meta:
         model = Topic
         fields = ["name", "cluster", "partitions", "replication_factor", "configs", "managed", "generation",
-                  "status", "deletion_requested_at", "created_at", "updated_at"]
+                  "status", "deletion_requested_at", "created_at", "updated_at", "size_bytes", "record_count",
+                  "under_replicated_partitions", "offline_partitions", "bytes_in_per_sec", "records_in_per_sec"]
         read_only_fields = fields
+
+    def _figures(self, topic: Topic) -> TopicFigures:
+        figures: dict[str, TopicFigures] = self.context.get("figures", {})
+        return figures.get(topic.name, _UNKNOWN)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_size_bytes(self, topic: Topic) -> int | None:
+        return self._figures(topic).size_bytes
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_record_count(self, topic: Topic) -> int | None:
+        return self._figures(topic).record_count
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_under_replicated_partitions(self, topic: Topic) -> int | None:
+        return self._figures(topic).under_replicated_partitions
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_offline_partitions(self, topic: Topic) -> int | None:
+        return self._figures(topic).offline_partitions
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_bytes_in_per_sec(self, topic: Topic) -> float | None:
+        return self._figures(topic).bytes_in_per_sec
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_records_in_per_sec(self, topic: Topic) -> float | None:
+        return self._figures(topic).records_in_per_sec
+
+
+_UNKNOWN = TopicFigures()
 
 
 class TopicCreateSerializer(StrictSerializer):

@@ -291,6 +291,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The page of clusters, each with brokers up of total, throughput in and out, and storage used (from
+         *     what the control plane holds: no call to the clusters, so one that is down cannot slow the list).
+         */
         get: operations["tenants_clusters_list"];
         put?: never;
         post: operations["tenants_clusters_create"];
@@ -602,6 +606,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The page of topics, each with its size, records, replication health and produce rate (one batched
+         *     round to the cluster for the page, cached briefly; null where unknown).
+         */
         get: operations["tenants_clusters_topics_list"];
         put?: never;
         post: operations["tenants_clusters_topics_create"];
@@ -2153,6 +2161,10 @@ export interface components {
             /** @description Open connections at once, per broker. */
             max_connections?: number | null;
         };
+        /**
+         * @description A cluster; the figures (brokers up, rates, storage) come from ``context["figures"]``
+         *     (``selectors.cluster_figures``), null when unknown.
+         */
         Cluster: {
             /** Format: uuid */
             readonly id: string;
@@ -2171,6 +2183,32 @@ export interface components {
             readonly created_at: string;
             /** Format: date-time */
             readonly updated_at: string;
+            /** @description Brokers running and registered, as of the last reconcile; null before the first. */
+            readonly brokers_up: number | null;
+            /** @description Brokers the cluster is to have (its spec). */
+            readonly brokers_total: number;
+            /**
+             * Format: double
+             * @description Bytes produced per second, all brokers, over the last sampled minute; null: no sample in 5 min.
+             */
+            readonly bytes_in_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Bytes sent to consumers per second, over the last sampled minute; null: no recent sample.
+             */
+            readonly bytes_out_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Records produced per second, over the last sampled minute; null: no recent sample.
+             */
+            readonly records_in_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Records consumed (committed) per second, over the last sampled minute; null: no recent sample.
+             */
+            readonly records_out_per_sec: number | null;
+            /** @description Bytes on disk, all brokers and replicas, at the last sample; null: not measured yet. */
+            readonly storage_bytes: number | null;
         };
         ClusterWriteRequest: {
             name: string;
@@ -2236,15 +2274,29 @@ export interface components {
             members: {
                 [key: string]: unknown;
             }[];
+            /** @description Every partition the group committed to or a member owns; lag null where it never committed. */
             partitions: components["schemas"]["PartitionLag"][];
-            total_lag: number;
+            /** @description The known lags summed; null when partitions exist and none has a commit. */
+            total_lag: number | null;
+            /** @description Rows in partitions. */
+            partition_count: number;
+            /** @description Partitions never committed (lag unknown). */
+            uncommitted_partitions: number;
+            topics: string[];
         };
         GroupSummary: {
             group_id: string;
             state: string;
             protocol_type: string;
             members: number;
-            total_lag: number;
+            /** @description The known lags summed; null when the group has partitions and none has a committed offset (unknown, not zero). */
+            total_lag: number | null;
+            /** @description Partitions the group committed to or a member owns. */
+            partition_count: number;
+            /** @description Of those, partitions never committed: their lag is unknown (not in total_lag). */
+            uncommitted_partitions: number;
+            /** @description Topics of those partitions. */
+            topics: string[];
         };
         Health: {
             status: string;
@@ -3170,12 +3222,27 @@ export interface components {
             /** @default true */
             dry_run: boolean;
         };
+        ResetPartition: {
+            topic: string;
+            partition: number;
+            /** @description The group's commit; null: never committed. */
+            current_offset: number | null;
+            /** @description Where the group will start (clamped to the log). */
+            new_offset: number;
+            log_start_offset: number;
+            log_end_offset: number;
+            /** @description Null: never committed (unknown). */
+            lag_before: number | null;
+            lag_after: number;
+            /** @description lag_after - lag_before: negative skips records, positive re-reads them; null when lag_before is unknown. */
+            lag_delta: number | null;
+            /** @description new_offset - current_offset. */
+            offset_delta: number | null;
+        };
         ResetPlan: {
             group_id: string;
             dry_run: boolean;
-            partitions: {
-                [key: string]: unknown;
-            }[];
+            partitions: components["schemas"]["ResetPartition"][];
         };
         /**
          * @description * `TOPIC` - TOPIC
@@ -3302,6 +3369,10 @@ export interface components {
          * @enum {string}
          */
         ToEnum: "earliest" | "latest" | "timestamp" | "offset" | "shift-by";
+        /**
+         * @description A topic; the figures (size, records, replication health, rate) come from ``context["figures"]`` (the
+         *     list and the detail view give them) and are null when unknown.
+         */
         Topic: {
             readonly name: string;
             /** Format: uuid */
@@ -3318,6 +3389,24 @@ export interface components {
             readonly created_at: string;
             /** Format: date-time */
             readonly updated_at: string;
+            /** @description Bytes on disk, all replicas; null: unknown. */
+            readonly size_bytes: number | null;
+            /** @description Records in the log: the sum over partitions of end - start offset; null: unknown. */
+            readonly record_count: number | null;
+            /** @description Partitions whose in-sync replicas are fewer than their replicas; null: unknown. */
+            readonly under_replicated_partitions: number | null;
+            /** @description Partitions without a leader; null: unknown. */
+            readonly offline_partitions: number | null;
+            /**
+             * Format: double
+             * @description Bytes produced per second over the last sampled minute; null: no sample in the last 5 minutes.
+             */
+            readonly bytes_in_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Records produced per second over the last sampled minute; null: no recent sample.
+             */
+            readonly records_in_per_sec: number | null;
         };
         TopicCreateRequest: {
             name: string;
