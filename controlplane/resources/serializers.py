@@ -10,6 +10,7 @@ from rest_framework import serializers
 from controlplane.core.serializers import StrictSerializer
 from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
 from controlplane.resources.selectors import TopicFigures
+from controlplane.tenancy.serializers import principal_directory
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
 
@@ -87,16 +88,32 @@ def _names(enum: type) -> list[str]:
     return [member.name for member in enum]  # type: ignore[attr-defined]
 
 
+_PRINCIPAL_NAME_HELP = ("The principal's name: the service account's, the member's e-mail (or username), "
+                        "'All principals' for User:*; null when the tenant has no such principal (any more).")
+
+
+def _principal_name(context: dict[str, Any], tenant_id: int, principal: str | None) -> str | None:
+    return principal_directory(context, tenant_id).name(principal)
+
+
 class AclSerializer(serializers.ModelSerializer[AclBinding]):
+    principal_name = serializers.SerializerMethodField(help_text=_PRINCIPAL_NAME_HELP)
+
     class Meta:
         model = AclBinding
-        fields = ["id", "principal", "resource_type", "pattern_type", "resource_name", "operation", "permission",
-                  "host", "created_at"]
+        fields = ["id", "principal", "principal_name", "resource_type", "pattern_type", "resource_name",
+                  "operation", "permission", "host", "created_at"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_principal_name(self, acl: AclBinding) -> str | None:
+        return _principal_name(self.context, acl.cluster.tenant_id, acl.principal)
 
 
 class AclWriteSerializer(StrictSerializer):
-    principal = serializers.CharField(max_length=300)
+    principal = serializers.CharField(max_length=300, help_text=(
+        "A principal of this tenant: 'User:sa-<service account id>', 'User:u-<user id>' or 'User:*' (everyone); "
+        "GET …/principals lists them with their names."))
     resource_type = serializers.ChoiceField(choices=_names(ResourceType))
     pattern_type = serializers.ChoiceField(choices=_names(PatternType), default="LITERAL")
     resource_name = serializers.CharField(max_length=300)
@@ -106,11 +123,18 @@ class AclWriteSerializer(StrictSerializer):
 
 
 class ClientQuotaSerializer(serializers.ModelSerializer[ClientQuota]):
+    principal_name = serializers.SerializerMethodField(help_text=_PRINCIPAL_NAME_HELP + " Null too for the "
+                                                       "default quota (principal null).")
+
     class Meta:
         model = ClientQuota
-        fields = ["id", "principal", "client_id", "producer_byte_rate", "consumer_byte_rate", "request_percentage",
-                  "max_connections", "created_at", "updated_at"]
+        fields = ["id", "principal", "principal_name", "client_id", "producer_byte_rate", "consumer_byte_rate",
+                  "request_percentage", "max_connections", "created_at", "updated_at"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_principal_name(self, quota: ClientQuota) -> str | None:
+        return _principal_name(self.context, quota.cluster.tenant_id, quota.principal)
 
 
 class ClientQuotaWriteSerializer(StrictSerializer):

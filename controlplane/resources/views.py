@@ -142,7 +142,7 @@ class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ServiceWriteM
     ordering_fields = ["created_at", "principal", "resource_name"]
 
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[AclBinding]:
-        return AclBinding.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
+        return AclBinding.objects.filter(cluster__tenant=tenant, cluster=self.cluster).select_related("cluster")
 
     def service_create(self, data: dict[str, Any]) -> AclBinding:
         return services.acl_create(cluster=self.cluster, actor=self.actor, **data)
@@ -167,7 +167,7 @@ class ClientQuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Servi
     ordering_fields = ["created_at", "principal"]
 
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[ClientQuota]:
-        return ClientQuota.objects.filter(cluster__tenant=tenant, cluster=self.cluster)
+        return ClientQuota.objects.filter(cluster__tenant=tenant, cluster=self.cluster).select_related("cluster")
 
     def service_create(self, data: dict[str, Any]) -> ClientQuota:
         return services.quota_create(cluster=self.cluster, actor=self.actor, **data)

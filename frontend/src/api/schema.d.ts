@@ -142,14 +142,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Who the caller is, and the tenants and roles it has. */
+        /** @description Who the caller is, the tenants and roles it has, and the tenant it last chose. */
         get: operations["me_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /** @description Remember the tenant the user chose (sign-in lands there next time). Signed-in users only. */
+        patch: operations["me_partial_update"];
         trace?: never;
     };
     "/api/v1/tenants/": {
@@ -276,6 +277,23 @@ export interface paths {
             cookie?: never;
         };
         get: operations["tenants_audit_events_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/audit-events/facets/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The actions, target types and actor types present in the tenant's trail (for filter choices). */
+        get: operations["tenants_audit_events_facets_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -591,6 +609,26 @@ export interface paths {
         };
         /** @description A page of the result's rows, with the columns and the report's chart description. */
         get: operations["tenants_clusters_reports_runs_results_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/kinds/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Every report kind with its parameters (name, type, required, default, help, choices, bounds), result
+         *     columns and default chart: what a form needs to offer them.
+         */
+        get: operations["tenants_clusters_reports_kinds_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -944,6 +982,26 @@ export interface paths {
         head?: never;
         /** @description Members of a tenant and their roles; only owners change them. People join by accepting an invitation. */
         patch: operations["tenants_members_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/principals/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Every principal an ACL or quota may name in this tenant, with its name: ``User:*``, the service accounts,
+         *     the members (the console's principal picker).
+         */
+        get: operations["tenants_principals_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/tenants/{tenant_slug}/service-accounts/": {
@@ -2008,6 +2066,8 @@ export interface components {
             /** Format: uuid */
             readonly id: string;
             readonly principal: string;
+            /** @description The principal's name: the service account's, the member's e-mail (or username), 'All principals' for User:*; null when the tenant has no such principal (any more). */
+            readonly principal_name: string | null;
             readonly resource_type: components["schemas"]["ResourceTypeEnum"];
             readonly pattern_type: components["schemas"]["PatternTypeEnum"];
             readonly resource_name: string;
@@ -2018,6 +2078,7 @@ export interface components {
             readonly created_at: string;
         };
         AclWriteRequest: {
+            /** @description A principal of this tenant: 'User:sa-<service account id>', 'User:u-<user id>' or 'User:*' (everyone); GET …/principals lists them with their names. */
             principal: string;
             resource_type: components["schemas"]["ResourceTypeEnum"];
             /** @default LITERAL */
@@ -2045,12 +2106,16 @@ export interface components {
             readonly owner: {
                 [key: string]: string;
             };
+            /** @description The owner's name: the service account's, or the member's e-mail (or username); null when the owner is no longer in the tenant. */
+            readonly owner_name: string | null;
             readonly principal: string;
             /**
              * Format: uuid
              * @description The one cluster this key reaches (its id); null: every cluster of the tenant.
              */
             readonly cluster: string | null;
+            /** @description The scoped cluster's name; null: every cluster. */
+            readonly cluster_name: string | null;
             /** @description How the key authenticates to the tenant's Kafka clusters (username = key id, password = secret). Keys made before SCRAM credentials were derived have PLAIN only. */
             readonly sasl_mechanisms: string[];
             /** Format: date-time */
@@ -2078,6 +2143,10 @@ export interface components {
         ApiKeyUpdateRequest: {
             description: string;
         };
+        /**
+         * @description An audit row as the console shows it: names beside the ids and one readable sentence; times in ``data``
+         *     as ISO 8601. Names come from ``context["namer"]`` (one per page) or one made for the row's tenant.
+         */
         AuditEvent: {
             /** Format: uuid */
             readonly id: string;
@@ -2091,6 +2160,17 @@ export interface components {
             readonly count: number;
             /** Format: date-time */
             readonly created_at: string;
+            /** @description The actor's name (account name, member's e-mail). */
+            readonly actor_name: string;
+            /** @description The target's name; null when unknown. */
+            readonly target_name: string | null;
+            /** @description One readable sentence: who did what to which. */
+            readonly summary: string;
+        };
+        AuditFacets: {
+            actions: string[];
+            target_types: string[];
+            actor_types: string[];
         };
         /**
          * @description * `true` - true
@@ -2127,6 +2207,8 @@ export interface components {
             /** Format: uuid */
             readonly id: string;
             readonly principal: string | null;
+            /** @description The principal's name: the service account's, the member's e-mail (or username), 'All principals' for User:*; null when the tenant has no such principal (any more). Null too for the default quota (principal null). */
+            readonly principal_name: string | null;
             readonly client_id: string | null;
             readonly producer_byte_rate: number | null;
             readonly consumer_byte_rate: number | null;
@@ -2365,12 +2447,16 @@ export interface components {
             readonly owner: {
                 [key: string]: string;
             };
+            /** @description The owner's name: the service account's, or the member's e-mail (or username); null when the owner is no longer in the tenant. */
+            readonly owner_name: string | null;
             readonly principal: string;
             /**
              * Format: uuid
              * @description The one cluster this key reaches (its id); null: every cluster of the tenant.
              */
             readonly cluster: string | null;
+            /** @description The scoped cluster's name; null: every cluster. */
+            readonly cluster_name: string | null;
             /** @description How the key authenticates to the tenant's Kafka clusters (username = key id, password = secret). Keys made before SCRAM credentials were derived have PLAIN only. */
             readonly sasl_mechanisms: string[];
             /** Format: date-time */
@@ -2635,6 +2721,8 @@ export interface components {
             principal: string;
             api_key: string | null;
             tenants: components["schemas"]["Tenant"][];
+            /** @description The tenant to land on after sign-in: the one last chosen (PATCH me), or an API key's own; null: none yet (or no longer a member there). */
+            last_tenant: string | null;
         };
         Membership: {
             /** Format: uuid */
@@ -2916,6 +3004,7 @@ export interface components {
             new_password: string;
         };
         PatchedAclWriteRequest: {
+            /** @description A principal of this tenant: 'User:sa-<service account id>', 'User:u-<user id>' or 'User:*' (everyone); GET …/principals lists them with their names. */
             principal?: string;
             resource_type?: components["schemas"]["ResourceTypeEnum"];
             /** @default LITERAL */
@@ -2959,6 +3048,10 @@ export interface components {
             plan: components["schemas"]["PlanEnum"];
             broker_count?: number | null;
             max_partitions?: number | null;
+        };
+        PatchedMeUpdateRequest: {
+            /** @description The slug of the tenant the user chose. */
+            last_tenant?: string;
         };
         PatchedMembershipUpdateRequest: {
             role?: components["schemas"]["RoleEnum"];
@@ -3017,6 +3110,22 @@ export interface components {
          * @enum {string}
          */
         PlanEnum: "basic" | "standard" | "dedicated";
+        Principal: {
+            /** @description What an ACL or quota names: 'User:sa-<id>', 'User:u-<id>', 'User:*'. */
+            principal: string;
+            kind: components["schemas"]["PrincipalKindEnum"];
+            id: string;
+            /** @description The account's name, the member's e-mail (or username), 'All principals'. */
+            name: string;
+            email: string | null;
+        };
+        /**
+         * @description * `wildcard` - wildcard
+         *     * `service_account` - service_account
+         *     * `user` - user
+         * @enum {string}
+         */
+        PrincipalKindEnum: "wildcard" | "service_account" | "user";
         ProduceBatchEntryRequest: {
             /** @description Omit to partition by key (murmur2, as the Java client). */
             partition_id?: number | null;
@@ -3061,9 +3170,16 @@ export interface components {
              *     * `JSON` - JSON
              *     * `STRING` - STRING
              */
-            type?: components["schemas"]["TypeEnum"];
+            type?: components["schemas"]["ProduceDataTypeEnum"];
             data?: unknown;
         };
+        /**
+         * @description * `BINARY` - BINARY
+         *     * `JSON` - JSON
+         *     * `STRING` - STRING
+         * @enum {string}
+         */
+        ProduceDataTypeEnum: "BINARY" | "JSON" | "STRING";
         ProduceHeaderRequest: {
             name: string;
             /** @description base64 */
@@ -3163,6 +3279,18 @@ export interface components {
             /** @description Finished runs kept with their results (default 50); older ones are deleted (as are runs older than SLUICE_REPORT_RESULT_DAYS). */
             keep_runs?: number;
         };
+        /** @description A report kind as a form offers it (fields made in ``get_fields``: ``label`` is a serializer attribute). */
+        ReportKind: {
+            kind: string;
+            label: string;
+            description: string;
+            parameters: components["schemas"]["ReportParameter"][];
+            /** @description The result's columns; null for sql (the query's own). */
+            columns: string[] | null;
+            default_chart: {
+                [key: string]: unknown;
+            };
+        };
         /**
          * @description * `sql` - Spark SQL over topic views
          *     * `throughput` - Records and bytes per time window
@@ -3173,6 +3301,34 @@ export interface components {
          * @enum {string}
          */
         ReportKindEnum: "sql" | "throughput" | "top_keys" | "value_size_histogram" | "json_aggregate" | "consumer_lag";
+        /**
+         * @description One parameter of a kind (fields made in ``get_fields``: ``required`` and ``help`` would shadow the
+         *     serializer's own attributes as class attributes).
+         */
+        ReportParameter: {
+            name: string;
+            type: components["schemas"]["ReportParameterTypeEnum"];
+            required: boolean;
+            /** @description Used when the parameter is left out. */
+            default: unknown;
+            help: string;
+            choices: string[] | null;
+            minimum: number | null;
+            maximum: number | null;
+        };
+        /**
+         * @description * `string` - string
+         *     * `integer` - integer
+         *     * `topic` - topic
+         *     * `topics` - topics
+         *     * `sql` - sql
+         *     * `window` - window
+         *     * `json_path` - json_path
+         *     * `choice_list` - choice_list
+         *     * `offsets` - offsets
+         * @enum {string}
+         */
+        ReportParameterTypeEnum: "string" | "integer" | "topic" | "topics" | "sql" | "window" | "json_path" | "choice_list" | "offsets";
         ReportRun: {
             /** Format: uuid */
             readonly id: string;
@@ -3203,6 +3359,15 @@ export interface components {
              * @description When the run and its result are deleted (null while it runs, or when results never expire by age); sooner if its report gets more than keep_runs newer runs.
              */
             readonly expires_at: string | null;
+            /** @description queued (waiting for a worker), starting (running, Spark has no job yet), running (Spark's jobs under way: see progress), done (succeeded, failed or cancelled). */
+            readonly stage: components["schemas"]["StageEnum"];
+            /** @description Milliseconds since the run started (while it runs), or its duration once finished; null while queued. */
+            readonly elapsed_ms: number | null;
+            /**
+             * Format: double
+             * @description Spark tasks done of all its tasks so far, 0-100, while running (jobs are planned as the query goes, so it can step back); 100 once succeeded; null when unknown (queued, no job yet, failed, cancelled).
+             */
+            readonly progress_percent: number | null;
         };
         /**
          * @description * `queued` - Queued
@@ -3302,6 +3467,8 @@ export interface components {
             /** @default member */
             role: components["schemas"]["ServiceAccountRoleEnum"];
         };
+        /** @enum {string} */
+        StageEnum: "queued" | "starting" | "running" | "done";
         /**
          * @description * `New` - New
          *     * `PendingProposal` - Pending Proposal
@@ -3463,13 +3630,6 @@ export interface components {
          * @enum {string}
          */
         TriggerEnum: "manual" | "schedule";
-        /**
-         * @description * `BINARY` - BINARY
-         *     * `JSON` - JSON
-         *     * `STRING` - STRING
-         * @enum {string}
-         */
-        TypeEnum: "BINARY" | "JSON" | "STRING";
         UpdateConfigRequest: {
             value: string | null;
         };
@@ -3791,6 +3951,29 @@ export interface operations {
             };
         };
     };
+    me_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedMeUpdateRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+        };
+    };
     tenants_list: {
         parameters: {
             query?: {
@@ -4084,16 +4267,34 @@ export interface operations {
     tenants_audit_events_list: {
         parameters: {
             query?: {
+                /** @description Exactly this action, e.g. topic.create. */
                 action?: string;
+                /** @description Actions starting with this, e.g. 'topic.' or 'security.'. */
+                action_prefix?: string;
+                /** @description Actor id, name (substring) or Kafka principal. */
+                actor?: string;
                 actor_id?: string;
+                /**
+                 * @description * `user` - user
+                 *     * `service_account` - service_account
+                 *     * `system` - system
+                 *     * `principal` - principal
+                 *     * `api_key` - api_key
+                 */
+                actor_type?: "api_key" | "principal" | "service_account" | "system" | "user";
                 /** @description Number of results to return per page. */
                 limit?: number;
                 /** @description The initial index from which to return the results. */
                 offset?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
+                /** @description Rows at or after this ISO 8601 time. */
                 since?: string;
+                /** @description The target's id as rows carry it (a topic's is '<cluster id>/<name>'). */
+                target_id?: string;
+                /** @description e.g. topic, acl, cluster, api_key, service_account. */
                 target_type?: string;
+                /** @description Rows before this ISO 8601 time (after since). */
                 until?: string;
             };
             header?: never;
@@ -4132,6 +4333,27 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditEvent"];
+                };
+            };
+        };
+    };
+    tenants_audit_events_facets_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditFacets"];
                 };
             };
         };
@@ -5006,6 +5228,28 @@ export interface operations {
             };
         };
     };
+    tenants_clusters_reports_kinds_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReportKind"][];
+                };
+            };
+        };
+    };
     tenants_clusters_topics_list: {
         parameters: {
             query?: {
@@ -5769,6 +6013,27 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Membership"];
+                };
+            };
+        };
+    };
+    tenants_principals_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Principal"][];
                 };
             };
         };
