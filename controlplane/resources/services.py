@@ -19,6 +19,7 @@ from controlplane.core.status import pending_status
 from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
 from controlplane.resources.selectors import cluster_partition_count
 from controlplane.tenancy.models import Membership, ServiceAccount
+from controlplane.tenancy.names import principal_hint
 from dataplane.config.topic import ConfigError, validate_topic_configs
 from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
 from dataplane.security.acl import (
@@ -210,11 +211,10 @@ def _binding_fields(**fields: Any) -> dict[str, Any]:
 def acl_create(*, cluster: Cluster, actor: Actor, principal: str, resource_type: str, resource_name: str,
                operation: str, pattern_type: str = "LITERAL", permission: str = "ALLOW",
                host: str = WILDCARD) -> AclBinding:
+    if not _known_principal(cluster, principal):  # first: its message names what is accepted, with examples
+        raise ValidationFailed({"principal": [principal_hint(cluster.tenant_id, principal)]})
     fields = _binding_fields(principal=principal, resource_type=resource_type, pattern_type=pattern_type,
                              resource_name=resource_name, operation=operation, permission=permission, host=host)
-    if not _known_principal(cluster, principal):
-        raise ValidationFailed({"principal": [
-            f"'{principal}' is not a service account or member of this tenant (nor 'User:*')."]})
     if AclBinding.objects.filter(cluster=cluster, **fields).exists():
         raise Conflict("An identical ACL binding already exists.", code="acl_exists")
     acl = AclBinding.objects.create(cluster=cluster, **fields)
@@ -228,12 +228,12 @@ def acl_create(*, cluster: Cluster, actor: Actor, principal: str, resource_type:
 def acl_update(*, acl: AclBinding, actor: Actor, **changes: Any) -> AclBinding:
     current = {f: getattr(acl, f) for f in ("principal", "resource_type", "pattern_type", "resource_name",
                                            "operation", "permission", "host")}
+    principal = changes.get("principal")
+    if principal is not None and principal != current["principal"] and not _known_principal(acl.cluster, principal):
+        raise ValidationFailed({"principal": [principal_hint(acl.cluster.tenant_id, principal)]})
     wanted = _binding_fields(**{**current, **{k: v for k, v in changes.items() if v is not None}})
     if wanted == current:
         return acl
-    if wanted["principal"] != current["principal"] and not _known_principal(acl.cluster, wanted["principal"]):
-        raise ValidationFailed({"principal": [
-            f"'{wanted['principal']}' is not a service account or member of this tenant (nor 'User:*')."]})
     for field, value in wanted.items():
         setattr(acl, field, value)
     try:
@@ -265,8 +265,8 @@ def _quota_fields(cluster: Cluster, fields: Mapping[str, Any]) -> dict[str, Any]
     """Checked quota fields: a principal of the tenant (or None, every principal), a client id, one key at least."""
     principal, client_id = fields.get("principal"), fields.get("client_id")
     if principal is not None and (principal == f"User:{WILDCARD}" or not _known_principal(cluster, principal)):
-        raise ValidationFailed({"principal": [
-            f"'{principal}' is not a service account or member of this tenant; leave it null for every principal."]})
+        hint = principal_hint(cluster.tenant_id, principal).replace(" or 'User:*' (everyone)", "")
+        raise ValidationFailed({"principal": [f"{hint} Leave it null for every principal."]})
     if client_id == "":
         raise ValidationFailed({"client_id": ["Give a client id or null (any client)."]})
     if all(fields.get(key) is None for key in QUOTA_KEYS):
