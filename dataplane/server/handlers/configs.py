@@ -122,7 +122,7 @@ def broker_entries(owners: Owners, defaults: Mapping[str, str], *, only_dynamic:
                    dynamic: Mapping[int, Mapping[str, str]]) -> list[Entry]:
     """The broker's view: topic defaults under Kafka's broker names, then the static settings."""
     entries = []
-    for name in TOPIC_CONFIGS:
+    for name in BROKER_SYNONYMS:
         resolved = resolve(name, {}, defaults)
         if only_dynamic and resolved.source is ConfigSource.DEFAULT_CONFIG:
             continue
