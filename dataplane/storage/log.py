@@ -125,10 +125,10 @@ __all__ = [
     "RECOVERY_POINT_FILE",
     "SWAP_SUFFIX",
     "AppendInfo",
-    "SegmentCopy",
     "CleanResult",
     "FileRegion",
     "Log",
+    "SegmentCopy",
     "TimestampAndOffset",
     "WouldBlock",
 ]

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import boto3
 import botocore.config
@@ -40,10 +39,16 @@ class ObjectInfo:
     last_modified_ms: int
 
 
+class Readable(Protocol):
+    """A file-like source of bytes (boto3 streams a body from ``read``)."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 class ObjectStore(Protocol):
     """What the remote tier needs from an object store (keys are written once, never overwritten)."""
 
-    def put_file(self, key: str, source: IO[bytes], size: int) -> None: ...
+    def put_file(self, key: str, source: Readable, size: int) -> None: ...
 
     def put_bytes(self, key: str, data: bytes) -> None: ...
 
@@ -52,7 +57,7 @@ class ObjectStore(Protocol):
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object (fewer at its end)."""
 
-    def list(self, prefix: str) -> list[ObjectInfo]: ...
+    def list_objects(self, prefix: str) -> list[ObjectInfo]: ...
 
     def list_dirs(self, prefix: str) -> list[str]:
         """The "directories" directly below ``prefix`` (common prefixes, each ending with ``/``)."""
@@ -94,7 +99,7 @@ class S3ObjectStore:
             aws_access_key_id=settings.access_key or None, aws_secret_access_key=settings.secret_key or None,
             config=config)
 
-    def put_file(self, key: str, source: IO[bytes], size: int) -> None:
+    def put_file(self, key: str, source: Readable, size: int) -> None:
         with _errors(f"upload of {key}"):
             self._client.put_object(Bucket=self.bucket, Key=key, Body=source, ContentLength=size)
 
@@ -120,7 +125,7 @@ class S3ObjectStore:
             finally:
                 body.close()
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
+    def list_objects(self, prefix: str) -> list[ObjectInfo]:
         found: list[ObjectInfo] = []
         with _errors(f"listing of {prefix}"):
             for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
@@ -173,17 +178,14 @@ class _errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc is None:
-            return False
+            return
         if isinstance(exc, botocore.exceptions.ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
             missing = code in ("NoSuchKey", "404", "NotFound")
             raise RemoteStorageError(f"{self.what}: {code or exc}", missing=missing) from exc
         if isinstance(exc, (botocore.exceptions.BotoCoreError, OSError)):
             raise RemoteStorageError(f"{self.what}: {exc}") from exc
-        return False
 
 
-def open_for_upload(path: Path) -> IO[bytes]:
-    return path.open("rb")
