@@ -143,6 +143,8 @@ class RemoteLogManager:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        log.info("remote tier: bucket %s at %s, prefix %r, every %d ms", getattr(self.store, "bucket", "?"),
+                 getattr(getattr(self.store, "settings", None), "endpoint", "?"), self.prefix, self.interval_ms)
         self._thread = threading.Thread(target=self._run, name="remote-log-manager", daemon=True)
         self._thread.start()
 
@@ -190,6 +192,7 @@ class RemoteLogManager:
                     self._refresh(state)
                     p.log.set_highest_remote_offset(state.chain.highest_offset)
                     p.log.remote_size_bytes = state.chain.size_in_bytes
+                    p.log.delete_old_segments()
                 state.failures = 0
                 state.retry_at = 0.0
             except RemoteStorageError as exc:
@@ -242,6 +245,7 @@ class RemoteLogManager:
                 break
             self._upload(p, state, copy)
         self._retention(p, state)
+        p.log.delete_old_segments()  # local retention, now that more is uploaded
         self._cleanup(state)
         p.log.remote_size_bytes = state.chain.size_in_bytes
 
@@ -254,7 +258,7 @@ class RemoteLogManager:
                                 self._time(), has_snapshot=copy.producer_snapshot is not None)
         try:
             with os.fdopen(copy.log_fd, "rb", closefd=True) as source:
-                self.store.put_file(segment.key(path, "log"), _Window(source, copy.size), copy.size)
+                self.store.put_file(segment.key(path, "log"), source, copy.size)  # a sealed segment: fixed size
         except OSError as exc:
             raise RemoteStorageError(f"reading segment {copy.base_offset} for upload: {exc}") from exc
         self.store.put_bytes(segment.key(path, "index"), copy.offset_index)
@@ -410,28 +414,6 @@ class RemoteLogManager:
         (self._hooks / f"{what}-{base}").touch()
         while (self._hooks / f"hold-{what}").exists() and not self._stop.is_set():
             time.sleep(0.05)
-
-
-class _Window:
-    """The first ``size`` bytes of a file object (a sealed segment may not grow, but never read past it)."""
-
-    def __init__(self, source: object, size: int) -> None:
-        self._source = source
-        self._left = size
-
-    def read(self, n: int = -1, /) -> bytes:
-        if self._left <= 0:
-            return b""
-        n = self._left if n < 0 else min(n, self._left)
-        data: bytes = self._source.read(n)  # type: ignore[attr-defined]
-        self._left -= len(data)
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return int(self._source.seek(offset, whence))  # type: ignore[attr-defined]
-
-    def tell(self) -> int:
-        return int(self._source.tell())  # type: ignore[attr-defined]
 
 
 def _epochs_bytes(epochs: Sequence[tuple[int, int]]) -> bytes:
