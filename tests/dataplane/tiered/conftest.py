@@ -51,6 +51,17 @@ def tiered_broker(tmp_path: Path, object_store: ObjectStoreServer, prefix: str) 
         process.stop(signal.SIGKILL)
 
 
+@pytest.fixture
+def plain_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker without remote storage."""
+    process = BrokerProcess(tmp_path / "plain", f"plain-{uuid.uuid4().hex[:12]}")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop(signal.SIGKILL)
+
+
 def create_topic(bootstrap: str, name: str, configs: dict[str, str], partitions: int = 1,
                  replication: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
