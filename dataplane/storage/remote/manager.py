@@ -312,27 +312,30 @@ class RemoteLogManager:
         self.store.delete_many([key for s in segments for key in s.data_keys(path)])
 
     def sweep_deleted_topics(self) -> int:
-        """Delete every object of topics the metadata store no longer has; the number of topics swept."""
+        """Delete every object of topics the metadata store no longer has; the number of topics swept.
+
+        One flat listing of the cluster's objects, grouped by topic directory (delimiter listings are not
+        supported alike by every S3-compatible server: s3rver answers none).
+        """
         assert self._live_topic_ids is not None
         root = topic_root(self.prefix, self.cluster_id)
-        dirs = self.store.list_dirs(root)
-        if not dirs:
+        by_dir: dict[str, list[str]] = {}
+        for info in self.store.list_objects(root):
+            by_dir.setdefault(info.key[len(root):].split("/", 1)[0], []).append(info.key)
+        if not by_dir:
             return 0
         live = self._live_topic_ids()  # read after the listing: a topic created meanwhile is in it
         swept = 0
-        for d in dirs:
-            parsed = parse_topic_dir(d[len(root):])
+        for name, keys in by_dir.items():
+            parsed = parse_topic_dir(name)
             if parsed is None or parsed[1] in live:
                 continue
-            objects = self.store.list_objects(d)
-            metadata = [o.key for o in objects if o.key.endswith("." + METADATA_KIND)]
-            self.store.delete_many(metadata)
-            self.store.delete_many([o.key for o in objects if not o.key.endswith("." + METADATA_KIND)])
+            self.store.delete_many([k for k in keys if k.endswith("." + METADATA_KIND)])
+            self.store.delete_many([k for k in keys if not k.endswith("." + METADATA_KIND)])
             with self._lock:
                 for key in [k for k in self._states if k[1] == parsed[1]]:
                     del self._states[key]
-            log.info("deleted the remote objects of deleted topic %s (%s): %d objects", parsed[0], parsed[1],
-                     len(objects))
+            log.info("deleted the %d remote objects of deleted topic %s (id %s)", len(keys), *parsed)
             swept += 1
         return swept
 

@@ -59,9 +59,6 @@ class ObjectStore(Protocol):
 
     def list_objects(self, prefix: str) -> list[ObjectInfo]: ...
 
-    def list_dirs(self, prefix: str) -> list[str]:
-        """The "directories" directly below ``prefix`` (common prefixes, each ending with ``/``)."""
-
     def delete_many(self, keys: Sequence[str]) -> None: ...
 
     def head(self, key: str) -> ObjectInfo | None: ...
@@ -132,14 +129,6 @@ class S3ObjectStore:
                 for item in page.get("Contents", ()):
                     found.append(ObjectInfo(item["Key"], int(item["Size"]),
                                             int(item["LastModified"].timestamp() * 1000)))
-        return found
-
-    def list_dirs(self, prefix: str) -> list[str]:
-        found: list[str] = []
-        with _errors(f"listing of {prefix}"):
-            for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix,
-                                                                               Delimiter="/"):
-                found.extend(str(p["Prefix"]) for p in page.get("CommonPrefixes", ()))
         return found
 
     def delete_many(self, keys: Sequence[str]) -> None:
