@@ -56,7 +56,7 @@ def test_follower_below_the_leaders_local_start_rebuilds_from_the_remote_tier(
     try:
         topic = f"tiered-{uuid.uuid4().hex[:8]}"
         admin = AdminClient({"bootstrap.servers": one.bootstrap})
-        admin.create_topics([NewTopic(topic, replica_assignment=[[1, 2]],
+        admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]],
                                       config={**TIERED, "min.insync.replicas": "1"})])[topic].result(30)
         sent = produce(one.bootstrap, topic, 200)
         two.stop(signal.SIGKILL)
