@@ -482,7 +482,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     if args.config is not None:
         try:
             from_file = {field: value for field, (_, value) in settings_from_file(Path(args.config)).items()}
-            BrokerConfig(**{**placeholders, **from_file})  # so a bad value in the file is blamed on the file
+            BrokerConfig(**{**placeholders, **_remote_storage_env(), **from_file})  # a bad value is blamed on the file
         except ConfigError as exc:
             _fail(f"{args.config}: {exc}")
     fields: dict[str, Any] = {"host": "127.0.0.1", "port": 9092, **from_file, **_remote_storage_env(),
