@@ -439,7 +439,19 @@ CLUSTER_FLAGS: dict[str, tuple[type, str]] = {
     "quota_window_size_seconds": (float, "quota.window.size.seconds: the length of one sample (default 1)"),
     "max_connections_per_principal": (int, "max.connections.per.principal: open connections one principal may "
                                            "hold (default 0, unlimited; the max_connections quota overrides)"),
+    "remote_log_manager_interval_ms": (int, "remote.log.manager.task.interval.ms: how often tiered partitions "
+                                            "upload and apply remote retention (default 30000)"),
+    "remote_log_reader_read_ahead_bytes": (int, "remote.log.reader.read.ahead.bytes: fetched ahead of a "
+                                                "consumer reading the remote tier (default 4194304)"),
 }
+
+# The remote tier: flags, else these variables (what the agent passes), else the config file.
+REMOTE_STORAGE_FLAGS: dict[str, str] = {
+    "remote_storage_endpoint": "ENDPOINT", "remote_storage_bucket": "BUCKET", "remote_storage_prefix": "PREFIX",
+    "remote_storage_region": "REGION", "remote_storage_access_key": "ACCESS_KEY",
+    "remote_storage_secret_key": "SECRET_KEY",
+}
+REMOTE_STORAGE_ENV = "SLUICE_REMOTE_STORAGE_"
 
 
 def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -467,7 +479,20 @@ def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
             fields[field] = getattr(args, flag)
     if args.broker_session_timeout_ms is not None:
         fields["lease_seconds"] = args.broker_session_timeout_ms / 1000
+    for flag in REMOTE_STORAGE_FLAGS:
+        if getattr(args, flag) is not None:
+            fields[flag] = getattr(args, flag)
     return fields
+
+
+def _remote_storage_env() -> dict[str, Any]:
+    """``SLUICE_REMOTE_STORAGE_*`` (set by the agent for managed clusters): defaults below flags, above the file."""
+    found: dict[str, Any] = {}
+    for field, suffix in REMOTE_STORAGE_FLAGS.items():
+        value = os.environ.get(REMOTE_STORAGE_ENV + suffix)
+        if value:
+            found[field] = value
+    return found
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -480,10 +505,11 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     if args.config is not None:
         try:
             from_file = {field: value for field, (_, value) in settings_from_file(Path(args.config)).items()}
-            BrokerConfig(**{**placeholders, **from_file})  # so a bad value in the file is blamed on the file
+            BrokerConfig(**{**placeholders, **_remote_storage_env(), **from_file})  # a bad value is blamed on the file
         except ConfigError as exc:
             _fail(f"{args.config}: {exc}")
-    fields: dict[str, Any] = {"host": "127.0.0.1", "port": 9092, **from_file, **_flag_fields(args)}
+    fields: dict[str, Any] = {"host": "127.0.0.1", "port": 9092, **from_file, **_remote_storage_env(),
+                              **_flag_fields(args)}
     for required, flag, setting in (("node_id", "--node-id", "node.id"), ("data_dir", "--data-dir", "log.dirs")):
         if required not in fields:
             _fail(f"broker: {flag} is required (or {setting} in --config)")
@@ -564,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how Fetch sends record data")
     for name, (kind, setting) in (*GROUP_FLAGS.items(), *CLUSTER_FLAGS.items()):
         broker.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=setting)
+    for name, suffix in REMOTE_STORAGE_FLAGS.items():
+        broker.add_argument(f"--{name.replace('_', '-')}", default=None,
+                            help=f"{name.replace('_', '.')} (default: ${REMOTE_STORAGE_ENV}{suffix})")
     broker.add_argument("--broker-session-timeout-ms", type=int, default=None,
                         help="broker.session.timeout.ms: the registration lease (default 10000)")
     broker.add_argument("--dev", action="store_true",
