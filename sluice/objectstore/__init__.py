@@ -95,6 +95,7 @@ class ObjectStoreServer:
             start_new_session=True, preexec_fn=die_with_parent)
         log.close()
         self._wait_ready(timeout)
+        (self.data_dir / "endpoint").write_text(self.endpoint + "\n")  # for tools and tests beside the service
         return self
 
     def _wait_ready(self, timeout: float) -> None:
