@@ -13,6 +13,7 @@ from django.utils import timezone
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.clusters.tasks import request_reconcile
+from controlplane.clusters.tiering import remote_storage, tiering_enabled
 from controlplane.core.actors import Actor, kafka_principal
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
@@ -20,6 +21,7 @@ from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, Client
 from controlplane.resources.selectors import cluster_partition_count
 from controlplane.tenancy.models import Membership, ServiceAccount
 from controlplane.tenancy.names import principal_hint
+from dataplane.config.tiering import REMOTE_STORAGE_ENABLE, check_tiering
 from dataplane.config.topic import ConfigError, validate_topic_configs
 from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
 from dataplane.security.acl import (
@@ -42,13 +44,20 @@ def _check_name(name: str) -> None:
         raise ValidationFailed({"name": ["Names starting with '__' are reserved for internal topics."]})
 
 
-def _check_configs(configs: Mapping[str, Any], replication_factor: int) -> dict[str, str]:
+def _check_configs(configs: Mapping[str, Any], replication_factor: int, cluster: Cluster,
+                   previous: Mapping[str, str] | None = None) -> dict[str, str]:
     if not isinstance(configs, Mapping):
         raise ValidationFailed({"configs": ["Expected an object of config names to values."]})
     try:
         canonical = validate_topic_configs(configs)
+        check_tiering(canonical, previous=previous, remote_storage_configured=True)
     except ConfigError as exc:
         raise ValidationFailed({f"configs.{exc.name}": [exc.message]}) from exc
+    if canonical.get(REMOTE_STORAGE_ENABLE) == "true" and not tiering_enabled(cluster):
+        raise ValidationFailed({f"configs.{REMOTE_STORAGE_ENABLE}": [
+            "This cluster cannot tier to object storage: "
+            + ("the deployment has no object store (SLUICE_REMOTE_STORAGE_ENDPOINT)." if remote_storage() is None
+               else f"its plan ({cluster.plan}) does not include tiered storage.")]})
     min_isr = int(canonical.get("min.insync.replicas", "1"))
     if min_isr > replication_factor:
         raise ValidationFailed({"configs.min.insync.replicas": [
@@ -88,7 +97,7 @@ def topic_create(*, cluster: Cluster, name: str, actor: Actor, partitions: int |
     if not 1 <= replication_factor <= cluster.broker_count:
         raise ValidationFailed({"replication_factor": [
             f"Must be between 1 and the cluster's broker count ({cluster.broker_count})."]})
-    canonical = _check_configs(configs or {}, replication_factor)
+    canonical = _check_configs(configs or {}, replication_factor, cluster)
     clash = Topic.objects.filter(cluster=cluster, collision_key=collision_key(name)).first()
     if clash is not None:
         message = (f"Topic '{name}' already exists." if clash.name == name else
@@ -134,7 +143,7 @@ def topic_update(*, topic: Topic, actor: Actor, partitions: int | None = None,
                 merged.pop(key, None)
             else:
                 merged[key] = value
-        canonical = _check_configs(merged, topic.replication_factor)
+        canonical = _check_configs(merged, topic.replication_factor, cluster, previous=topic.configs)
         if canonical != topic.configs:
             changes["configs"] = [topic.configs, canonical]
             topic.configs = canonical
