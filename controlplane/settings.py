@@ -259,6 +259,9 @@ SLUICE_REMOTE_STORAGE = {
     for name, default in (("ENDPOINT", ""), ("BUCKET", ""), ("PREFIX", ""), ("REGION", "us-east-1"),
                           ("ACCESS_KEY", ""), ("SECRET_KEY", ""))
 }
+# How often tiering brokers look for closed segments to upload and remote ones to expire (Kafka's
+# remote.log.manager.task.interval.ms).
+SLUICE_REMOTE_LOG_MANAGER_INTERVAL_MS = int(os.environ.get("SLUICE_REMOTE_LOG_MANAGER_INTERVAL_MS", "30000"))
 if bool(SLUICE_REMOTE_STORAGE["endpoint"]) != bool(SLUICE_REMOTE_STORAGE["bucket"]):
     raise ImproperlyConfigured("SLUICE_REMOTE_STORAGE_ENDPOINT and SLUICE_REMOTE_STORAGE_BUCKET go together: set both "
                                "(tiered storage) or neither")

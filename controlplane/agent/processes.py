@@ -84,6 +84,7 @@ class RemoteStorage:
     region: str = "us-east-1"
     access_key: str = ""
     secret_key: str = ""
+    task_interval_ms: int = 30_000  # how often brokers look for segments to upload or expire (Kafka's default)
 
     def __repr__(self) -> str:
         return f"RemoteStorage(endpoint={self.endpoint!r}, bucket={self.bucket!r}, prefix={self.prefix!r})"
@@ -168,6 +169,7 @@ class NodeSpec:
                 f"remote.storage.region = {json.dumps(remote.region)}",
                 f"remote.storage.access.key = {json.dumps(remote.access_key)}",
                 f"remote.storage.secret.key = {json.dumps(remote.secret_key)}",
+                f"remote.log.manager.task.interval.ms = {remote.task_interval_ms}",
             ]
         return "\n".join(lines) + "\n"
 

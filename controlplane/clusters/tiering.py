@@ -20,7 +20,8 @@ def remote_storage() -> RemoteStorage | None:
     if not conf["endpoint"] or not conf["bucket"]:
         return None
     return RemoteStorage(endpoint=conf["endpoint"], bucket=conf["bucket"], prefix=conf["prefix"].strip("/"),
-                         region=conf["region"], access_key=conf["access_key"], secret_key=conf["secret_key"])
+                         region=conf["region"], access_key=conf["access_key"], secret_key=conf["secret_key"],
+                         task_interval_ms=settings.SLUICE_REMOTE_LOG_MANAGER_INTERVAL_MS)
 
 
 def tiering_enabled(cluster: Cluster) -> bool:

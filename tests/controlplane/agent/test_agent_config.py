@@ -155,7 +155,7 @@ def test_client_settings_and_status_name_tls_and_its_ca(settings: Any, tmp_path:
 
 
 REMOTE = RemoteStorage(endpoint="http://127.0.0.1:9000", bucket="tier", prefix="prod", region="eu-west-1",
-                       access_key="AK", secret_key="SK")
+                       access_key="AK", secret_key="SK", task_interval_ms=500)
 
 
 def test_a_node_whose_plan_may_tier_gets_the_hosts_object_store(tmp_path: Path) -> None:
@@ -166,6 +166,7 @@ def test_a_node_whose_plan_may_tier_gets_the_hosts_object_store(tmp_path: Path) 
     assert (config.remote_storage_endpoint, config.remote_storage_bucket, config.remote_storage_prefix,
             config.remote_storage_region) == ("http://127.0.0.1:9000", "tier", "prod", "eu-west-1")
     assert (config.remote_storage_access_key, config.remote_storage_secret_key) == ("AK", "SK")
+    assert config.remote_log_manager_interval_ms == 500
     assert "SK" not in repr(REMOTE) and "SK" not in repr(config)
     # A plan without tiering, or a host without a store: no remote settings at all.
     assert "remote.storage" not in _spec(True).config_toml(tmp_path, SECRETS, remote=REMOTE)
