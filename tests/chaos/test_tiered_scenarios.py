@@ -16,8 +16,8 @@ import pytest
 
 from sluice.objectstore import ObjectStoreServer
 from tests.chaos.cluster import Cluster
-from tests.chaos.test_scenarios import ROUNDS, Run, after_leader_loss, kill_and_restart
-from tests.dataplane.tiered.conftest import remote_args
+from tests.chaos.test_scenarios import ROUNDS, TOPIC, Run, after_leader_loss, kill_and_restart
+from tests.dataplane.tiered.conftest import EARLIEST_LOCAL, list_offset, remote_args
 
 pytestmark = [pytest.mark.xdist_group("heavy"), pytest.mark.timeout(600 * max(1, ROUNDS // 5))]
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "4096", "local.retention.bytes": "8192"}
@@ -44,4 +44,9 @@ def test_tiered_leaders_killed_and_followers_restarted(tiered_cluster: Cluster, 
             follower = run.cluster.nodes[run.rng.choice(
                 [n for n in run.cluster.nodes if n != run.leader(partition).node_id])]
             kill_and_restart(run, follower, signal.SIGKILL)
-    Run(tiered_cluster, tmp_path, configs=TIERED).execute(faults)
+    run = Run(tiered_cluster, tmp_path, configs=TIERED)
+    run.execute(faults)
+    # The final read from offset 0 went through the remote tier: the leaders' local logs start well above 0.
+    for partition in range(run.partitions):
+        leader = run.leader(partition)
+        assert list_offset(leader.port, TOPIC, EARLIEST_LOCAL, partition) > 0
