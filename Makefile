@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run objectstore console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-registry bench-spark bench-spark-typed bench-reports bench-console bench-stop clean-var
+.PHONY: run objectstore console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-registry bench-spark bench-spark-typed bench-reports bench-console bench-stop bench-tiered clean-var
 
 # editable_mode=compat: a .pth path entry rather than setuptools' import-hook finder, which pkgutil.iter_modules()
 # cannot see -- and that is how Spark discovers the `sluice` data source (pyspark_sluice). Makefile is a
@@ -116,6 +116,11 @@ bench-cluster: $(STAMP)
 # (BENCH_ARGS=--quick: ~1).
 bench-transactions: $(STAMP)
 	$(BIN)/python bench/transactions.py $(BENCH_ARGS)
+
+# Tiered storage: consume from the remote tier against local disk, produce with tiering on against off, uploads
+# against a sustained produce; one broker and the embedded object store, a few minutes (BENCH_ARGS=--quick: ~1).
+bench-tiered: $(STAMP) $(OBJECTSTORE)
+	$(BIN)/python bench/tiered.py $(BENCH_ARGS)
 
 # One-topic Metadata requests/s at 1,000 topics against ApiVersions on the same broker, ~1 minute.
 bench-metadata: $(STAMP)

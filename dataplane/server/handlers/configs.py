@@ -379,11 +379,11 @@ async def _alter(owners: Owners, resource_type: int, name: str, ops: Sequence[tu
         base = (_replacement(ops) if replace
                 else incremental_change(ops, lambda key: resolved_value(key, {}, defaults)))
 
-        def change(current: Mapping[str, str]) -> dict[str, str]:
+        def tiering_checked(current: Mapping[str, str]) -> dict[str, str]:
             configs = base(current)
             check_tiering(configs, defaults, previous=current, remote_storage_configured=owners.config.remote_storage)
             return configs
-        await owners.admin.alter_topic_configs(name, change, validate_only=validate_only)
+        await owners.admin.alter_topic_configs(name, tiering_checked, validate_only=validate_only)
     elif resource_type == BROKER:
         _check_broker_name(owners, name)
         dynamic_ops = [op for op in ops if op[0] in DYNAMIC_BROKER_CONFIGS]

@@ -49,7 +49,7 @@ def test_broker_remote_storage_settings(tmp_path: Path) -> None:
     config = BrokerConfig(**base, remote_storage_endpoint="http://127.0.0.1:1", remote_storage_bucket="b",  # type: ignore[arg-type]
                           remote_storage_secret_key="hidden")
     assert config.remote_storage and "hidden" not in repr(config)
-    with pytest.raises(BrokerConfigError, match="both remote.storage.endpoint and remote.storage.bucket"):
+    with pytest.raises(BrokerConfigError, match=r"both remote\.storage\.endpoint and remote\.storage\.bucket"):
         BrokerConfig(**base, remote_storage_endpoint="http://127.0.0.1:1")  # type: ignore[arg-type]
     with pytest.raises(BrokerConfigError, match="http"):
         BrokerConfig(**base, remote_storage_endpoint="127.0.0.1:1", remote_storage_bucket="b")  # type: ignore[arg-type]

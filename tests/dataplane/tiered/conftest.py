@@ -105,11 +105,11 @@ def consume_all(bootstrap: str, topic: str, end: int, *, start: int = 0,
     return got
 
 
-def list_offset(port: int, topic: str, timestamp: int) -> int:
+def list_offset(port: int, topic: str, timestamp: int, partition: int = 0) -> int:
     with KafkaWire(port) as wire:
         response = wire.call(ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=(
             ListOffsetsTopic(name=TopicName(topic), partitions=(ListOffsetsPartition(
-                partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(timestamp)),)),)))
+                partition_index=i32(partition), current_leader_epoch=i32(-1), timestamp=i64(timestamp)),)),)))
     result = response.topics[0].partitions[0]
     assert result.error_code.value == 0, result.error_code
     return int(result.offset)
