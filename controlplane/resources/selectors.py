@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from django.db.models import Max, Sum
 
-from controlplane.clusters import observability, throughput
+from controlplane.clusters import observability, remote_usage, throughput
 from controlplane.clusters.models import Cluster
 from controlplane.resources.models import Topic
+from dataplane.config.tiering import REMOTE_STORAGE_ENABLE
 
 
 def cluster_partition_count(cluster: Cluster, *, excluding: Topic | None = None) -> int:
@@ -34,6 +35,7 @@ class TopicFigures:
     offline_partitions: int | None = None
     bytes_in_per_sec: float | None = None
     records_in_per_sec: float | None = None
+    remote_size_bytes: int | None = None  # in the remote tier (tiered topics only; None when not tiered)
 
 
 def topic_figures(cluster: Cluster, names: Iterable[str]) -> dict[str, TopicFigures]:
@@ -44,6 +46,9 @@ def topic_figures(cluster: Cluster, names: Iterable[str]) -> dict[str, TopicFigu
         return {}
     stats = observability.topic_stats(cluster, wanted)
     rates = throughput.topic_rates(cluster, wanted)
+    tiered = set(Topic.objects.filter(cluster=cluster, name__in=wanted,
+                                      configs__contains={REMOTE_STORAGE_ENABLE: "true"}).values_list("name", flat=True))
+    remote = remote_usage.remote_sizes(cluster) if tiered else None
     figures = {}
     for name in wanted:
         stat, rate = stats.get(name), rates.get(name)
@@ -52,5 +57,6 @@ def topic_figures(cluster: Cluster, names: Iterable[str]) -> dict[str, TopicFigu
             under_replicated_partitions=stat.under_replicated_partitions if stat else None,
             offline_partitions=stat.offline_partitions if stat else None,
             bytes_in_per_sec=rate.bytes_in_per_sec if rate else None,
-            records_in_per_sec=rate.records_in_per_sec if rate else None)
+            records_in_per_sec=rate.records_in_per_sec if rate else None,
+            remote_size_bytes=remote.get(name, 0) if remote is not None and name in tiered else None)
     return figures

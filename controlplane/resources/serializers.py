@@ -29,12 +29,15 @@ class TopicSerializer(serializers.ModelSerializer[Topic]):
         help_text="Bytes produced per second over the last sampled minute; null: no sample in the last 5 minutes.")
     records_in_per_sec = serializers.SerializerMethodField(
         help_text="Records produced per second over the last sampled minute; null: no recent sample.")
+    remote_size_bytes = serializers.SerializerMethodField(
+        help_text="Bytes in the remote tier (object storage) for a tiered topic; null: not tiered, or unknown.")
 
     class Meta:
         model = Topic
         fields = ["name", "cluster", "partitions", "replication_factor", "configs", "managed", "generation",
                   "status", "deletion_requested_at", "created_at", "updated_at", "size_bytes", "record_count",
-                  "under_replicated_partitions", "offline_partitions", "bytes_in_per_sec", "records_in_per_sec"]
+                  "under_replicated_partitions", "offline_partitions", "bytes_in_per_sec", "records_in_per_sec",
+                  "remote_size_bytes"]
         read_only_fields = fields
 
     def _figures(self, topic: Topic) -> TopicFigures:
@@ -64,6 +67,10 @@ class TopicSerializer(serializers.ModelSerializer[Topic]):
     @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_records_in_per_sec(self, topic: Topic) -> float | None:
         return self._figures(topic).records_in_per_sec
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_remote_size_bytes(self, topic: Topic) -> int | None:
+        return self._figures(topic).remote_size_bytes
 
 
 _UNKNOWN = TopicFigures()

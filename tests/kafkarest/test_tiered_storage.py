@@ -56,6 +56,10 @@ def test_a_tiered_topic_uploads_to_its_clusters_prefix_and_reads_back_from_offse
     wait_until(lambda: _local_segments(rest_stack, topic) and _local_segments(rest_stack, topic)[0].stem != "0" * 20,
                "the first segment to leave local disk", 60)
 
+    # The management API reports what the remote tier holds for the topic (the console's topics list shows it).
+    listed = rest_stack.api("GET", f"/clusters/{rest_stack.cluster_pk}/topics/{topic}")
+    assert listed["remote_size_bytes"] and listed["remote_size_bytes"] >= SEGMENT, listed
+
     consumer = Consumer({**rest_stack.kafka, "group.id": f"g-{topic}", "enable.auto.commit": False,
                          "max.partition.fetch.bytes": 16384})
     consumer.assign([TopicPartition(topic, 0, 0)])

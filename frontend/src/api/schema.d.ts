@@ -3574,6 +3574,8 @@ export interface components {
              * @description Records produced per second over the last sampled minute; null: no recent sample.
              */
             readonly records_in_per_sec: number | null;
+            /** @description Bytes in the remote tier (object storage) for a tiered topic; null: not tiered, or unknown. */
+            readonly remote_size_bytes: number | null;
         };
         TopicCreateRequest: {
             name: string;
