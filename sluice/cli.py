@@ -284,7 +284,8 @@ def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_clu
         f"  Live tail   ws://{args.host}:{args.port}/ws/clusters/{demo_kafka_id}/topics/demo/tail",
         f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "
         f"{base}/api/v1/tenants/{demo.tenant_slug}/clusters",
-        f"  Logs        {logs}/: web, worker, reports-worker, beat, agent, postgres, redis, sluice (this command);"
+        f"  Logs        {logs}/: web, worker, reports-worker, beat, agent, postgres, redis, objectstore, sluice (this "
+        "command);"
         f" brokers in {var}/clusters/<cluster>/<node>/broker.log"
         + ("" if args.verbose else "  (sluice up --verbose: everything here too)"),
         "Press Ctrl-C to stop.",
