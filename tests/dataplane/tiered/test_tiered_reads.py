@@ -23,6 +23,7 @@ from tests.dataplane.tiered.conftest import (
     produce,
     s3,
 )
+from tests.dataplane.server.test_metrics import scrape
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
 from tests.support.wire import KafkaWire
@@ -46,6 +47,12 @@ def test_consume_everything_from_offset_zero_after_local_retention(tiered_broker
     got = consume_all(tiered_broker.bootstrap, topic, 4000)
     assert [offset for offset, _, _ in got] == list(range(4000))  # every offset once, in order
     assert [(k, v) for _, k, v in got] == sent
+
+    # The control plane reads both sizes from the metrics endpoint; DescribeLogDirs keeps the local size.
+    labels = (("partition", "0"), ("topic", topic))
+    metrics = scrape(tiered_broker.metrics_port)
+    local, remote = metrics[("sluice_local_log_size_bytes", labels)], metrics[("sluice_remote_log_size_bytes", labels)]
+    assert 0 < local <= 32768 + 16384 * 2 and remote > 300_000
 
 
 def test_remote_bytes_are_the_local_bytes(tiered_broker: BrokerProcess, object_store: ObjectStoreServer,
