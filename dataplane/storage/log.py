@@ -201,7 +201,7 @@ class SegmentCopy:
     time_index: bytes
     producer_snapshot: bytes | None  # the producer state as of end_offset + 1, if the log still has it
     epochs: tuple[tuple[int, int], ...]  # (epoch, start offset) of the segment's batches
-    aborted: tuple[AbortedTxn, ...]  # aborted transactions whose marker lies in the segment
+    aborted: tuple[AbortedTxn, ...]  # aborted transactions with records in the segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -989,8 +989,9 @@ class Log:
                     seg.base_offset, end, seg.size, seg.max_timestamp, seg.offset_of_max_timestamp,
                     os.dup(seg.file.fd), seg.offset_index.to_bytes(), seg.time_index.to_bytes(), snapshot,
                     _epochs_within(epochs, seg.base_offset, end),
-                    tuple(t for t in self._producers.aborted.collect(seg.base_offset, seg.next_offset)
-                          if t.last_offset <= end)))
+                    # Every aborted transaction with records here, its marker here or later: the segment is
+                    # below the last stable offset, so each of its transactions is decided and indexed.
+                    tuple(self._producers.aborted.collect(seg.base_offset, seg.next_offset))))
         return found
 
     def next_upload(self, upper: int) -> SegmentCopy | None:

@@ -155,7 +155,7 @@ class RemoteLogManager:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(30)
+            self._thread.join(5)  # a daemon: an upload cut short is only an orphan, retried after a restart
             self._thread = None
         self.fetch_executor.shutdown(wait=False, cancel_futures=True)
         self._uploads.shutdown(wait=False, cancel_futures=True)
