@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker import create_topic
-from common import ROOT, Broker, MiB, Procs, describe_tree, metadata_database, ok, ratio
+from common import ROOT, Broker, MiB, Procs, cpu_seconds, describe_tree, metadata_database, ok, ratio
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
@@ -191,6 +191,7 @@ def main() -> None:
             raise SystemExit(f"broker did not start:\n{failed}")
         print(f"sluice tree: {describe_tree(ROOT)}; {n:,} x {VALUE} B records per phase, {rounds} round(s); "
               f"segments {SEGMENT // MiB} MiB; object store s3rver on 127.0.0.1")
+        cpu: dict[str, list[float]] = {"plain": [], "tiered": [], "store-plain": [], "store-tiered": []}
         plain_rates: list[float] = []
         tiered_rates: list[float] = []
         local_reads: list[float] = []
@@ -203,7 +204,11 @@ def main() -> None:
                 "local.retention.bytes": str(SEGMENT)})
             order = [(plain, plain_rates), (tiered, tiered_rates)]
             for topic, rates in order if r % 2 == 0 else reversed(order):
+                kind = "tiered" if topic == tiered else "plain"
+                before, store_before = cpu_seconds(broker.pid), cpu_seconds(store.pid or 0)
                 rates.append(produce(broker.bootstrap, topic, n))
+                cpu[kind].append(cpu_seconds(broker.pid) - before)  # CPU-s of the broker per phase
+                cpu[f"store-{kind}"].append(cpu_seconds(store.pid or 0) - store_before)
             # All but the active segment uploaded and gone from local disk: the tiered topic is read remotely.
             wait_for(lambda t=tiered: list_offset(broker.port, t, -4) >= n - 2 * SEGMENT // VALUE,
                      "uploads and local retention")
@@ -231,6 +236,10 @@ def main() -> None:
               f"x{ratio(remote_read, local):.2f} (goal >= 0.5) {ok(remote_read >= 0.5 * local)}")
         print(f"produce acks=all:      plain {plain_rate:8.1f} MiB/s   tiered      {tiered_rate:8.1f} MiB/s   "
               f"x{ratio(tiered_rate, plain_rate):.2f} (goal >= 0.9) {ok(tiered_rate >= 0.9 * plain_rate)}")
+        mib = n * VALUE / MiB
+        print(f"CPU during produce (min over rounds, per MiB produced): broker plain {min(cpu['plain']) / mib * 1000:.1f}"
+              f" ms, broker tiered {min(cpu['tiered']) / mib * 1000:.1f} ms (uploads included); object store "
+              f"{min(cpu['store-tiered']) / mib * 1000:.1f} ms while tiered (same machine)")
         keeps_up = second <= first + sustained_segment / MiB
         print(f"sustained produce {reached:.1f} MiB/s for {seconds:.0f} s (asked {rate:.0f}): uploads "
               f"{upload_rate:.1f} MiB/s; local backlog max {first:.1f} MiB (1st half) -> {second:.1f} MiB (2nd half), "
