@@ -237,7 +237,8 @@ def main() -> None:
         print(f"produce acks=all:      plain {plain_rate:8.1f} MiB/s   tiered      {tiered_rate:8.1f} MiB/s   "
               f"x{ratio(tiered_rate, plain_rate):.2f} (goal >= 0.9) {ok(tiered_rate >= 0.9 * plain_rate)}")
         mib = n * VALUE / MiB
-        print(f"CPU during produce (min over rounds, per MiB produced): broker plain {min(cpu['plain']) / mib * 1000:.1f}"
+        per_mib = min(cpu["plain"]) / mib * 1000
+        print(f"CPU during produce (min over rounds, per MiB produced): broker plain {per_mib:.1f}"
               f" ms, broker tiered {min(cpu['tiered']) / mib * 1000:.1f} ms (uploads included); object store "
               f"{min(cpu['store-tiered']) / mib * 1000:.1f} ms while tiered (same machine)")
         keeps_up = second <= first + sustained_segment / MiB
