@@ -967,9 +967,10 @@ class Log:
         with self._checkpoint_lock:
             write_offset(self.dir / REMOTE_OFFSET_FILE, self._highest_remote)
 
-    def next_uploads(self, upper: int, limit: int = 1) -> list[SegmentCopy]:
-        """The oldest closed segments not yet in the remote tier whose offsets all lie below ``upper`` (the high
-        watermark and the last stable offset), in order, at most ``limit``; the caller closes their fds."""
+    def next_uploads(self, upper: int, limit: int = 1, after: int = -1) -> list[SegmentCopy]:
+        """The oldest closed segments not yet in the remote tier (nor holding only offsets up to ``after``: those
+        already being uploaded) whose offsets all lie below ``upper`` (the high watermark and the last stable
+        offset), in order, at most ``limit``; the caller closes their fds."""
         found: list[SegmentCopy] = []
         with self._lock:
             if self._closed:
@@ -977,7 +978,7 @@ class Log:
             epochs = tuple((e.epoch, e.start_offset) for e in self._epochs.entries)
             for seg in self._local.segments.sealed:
                 end = seg.next_offset - 1
-                if end <= self._highest_remote or seg.size == 0:
+                if end <= max(self._highest_remote, after) or seg.size == 0:
                     continue
                 if seg.next_offset > upper or len(found) >= limit:
                     break

@@ -31,6 +31,7 @@ import os
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -243,34 +244,42 @@ class RemoteLogManager:
         self._refresh(state)
         p.log.set_highest_remote_offset(state.chain.highest_offset)
         upper = min(p.high_watermark, p.log.first_unstable_offset(p.high_watermark))
-        while not self._stop.is_set():
-            copies = p.log.next_uploads(upper, UPLOADS_IN_FLIGHT)
-            if not copies:
-                break
-            self._upload_all(p, state, copies)
+        self._upload(p, state, upper)
         self._retention(p, state)
         p.log.delete_old_segments()  # local retention, now that more is uploaded
         self._cleanup(state)
         p.log.remote_size_bytes = state.chain.size_in_bytes
 
-    def _upload_all(self, p: TieredPartition, state: _PartitionState, copies: Sequence[SegmentCopy]) -> None:
-        """Upload segments: every data object of all of them at once (the store's latency overlaps), then each
-        segment's metadata object strictly in offset order, each only once its own data is stored, and only then
-        does the log learn the new highest remote offset (local retention may delete up to it).
-
-        A failure stops the commits at that segment: data objects of later segments become orphans.
+    def _upload(self, p: TieredPartition, state: _PartitionState, upper: int) -> None:
+        """Upload every closed segment below ``upper``, oldest first, through a window of UPLOADS_IN_FLIGHT
+        segments whose data objects upload together (the store's per-request latency overlaps). Each segment's
+        metadata object is written strictly in offset order, once its own data is stored, and only then does the
+        log learn the new highest remote offset: committing out of order could let local retention delete a
+        segment whose predecessor is not remote yet. A failure stops at that segment; data objects already
+        uploaded for later ones become orphans.
         """
         path = state.path
-        segments = [RemoteSegment(c.base_offset, c.end_offset, new_upload_id(), c.max_timestamp,
-                                  c.offset_of_max_timestamp, c.size, p.leader_epoch, c.epochs, self._time(),
-                                  has_snapshot=c.producer_snapshot is not None) for c in copies]
-        pending = [self._put_data(path, segment, copy) for segment, copy in zip(segments, copies, strict=True)]
+        window: deque[tuple[RemoteSegment, SegmentCopy, list[Future[None]]]] = deque()
+        queued = p.log.highest_remote_offset
         try:
-            for segment, futures in zip(segments, pending, strict=True):
+            while not self._stop.is_set():
+                if len(window) < UPLOADS_IN_FLIGHT:
+                    for c in p.log.next_uploads(upper, UPLOADS_IN_FLIGHT - len(window), after=queued):
+                        segment = RemoteSegment(c.base_offset, c.end_offset, new_upload_id(), c.max_timestamp,
+                                                c.offset_of_max_timestamp, c.size, p.leader_epoch, c.epochs,
+                                                self._time(), has_snapshot=c.producer_snapshot is not None)
+                        window.append((segment, c, self._put_data(path, segment, c)))
+                        queued = c.end_offset
+                if not window:
+                    return
+                segment, copy, futures = window[0]
                 for future in futures:
                     future.result()
                 self._hook("upload", segment.base_offset)
                 self.store.put_bytes(segment.metadata_key(path), segment.to_json())
+                window.popleft()
+                with contextlib.suppress(OSError):
+                    os.close(copy.log_fd)
                 with state.lock:
                     state.segments[segment.upload_id] = segment
                     state.chain, state.losers = select_chain(state.segments.values())
@@ -278,11 +287,10 @@ class RemoteLogManager:
                 log.info("uploaded %s-%d [%d, %d] (%d bytes) as %s", p.topic, p.partition, segment.base_offset,
                          segment.end_offset, segment.size, segment.upload_id)
         finally:
-            for futures in pending:  # after a failure: let the rest finish before their fds close
+            for _, copy, futures in window:  # after a failure: let the rest finish before their fds close
                 for future in futures:
                     with contextlib.suppress(Exception):
                         future.result()
-            for copy in copies:
                 with contextlib.suppress(OSError):
                     os.close(copy.log_fd)
 
