@@ -64,6 +64,7 @@ _TXN_ENTRY = struct.Struct(">hqqqq")
 LOSER_GRACE_MS = 60_000  # a reader may still be reading a segment that just lost an overlap
 MAX_BACKOFF_MS = 30_000
 FOLLOWER_REFRESH_PASSES = 5  # followers re-list every this many passes
+LEADER_RELIST_SECONDS = 60.0  # a leader re-lists this often (it tracks its own changes in between)
 SWEEP_PASSES = 10  # the controller looks for deleted topics' objects every this many passes
 HOOK_ENV = "SLUICE_TIER_TEST_HOOKS"  # tests: a directory; see _hook
 UPLOADS_IN_FLIGHT = 4  # segments of one partition whose data objects upload together (commits stay in order)
@@ -111,6 +112,8 @@ class _PartitionState:
     failures: int = 0
     retry_at: float = 0.0
     passes: int = 0
+    leader_epoch: int = -1  # the epoch this broker led at when it last listed
+    listed_at: float = 0.0  # monotonic
 
 
 class RemoteLogManager:
@@ -238,10 +241,16 @@ class RemoteLogManager:
             state.chain, state.losers = select_chain(state.segments.values())
             state.orphans = orphans(listing, self._time(), ORPHAN_GRACE_MS)
             state.listed = True
+            state.listed_at = time.monotonic()
             return state.chain
 
     def _lead(self, p: TieredPartition, state: _PartitionState) -> None:
-        self._refresh(state)
+        # What this leader uploads and deletes it records itself, so a LIST (its cost grows with the objects) is
+        # needed when it starts leading and now and then for changes made elsewhere (another leader's uploads).
+        if not state.listed or state.leader_epoch != p.leader_epoch \
+                or time.monotonic() - state.listed_at >= LEADER_RELIST_SECONDS:
+            self._refresh(state)
+            state.leader_epoch = p.leader_epoch
         p.log.set_highest_remote_offset(state.chain.highest_offset)
         upper = min(p.high_watermark, p.log.first_unstable_offset(p.high_watermark))
         self._upload(p, state, upper)
