@@ -81,7 +81,8 @@ CHAOS_ROUNDS ?= 5
 chaos: $(STAMP) $(OBJECTSTORE)
 	$(BIN)/python -m pytest -m slow -n 2 --ignore=tests/multihost
 	$(BIN)/python -m pytest tests/multihost -m "slow or not slow"
-	CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(BIN)/python -m pytest tests/chaos/test_scenarios.py tests/chaos/test_txn_scenarios.py
+	CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(BIN)/python -m pytest tests/chaos/test_scenarios.py tests/chaos/test_txn_scenarios.py \
+		tests/chaos/test_tiered_scenarios.py
 
 # ruff, then the import contracts in pyproject.toml ([tool.importlinter]): the dataplane's layers, no Django.
 lint: $(STAMP)

@@ -10,8 +10,10 @@ same-run ratios mean anything):
   (local retention left one segment on disk) against the same bytes read from local disk. Goal >= 0.5x.
 * produce: 1 KiB records, idempotent, acks=all, to a tiered topic (uploads and local retention running) against
   the same to a topic without tiering. Goal >= 0.9x.
-* uploads against a sustained produce: the bytes not yet uploaded when the produce ends (the local backlog) and
-  the upload rate while producing; the backlog must stay bounded (a few segments), not grow with the run.
+* uploads against a sustained produce: records produced at a fixed rate (``--rate``, default 50 MiB/s; quick 20)
+  for ``--seconds`` to a tiered topic while the bytes not yet uploaded (the local backlog: log end minus the
+  highest tiered offset) are sampled; the uploads keep up when the backlog of the run's second half is no larger
+  than the first half's plus one segment, i.e. it does not grow.
 
 The object store is s3rver on the same machine (``sluice.objectstore``): remote reads pay HTTP and s3rver's own
 cost rather than a network's latency, and the two share the machine's cores with the broker.
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker import create_topic
-from common import ROOT, Broker, MiB, Procs, describe_tree, metadata_database, ok, ratio
+from common import ROOT, Broker, MiB, Procs, cpu_seconds, describe_tree, metadata_database, ok, ratio
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
@@ -67,6 +69,34 @@ def produce(bootstrap: str, topic: str, n: int) -> float:
     if producer.flush(600):
         raise SystemExit("produce did not finish")
     return n * VALUE / MiB / (time.perf_counter() - started)
+
+
+def produce_at(bootstrap: str, topic: str, rate_mib: float, seconds: float) -> float:
+    """Produce ``rate_mib`` MiB/s for ``seconds`` (1 s slices, paced); the MiB/s actually reached."""
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+        "compression.type": "none", "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576, "delivery.report.only.error": True, "log_level": 3})
+    producer.list_topics(topic, timeout=10)
+    value = b"v" * VALUE
+    per_slice = int(rate_mib * MiB / VALUE)
+    started = time.perf_counter()
+    sent = 0
+    for second in range(int(seconds)):
+        for _ in range(per_slice):
+            try:
+                producer.produce(topic, value)
+            except BufferError:
+                producer.poll(0.005)
+                producer.produce(topic, value)
+        sent += per_slice
+        producer.poll(0)
+        pause = started + second + 1 - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)  # pacing the offered load, not synchronisation
+    if producer.flush(600):
+        raise SystemExit("produce did not finish")
+    return sent * VALUE / MiB / (time.perf_counter() - started)
 
 
 def consume(bootstrap: str, topic: str) -> float:
@@ -137,6 +167,8 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=None, help="MiB per phase (default 256; quick 64)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=None, help="default 2 (quick 1)")
+    ap.add_argument("--rate", type=float, default=None, help="sustained produce, MiB/s (default 50; quick 20)")
+    ap.add_argument("--seconds", type=float, default=None, help="sustained produce length (default 30; quick 15)")
     ap.add_argument("--broker-args", default="")
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
@@ -159,7 +191,11 @@ def main() -> None:
             raise SystemExit(f"broker did not start:\n{failed}")
         print(f"sluice tree: {describe_tree(ROOT)}; {n:,} x {VALUE} B records per phase, {rounds} round(s); "
               f"segments {SEGMENT // MiB} MiB; object store s3rver on 127.0.0.1")
-        plain_rates, tiered_rates, local_reads, remote_reads, backlogs, upload_rates = [], [], [], [], [], []
+        cpu: dict[str, list[float]] = {"plain": [], "tiered": [], "store-plain": [], "store-tiered": []}
+        plain_rates: list[float] = []
+        tiered_rates: list[float] = []
+        local_reads: list[float] = []
+        remote_reads: list[float] = []
         for r in range(rounds):
             plain, tiered = f"plain-{r}", f"tiered-{r}"
             create_topic(broker.bootstrap, plain, 1, configs={"segment.bytes": str(SEGMENT)})
@@ -168,34 +204,48 @@ def main() -> None:
                 "local.retention.bytes": str(SEGMENT)})
             order = [(plain, plain_rates), (tiered, tiered_rates)]
             for topic, rates in order if r % 2 == 0 else reversed(order):
-                if topic == tiered:
-                    with UploadWatch(broker.port, topic) as watch:
-                        rates.append(produce(broker.bootstrap, topic, n))
-                    _end, tiered_end = watch.samples[-1][1:] if watch.samples else (n, -1)
-                    backlogs.append((n - max(tiered_end + 1, 0)) * VALUE / MiB)
-                    mid = [s for s in watch.samples if s[2] >= 0]
-                    if len(mid) >= 2:
-                        (t0, _, u0), (t1, _, u1) = mid[0], mid[-1]
-                        upload_rates.append((u1 - u0) * VALUE / MiB / max(t1 - t0, 1e-9))
-                else:
-                    rates.append(produce(broker.bootstrap, topic, n))
+                kind = "tiered" if topic == tiered else "plain"
+                before, store_before = cpu_seconds(broker.pid), cpu_seconds(store.pid or 0)
+                rates.append(produce(broker.bootstrap, topic, n))
+                cpu[kind].append(cpu_seconds(broker.pid) - before)  # CPU-s of the broker per phase
+                cpu[f"store-{kind}"].append(cpu_seconds(store.pid or 0) - store_before)
             # All but the active segment uploaded and gone from local disk: the tiered topic is read remotely.
             wait_for(lambda t=tiered: list_offset(broker.port, t, -4) >= n - 2 * SEGMENT // VALUE,
                      "uploads and local retention")
             for topic, reads in ((plain, local_reads), (tiered, remote_reads)) if r % 2 == 0 else (
                     (tiered, remote_reads), (plain, local_reads)):
                 reads.append(consume(broker.bootstrap, topic))
+        rate = args.rate or (20.0 if args.quick else 50.0)
+        seconds = args.seconds or (15.0 if args.quick else 30.0)
+        sustained_segment = 8 * MiB
+        create_topic(broker.bootstrap, "sustained", 1, configs={
+            "segment.bytes": str(sustained_segment), "remote.storage.enable": "true",
+            "local.retention.bytes": str(sustained_segment)})
+        with UploadWatch(broker.port, "sustained") as watch:
+            reached = produce_at(broker.bootstrap, "sustained", rate, seconds)
+        samples = [(t, end, max(tiered + 1, 0)) for t, end, tiered in watch.samples]
+        half = len(samples) // 2
+        backlog = [(end - up) * VALUE / MiB for _, end, up in samples]
+        first, second = max(backlog[:half] or [0.0]), max(backlog[half:] or [0.0])
+        uploaded = [(t, up) for t, _, up in samples if up > 0]
+        upload_rate = ((uploaded[-1][1] - uploaded[0][1]) * VALUE / MiB / (uploaded[-1][0] - uploaded[0][0])
+                       if len(uploaded) >= 2 and uploaded[-1][0] > uploaded[0][0] else 0.0)
         local, remote_read = max(local_reads), max(remote_reads)
         plain_rate, tiered_rate = max(plain_rates), max(tiered_rates)
         print(f"consume from offset 0: local {local:8.1f} MiB/s   remote tier {remote_read:8.1f} MiB/s   "
               f"x{ratio(remote_read, local):.2f} (goal >= 0.5) {ok(remote_read >= 0.5 * local)}")
         print(f"produce acks=all:      plain {plain_rate:8.1f} MiB/s   tiered      {tiered_rate:8.1f} MiB/s   "
               f"x{ratio(tiered_rate, plain_rate):.2f} (goal >= 0.9) {ok(tiered_rate >= 0.9 * plain_rate)}")
-        upload = max(upload_rates) if upload_rates else 0.0
-        backlog = min(backlogs)
-        print(f"uploads while producing {tiered_rate:.1f} MiB/s: {upload:.1f} MiB/s; not yet uploaded when the "
-              f"produce ended: {backlog:.1f} MiB (segments {SEGMENT // MiB} MiB; bounded: "
-              f"{ok(backlog <= 4 * SEGMENT / MiB)})")
+        mib = n * VALUE / MiB
+        per_mib = min(cpu["plain"]) / mib * 1000
+        print(f"CPU during produce (min over rounds, per MiB produced): broker plain {per_mib:.1f}"
+              f" ms, broker tiered {min(cpu['tiered']) / mib * 1000:.1f} ms (uploads included); object store "
+              f"{min(cpu['store-tiered']) / mib * 1000:.1f} ms while tiered (same machine)")
+        keeps_up = second <= first + sustained_segment / MiB
+        print(f"sustained produce {reached:.1f} MiB/s for {seconds:.0f} s (asked {rate:.0f}): uploads "
+              f"{upload_rate:.1f} MiB/s; local backlog max {first:.1f} MiB (1st half) -> {second:.1f} MiB (2nd half), "
+              f"segments {sustained_segment // MiB} MiB: x{ratio(upload_rate, reached):.2f} of produce, "
+              f"backlog not growing {ok(keeps_up)}")
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ class SegmentCopy:
     time_index: bytes
     producer_snapshot: bytes | None  # the producer state as of end_offset + 1, if the log still has it
     epochs: tuple[tuple[int, int], ...]  # (epoch, start offset) of the segment's batches
-    aborted: tuple[AbortedTxn, ...]  # aborted transactions whose marker lies in the segment
+    aborted: tuple[AbortedTxn, ...]  # aborted transactions with records in the segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -967,30 +967,38 @@ class Log:
         with self._checkpoint_lock:
             write_offset(self.dir / REMOTE_OFFSET_FILE, self._highest_remote)
 
-    def next_upload(self, upper: int) -> SegmentCopy | None:
-        """The oldest closed segment not yet in the remote tier whose offsets all lie below ``upper`` (the
-        high watermark and the last stable offset); None when there is none."""
+    def next_uploads(self, upper: int, limit: int = 1, after: int = -1) -> list[SegmentCopy]:
+        """The oldest closed segments not yet in the remote tier (nor holding only offsets up to ``after``: those
+        already being uploaded) whose offsets all lie below ``upper`` (the high watermark and the last stable
+        offset), in order, at most ``limit``; the caller closes their fds."""
+        found: list[SegmentCopy] = []
         with self._lock:
             if self._closed:
-                return None
+                return found
+            epochs = tuple((e.epoch, e.start_offset) for e in self._epochs.entries)
             for seg in self._local.segments.sealed:
                 end = seg.next_offset - 1
-                if end <= self._highest_remote or seg.size == 0:
+                if end <= max(self._highest_remote, after) or seg.size == 0:
                     continue
-                if seg.next_offset > upper:
-                    return None
+                if seg.next_offset > upper or len(found) >= limit:
+                    break
                 try:
                     snapshot: bytes | None = (self.dir / snapshot_name(seg.next_offset)).read_bytes()
                 except OSError:
                     snapshot = None
-                epochs = tuple((e.epoch, e.start_offset) for e in self._epochs.entries)
-                return SegmentCopy(
+                found.append(SegmentCopy(
                     seg.base_offset, end, seg.size, seg.max_timestamp, seg.offset_of_max_timestamp,
                     os.dup(seg.file.fd), seg.offset_index.to_bytes(), seg.time_index.to_bytes(), snapshot,
                     _epochs_within(epochs, seg.base_offset, end),
-                    tuple(t for t in self._producers.aborted.collect(seg.base_offset, seg.next_offset)
-                          if t.last_offset <= end))
-            return None
+                    # Every aborted transaction with records here, its marker here or later: the segment is
+                    # below the last stable offset, so each of its transactions is decided and indexed.
+                    tuple(self._producers.aborted.collect(seg.base_offset, seg.next_offset))))
+        return found
+
+    def next_upload(self, upper: int) -> SegmentCopy | None:
+        """The oldest closed segment not yet in the remote tier below ``upper`` (see :meth:`next_uploads`)."""
+        found = self.next_uploads(upper, 1)
+        return found[0] if found else None
 
     def local_only_bytes(self) -> int:
         """Bytes of the local segments that the remote tier does not hold yet (total retention counts them)."""

@@ -31,8 +31,9 @@ import os
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,8 +64,11 @@ _TXN_ENTRY = struct.Struct(">hqqqq")
 LOSER_GRACE_MS = 60_000  # a reader may still be reading a segment that just lost an overlap
 MAX_BACKOFF_MS = 30_000
 FOLLOWER_REFRESH_PASSES = 5  # followers re-list every this many passes
+LEADER_RELIST_SECONDS = 60.0  # a leader re-lists this often (it tracks its own changes in between)
 SWEEP_PASSES = 10  # the controller looks for deleted topics' objects every this many passes
 HOOK_ENV = "SLUICE_TIER_TEST_HOOKS"  # tests: a directory; see _hook
+UPLOADS_IN_FLIGHT = 4  # segments of one partition whose data objects upload together (commits stay in order)
+UPLOAD_THREADS = 12
 
 
 def _now_ms() -> int:
@@ -108,6 +112,8 @@ class _PartitionState:
     failures: int = 0
     retry_at: float = 0.0
     passes: int = 0
+    leader_epoch: int = -1  # the epoch this broker led at when it last listed
+    listed_at: float = 0.0  # monotonic
 
 
 class RemoteLogManager:
@@ -131,6 +137,7 @@ class RemoteLogManager:
         self._time = time_ms
         self.reader = RemoteLogReader(store, reader)
         self.fetch_executor = ThreadPoolExecutor(max(1, fetch_threads), "remote-fetch")
+        self._uploads = ThreadPoolExecutor(UPLOAD_THREADS, "remote-upload")
         self._lock = threading.Lock()
         self._states: dict[tuple[str, str, int], _PartitionState] = {}
         self._stop = threading.Event()
@@ -152,9 +159,10 @@ class RemoteLogManager:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(30)
+            self._thread.join(5)  # a daemon: an upload cut short is only an orphan, retried after a restart
             self._thread = None
         self.fetch_executor.shutdown(wait=False, cancel_futures=True)
+        self._uploads.shutdown(wait=False, cancel_futures=True)
         self.reader.close()
 
     def wakeup(self) -> None:
@@ -233,47 +241,80 @@ class RemoteLogManager:
             state.chain, state.losers = select_chain(state.segments.values())
             state.orphans = orphans(listing, self._time(), ORPHAN_GRACE_MS)
             state.listed = True
+            state.listed_at = time.monotonic()
             return state.chain
 
     def _lead(self, p: TieredPartition, state: _PartitionState) -> None:
-        self._refresh(state)
+        # What this leader uploads and deletes it records itself, so a LIST (its cost grows with the objects) is
+        # needed when it starts leading and now and then for changes made elsewhere (another leader's uploads).
+        if not state.listed or state.leader_epoch != p.leader_epoch \
+                or time.monotonic() - state.listed_at >= LEADER_RELIST_SECONDS:
+            self._refresh(state)
+            state.leader_epoch = p.leader_epoch
         p.log.set_highest_remote_offset(state.chain.highest_offset)
         upper = min(p.high_watermark, p.log.first_unstable_offset(p.high_watermark))
-        while not self._stop.is_set():
-            copy = p.log.next_upload(upper)
-            if copy is None:
-                break
-            self._upload(p, state, copy)
+        self._upload(p, state, upper)
         self._retention(p, state)
         p.log.delete_old_segments()  # local retention, now that more is uploaded
         self._cleanup(state)
         p.log.remote_size_bytes = state.chain.size_in_bytes
 
-    def _upload(self, p: TieredPartition, state: _PartitionState, copy: SegmentCopy) -> None:
-        """Data objects, then the metadata object; the log learns the new highest remote offset last."""
-        upload_id = new_upload_id()
+    def _upload(self, p: TieredPartition, state: _PartitionState, upper: int) -> None:
+        """Upload every closed segment below ``upper``, oldest first, through a window of UPLOADS_IN_FLIGHT
+        segments whose data objects upload together (the store's per-request latency overlaps). Each segment's
+        metadata object is written strictly in offset order, once its own data is stored, and only then does the
+        log learn the new highest remote offset: committing out of order could let local retention delete a
+        segment whose predecessor is not remote yet. A failure stops at that segment; data objects already
+        uploaded for later ones become orphans.
+        """
         path = state.path
-        segment = RemoteSegment(copy.base_offset, copy.end_offset, upload_id, copy.max_timestamp,
-                                copy.offset_of_max_timestamp, copy.size, p.leader_epoch, copy.epochs,
-                                self._time(), has_snapshot=copy.producer_snapshot is not None)
+        window: deque[tuple[RemoteSegment, SegmentCopy, list[Future[None]]]] = deque()
+        queued = p.log.highest_remote_offset
         try:
-            with os.fdopen(copy.log_fd, "rb", closefd=True) as source:
-                self.store.put_file(segment.key(path, "log"), source, copy.size)  # a sealed segment: fixed size
-        except OSError as exc:
-            raise RemoteStorageError(f"reading segment {copy.base_offset} for upload: {exc}") from exc
-        self.store.put_bytes(segment.key(path, "index"), copy.offset_index)
-        self.store.put_bytes(segment.key(path, "timeindex"), copy.time_index)
-        self.store.put_bytes(segment.key(path, "snapshot"), copy.producer_snapshot or b"")
-        self.store.put_bytes(segment.key(path, "epochs"), _epochs_bytes(copy.epochs))
-        self.store.put_bytes(segment.key(path, "txnindex"), _txn_bytes(copy.aborted))
-        self._hook("upload", copy.base_offset)
-        self.store.put_bytes(segment.metadata_key(path), segment.to_json())
-        with state.lock:
-            state.segments[upload_id] = segment
-            state.chain, state.losers = select_chain(state.segments.values())
-        p.log.set_highest_remote_offset(copy.end_offset)
-        log.info("uploaded %s-%d [%d, %d] (%d bytes) as %s", p.topic, p.partition, copy.base_offset,
-                 copy.end_offset, copy.size, upload_id)
+            while not self._stop.is_set():
+                if len(window) < UPLOADS_IN_FLIGHT:
+                    for c in p.log.next_uploads(upper, UPLOADS_IN_FLIGHT - len(window), after=queued):
+                        segment = RemoteSegment(c.base_offset, c.end_offset, new_upload_id(), c.max_timestamp,
+                                                c.offset_of_max_timestamp, c.size, p.leader_epoch, c.epochs,
+                                                self._time(), has_snapshot=c.producer_snapshot is not None)
+                        window.append((segment, c, self._put_data(path, segment, c)))
+                        queued = c.end_offset
+                if not window:
+                    return
+                segment, copy, futures = window[0]
+                for future in futures:
+                    future.result()
+                self._hook("upload", segment.base_offset)
+                self.store.put_bytes(segment.metadata_key(path), segment.to_json())
+                window.popleft()
+                with contextlib.suppress(OSError):
+                    os.close(copy.log_fd)
+                with state.lock:
+                    state.segments[segment.upload_id] = segment
+                    state.chain, state.losers = select_chain(state.segments.values())
+                p.log.set_highest_remote_offset(segment.end_offset)
+                log.info("uploaded %s-%d [%d, %d] (%d bytes) as %s", p.topic, p.partition, segment.base_offset,
+                         segment.end_offset, segment.size, segment.upload_id)
+        finally:
+            for _, copy, futures in window:  # after a failure: let the rest finish before their fds close
+                for future in futures:
+                    with contextlib.suppress(Exception):
+                        future.result()
+                with contextlib.suppress(OSError):
+                    os.close(copy.log_fd)
+
+    def _put_data(self, path: PartitionPath, segment: RemoteSegment, copy: SegmentCopy) -> list[Future[None]]:
+        def put_log() -> None:
+            try:
+                with os.fdopen(os.dup(copy.log_fd), "rb", closefd=True) as source:
+                    self.store.put_file(segment.key(path, "log"), source, copy.size)  # sealed: a fixed size
+            except OSError as exc:
+                raise RemoteStorageError(f"reading segment {copy.base_offset} for upload: {exc}") from exc
+
+        small = {"index": copy.offset_index, "timeindex": copy.time_index, "snapshot": copy.producer_snapshot or b"",
+                 "epochs": _epochs_bytes(copy.epochs), "txnindex": _txn_bytes(copy.aborted)}
+        return [self._uploads.submit(put_log), *(self._uploads.submit(self.store.put_bytes, segment.key(path, kind),
+                                                                      data) for kind, data in small.items())]
 
     def _retention(self, p: TieredPartition, state: _PartitionState) -> None:
         config = p.log.config

@@ -16,6 +16,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from dataplane.storage.remote.store import S3ObjectStore, S3Settings
+from sluice.embedded import free_port
 from sluice.objectstore import ObjectStoreServer
 from tests.support.broker import BrokerProcess
 from tests.support.polling import wait_until
@@ -43,7 +44,7 @@ def prefix() -> str:
 @pytest.fixture
 def tiered_broker(tmp_path: Path, object_store: ObjectStoreServer, prefix: str) -> Iterator[BrokerProcess]:
     process = BrokerProcess(tmp_path / "data", f"tier-{uuid.uuid4().hex[:12]}",
-                            extra_args=remote_args(object_store, prefix))
+                            extra_args=remote_args(object_store, prefix), metrics_port=free_port())
     process.start()
     try:
         yield process

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import uuid
 
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
@@ -12,6 +14,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 from dataplane.protocol.records import iter_batch_headers
 from dataplane.storage.remote.layout import PartitionPath, parse_name
 from sluice.objectstore import ObjectStoreServer
+from tests.dataplane.server.test_metrics import scrape
 from tests.dataplane.tiered.conftest import (
     EARLIEST,
     EARLIEST_LOCAL,
@@ -46,6 +49,12 @@ def test_consume_everything_from_offset_zero_after_local_retention(tiered_broker
     got = consume_all(tiered_broker.bootstrap, topic, 4000)
     assert [offset for offset, _, _ in got] == list(range(4000))  # every offset once, in order
     assert [(k, v) for _, k, v in got] == sent
+
+    # The control plane reads both sizes from the metrics endpoint; DescribeLogDirs keeps the local size.
+    labels = (("partition", "0"), ("topic", topic))
+    metrics = scrape(tiered_broker.metrics_port)
+    local, remote = metrics[("sluice_local_log_size_bytes", labels)], metrics[("sluice_remote_log_size_bytes", labels)]
+    assert 0 < local <= 32768 + 16384 * 2 and remote > 300_000
 
 
 def test_remote_bytes_are_the_local_bytes(tiered_broker: BrokerProcess, object_store: ObjectStoreServer,
@@ -88,9 +97,50 @@ def test_remote_bytes_are_the_local_bytes(tiered_broker: BrokerProcess, object_s
 
 
 def admin_set_local_retention(broker: BrokerProcess, topic: str, value: str) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     resource = ConfigResource("topic", topic, incremental_configs=[
         ConfigEntry("local.retention.bytes", value, incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def test_read_committed_skips_aborted_transactions_in_the_remote_tier(tiered_broker: BrokerProcess) -> None:
+    topic = f"tiered-{uuid.uuid4().hex[:8]}"
+    create_topic(tiered_broker.bootstrap, topic, TIERED)
+    producer = Producer({"bootstrap.servers": tiered_broker.bootstrap, "transactional.id": f"t-{topic}",
+                         "linger.ms": 2, "batch.size": 2000})
+    producer.init_transactions(30)
+    committed = []
+    for txn in range(12):
+        producer.begin_transaction()
+        for i in range(150):
+            value = f"txn{txn}-{i}".encode().ljust(100, b"x")
+            producer.produce(topic, value)
+            if txn % 3 != 1:
+                committed.append(value)
+        producer.flush(30)
+        if txn % 3 == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    port = tiered_broker.port
+    end = list_offset(port, topic, LATEST)
+    wait_until(lambda: list_offset(port, topic, EARLIEST_LOCAL) > end // 2, "most of the log only remote")
+    consumer = Consumer({"bootstrap.servers": tiered_broker.bootstrap, "group.id": f"g-{topic}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    try:
+        def at_end() -> bool:
+            for message in consumer.consume(500, 1.0):
+                if message.error() is None:
+                    got.append(message.value())
+                elif message.error().code() == KafkaError._PARTITION_EOF:
+                    return True
+                else:
+                    raise AssertionError(message.error())
+            return False
+        wait_until(at_end, "the end of the partition", 90)
+    finally:
+        consumer.close()
+    assert got == committed
