@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -46,10 +48,11 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import fastavro
 import karapace_venv
 import psutil
 from common import Procs, cpu_seconds, percentiles, ratio
-from httpload import Conn, HttpError, closed_loop, open_loop
+from httpload import Conn, HttpError, LoadResult, closed_loop, open_loop
 from rest import FAILURES, Stack, Target, check, cpu_note, errors_note, fmt, leftovers, measured
 
 from sluice.embedded import free_port
@@ -57,6 +60,7 @@ from sluice.embedded import free_port
 SR_JSON = "application/vnd.schemaregistry.v1+json"
 V2_AVRO = "application/vnd.kafka.avro.v2+json"
 V2_JSON = "application/vnd.kafka.v2+json"
+V2_BINARY = "application/vnd.kafka.binary.v2+json"
 FIXED_RATE = 1000.0
 SUBJECTS = 20
 BATCH = 100
@@ -352,9 +356,53 @@ async def run_all(args: argparse.Namespace, stack: Stack, karapace: Karapace | N
         produced[side.name] = res.item_rate
         versus = (f", x{ratio(res.item_rate, produced['Karapace']):.2f} Karapace"
                   if side.name != "Karapace" and "Karapace" in produced else "")
-        line(side.name, f"{fmt(res.item_rate)} rec/s{versus} ({cpu_note(res, cpu)}){errors_note(res)}")
+        line(side.name, f"{fmt(res.item_rate)} rec/s{versus} ({cpu_note(res, cpu)}{per_record(res, cpu)})"
+                        f"{errors_note(res)}")
         summary.append(f"Avro produce x{BATCH} | {side.name} | {fmt(res.item_rate)} rec/s{versus}")
+    sluice = sides[-1]
+    if "Sluice" in produced and sluice.produce is not None:
+        # The in-run baseline of the schema'd path: the same request shape in the binary format (no schema), with
+        # values as long as the framed Avro ones, on the same server. Its rate and CPU per record against the Avro
+        # run's say what schemas cost, whatever the machine's other load does to both.
+        await settle(sides)
+        server = sluice.produce
+        plain = binary_produce(server, sluice.produce_prefix, topics[-1], BATCH)
+        res, cpu = await measured(server, lambda srv=server, c=plain: closed_loop(  # type: ignore[misc]
+            srv.connect, c, s.produce_workers, s.seconds))
+        versus = f", Avro x{ratio(produced['Sluice'], res.item_rate):.2f} of it"
+        line("Sluice, binary (same records, no schema)",
+             f"{fmt(res.item_rate)} rec/s{versus} ({cpu_note(res, cpu)}{per_record(res, cpu)}){errors_note(res)}")
+        summary.append(f"v2 binary produce x{BATCH} | Sluice | {fmt(res.item_rate)} rec/s{versus}")
     return summary
+
+
+def per_record(res: LoadResult, server_cpu: float | None) -> str:
+    """The server's CPU time per record: what the machine's other load changes least."""
+    return f", {server_cpu * 1e6 / res.items:.1f} us server CPU/record" if server_cpu is not None and res.items else ""
+
+
+def binary_produce(target: Target, prefix: str, topic: str, n: int) -> Callable[[Conn], Awaitable[int]]:
+    """v2 ``POST /topics/{t}`` in the binary format: ``n`` records whose values are as long as the framed Avro
+    values of :func:`avro_produce` (5 bytes of framing and the record's Avro encoding)."""
+    path = f"{prefix}/topics/{topic}"
+    headers = {**target.headers, "Content-Type": V2_BINARY, "Accept": V2_JSON}
+    records = [{"value": base64.b64encode(b"\x00" * (5 + avro_size(value_record(i)))).decode()} for i in range(n)]
+    body = json.dumps({"records": records}).encode()
+
+    async def call(conn: Conn) -> int:
+        answer = check(await conn.request("POST", path, headers, body), (200,))
+        offsets = answer["offsets"]
+        if len(offsets) != n or any(o.get("error_code") or o.get("error") for o in offsets):
+            raise HttpError(f"delivery errors: {str(offsets)[:300]}")
+        return n
+    return call
+
+
+def avro_size(value: dict[str, object]) -> int:
+    """The length of ``value``'s Avro encoding with VALUE_SCHEMA."""
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(json.loads(VALUE_SCHEMA)), value)
+    return len(out.getvalue())
 
 
 async def register_value(side: Side, subject: str) -> int:

@@ -100,6 +100,7 @@ class _TtlCache:
         self._size = size
         self._items: dict[Any, tuple[float, Any]] = {}
         self._lock = threading.Lock()
+        self._cleared = 0  # how many times it was cleared: a refresh begun before a clear must not undo it
 
     def get(self, key: Any, make: Callable[[], T]) -> T:
         now = time.monotonic()
@@ -119,9 +120,28 @@ class _TtlCache:
         hit = self._items.get(key)  # a dict read is atomic: no lock
         return hit[1] if hit is not None and hit[0] > time.monotonic() else MISS
 
+    def expires(self, key: Any) -> float:
+        """When the entry expires (``time.monotonic()``), 0 when there is none."""
+        hit = self._items.get(key)
+        return hit[0] if hit is not None else 0.0
+
+    def refresh(self, key: Any, make: Callable[[], T]) -> T:
+        """Make the value again now and remember it, unless the cache was cleared meanwhile (a revocation)."""
+        cleared = self._cleared
+        value = make()
+        with self._lock:
+            if self._cleared == cleared:
+                self._items[key] = (time.monotonic() + self._seconds, value)
+        return value
+
+    def forget(self, key: Any) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._cleared += 1
 
 
 MISS: Any = object()
@@ -179,6 +199,28 @@ def cached_cluster_access(header: str, cluster_id: str, role: str) -> ClusterAcc
     if access is MISS or access is None or not role_at_least(access.role, role):
         return None
     return access  # type: ignore[no-any-return]
+
+
+def cached_access_expires(header: str, cluster_id: str) -> float:
+    """When what :func:`cached_cluster_access` answers from stops being fresh (the earlier of its two entries)."""
+    key = ("header", hashlib.sha256(header.encode()).digest())
+    caller = _callers.peek(key)
+    if caller is MISS:
+        return 0.0
+    return min(_callers.expires(key), _clusters.expires(("cluster", caller, cluster_id)))
+
+
+def refresh_cluster_access(header: str, cluster_id: str) -> None:
+    """Resolve the caller and its access to the cluster again and remember them: run ahead of their expiry, so a
+    busy key is never resolved by the requests themselves. A caller now refused is forgotten (its next request
+    is refused by the usual path). Reads the database: a worker thread."""
+    key = ("header", hashlib.sha256(header.encode()).digest())
+    try:
+        caller = _callers.refresh(key, lambda: _caller_for_header(header))
+    except RestError:
+        _callers.forget(key)
+        return
+    _clusters.refresh(("cluster", caller, cluster_id), lambda: _cluster_access(caller, cluster_id))
 
 
 def caller_for_user(user: Any) -> Caller:

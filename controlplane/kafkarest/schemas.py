@@ -13,8 +13,9 @@ one whose text does not parse or whose version does not exist is 400, data that 
 request's 42205.
 
 Everything here may read the database: it runs on a request thread or, for the ASGI paths, on a worker
-thread (:func:`resolve_on_thread`), never on the event loop. A request resolves each distinct spec once
-(:class:`SchemaResolver`); schemas by id are cached per process by ``registry.serde``.
+thread (:func:`resolver_for`), never on the event loop -- except :func:`cached_by_id`, which answers a v2
+request's schema ids from the per-process caches alone (decision 0031). A request resolves each distinct spec
+once (:class:`SchemaResolver`); schemas by id are cached per process by ``registry.serde``.
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ class SchemaResolver:
         ``getVersion`` lookup)."""
         registry_pk = registry_cache.registry_pk(self.access.cluster_pk)
         generation = registry_cache.generation_now(registry_pk) if registry_pk is not None else None
-        key = ("kafkarest.version_of", registry_pk, subject, schema_id)
+        key = _version_key(registry_pk, subject, schema_id)
         found = registry_cache.peek_answer(key, generation) if generation is not None else None
         if found is None:
             rows = registry_selectors.subject_versions(registry_selectors.registry_of(self.ref), subject)
@@ -277,10 +278,39 @@ def encode(resolved: Resolved, data: Any, what: str) -> bytes | None:
     if data is None:
         return None
     try:
-        return serde.encode(resolved.writer, data)
+        return resolved.writer.frame(data)
     except wire.PayloadError as exc:
-        raise RestError(BAD_REQUEST, f"{what} does not match schema {resolved.writer.schema_id} "
-                                     f"({TYPE_FORMATS[resolved.writer.schema_type]}): {exc}") from exc
+        raise mismatch(resolved, what, exc) from exc
+
+
+def mismatch(resolved: Resolved, what: str, exc: wire.PayloadError) -> RestError:
+    """The refusal of a key or value (``what``) that does not fit its schema."""
+    return RestError(BAD_REQUEST, f"{what} does not match schema {resolved.writer.schema_id} "
+                                  f"({TYPE_FORMATS[resolved.writer.schema_type]}): {exc}")
+
+
+async def cached_by_id(access: ClusterAccess, topic: str, schema_id: int, is_key: bool, fmt: str) -> Resolved | None:
+    """What ``SchemaResolver.by_id`` answers for a v2 request's ``{key,value}_schema_id`` (TopicNameStrategy),
+    from this process's caches alone, on the event loop: the parsed schema (``serde``) and the subject's version
+    of it remembered for the registry's current generation (read from Redis, as the registry's own fast path
+    does; a write to the registry since makes it a miss). None when any of it is not cached, the id is another
+    format's, or the caller is a service account (its subject ACLs are read on a thread): then ``by_id`` on a
+    thread answers, and says what is wrong."""
+    if access.principal.startswith("User:sa-"):
+        return None
+    writer = serde.cached_writer_schema(access.cluster_pk, schema_id)
+    registry_pk = registry_cache.peek_registry_pk(access.cluster_pk)
+    if writer is None or registry_pk is None or TYPE_FORMATS[writer.schema_type] != fmt.upper():
+        return None
+    subject = subject_name(topic, is_key, None, writer.parsed)
+    generation = await registry_cache.generation(registry_pk)
+    version = registry_cache.peek_answer(_version_key(registry_pk, subject, schema_id), generation) \
+        if generation is not None else None
+    return Resolved(writer, subject, version) if version is not None else None
+
+
+def _version_key(registry_pk: int | None, subject: str, schema_id: int) -> tuple[Any, ...]:
+    return ("kafkarest.version_of", registry_pk, subject, schema_id)
 
 
 def _part(resolver: SchemaResolver, spec: bytes | SchemaSpec | None, kind: str | None,

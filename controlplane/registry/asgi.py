@@ -131,6 +131,30 @@ def _refresh_ahead(key: Any, expires: float, work: Callable[[], Any],
     task.add_done_callback(_tasks.discard)
 
 
+# Misses in flight, by what they compute: requests that miss the same entry while it is being read share that
+# one read instead of queueing one thread each. When a busy server's caches had all expired (after a quiet
+# second or two), every request of the first milliseconds missed and sent the same query to the thread pool,
+# and the loop waited behind hundreds of them; now there is one read per key. A shared read began after the
+# joining request's own generation read, or is keyed by that generation, so it answers as its own read would.
+_inflight: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
+
+
+async def _shared(key: tuple[Any, ...], work: Callable[[], Any]) -> Any:
+    """``work()`` on a worker thread, or the result (or exception) of the same ``key``'s run already under way."""
+    running = _inflight.get(key)
+    if running is not None:
+        return await asyncio.shield(running)
+    future: asyncio.Future[Any] = asyncio.ensure_future(asyncio.to_thread(_on_thread, work))
+    _inflight[key] = future
+    try:
+        return await asyncio.shield(future)
+    finally:
+        if future.done() and _inflight.get(key) is future:
+            del _inflight[key]
+        elif not future.done():  # this request was cancelled: the read goes on for the others, then is dropped
+            future.add_done_callback(lambda done: _inflight.pop(key, None) if _inflight.get(key) is done else None)
+
+
 async def _access(authorization: str, cluster_id: str) -> RegistryAccess | None:
     """The caller's access from the cache, else resolved on a thread; None on a refusal (Django answers it), and
     for a caller whose access carries per-subject ACLs (``acls``, a service account's): the views check those."""
@@ -141,7 +165,8 @@ async def _access(authorization: str, cluster_id: str) -> RegistryAccess | None:
                        lambda: refresh_registry_access(authorization, cluster_id))
     if access is None and authorization:
         try:
-            access = await asyncio.to_thread(_on_thread, lambda: registry_access(authorization, cluster_id))
+            access = await _shared(("access", authorization, cluster_id),
+                                   lambda: registry_access(authorization, cluster_id))
         except (RegistryError, DatabaseError):
             return None
     return access if access is not None and getattr(access, "acls", None) is None else None
@@ -205,7 +230,7 @@ class RegistryHttp:
                 _refresh_ahead(("schema", pk, schema_id), entry[0], lambda: cache.refresh_schema(registry, schema_id))
             if schema is None:
                 found = access
-                schema = await asyncio.to_thread(_on_thread, lambda: _schema(found, schema_id))
+                schema = await _shared(("schema", access.cluster.pk, schema_id), lambda: _schema(found, schema_id))
             if schema is None:
                 return False  # 40403, from the view
             await _respond(send, selectors.schema_fields(schema))
@@ -246,7 +271,10 @@ class RegistryHttp:
                 _refresh_ahead(("answer", key), entry[0], lambda: None, after=_answer_refresh(key, registry_pk, work))
                 await _respond(send, entry[1])
                 return True
-        answer = await asyncio.to_thread(_on_thread, work)
+        if key is not None and generation is not None:  # one read per answer and generation (see _inflight)
+            answer = await _shared(("answer", generation, *key), work)
+        else:
+            answer = await asyncio.to_thread(_on_thread, work)
         if answer is None:
             return False
         if key is not None and generation is not None:

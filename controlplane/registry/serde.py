@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.clusters.models import Cluster
@@ -25,14 +26,28 @@ CACHE_SIZE = 4096
 
 @dataclass(frozen=True, slots=True)
 class WriterSchema:
-    """A registered schema, parsed: what a record is encoded with and what its id frames."""
+    """A registered schema, parsed: what a record is encoded with and what its id frames. ``frame`` encodes and
+    frames one value (the format's JSON) as :func:`encode` does with no ``message``, prepared once per schema
+    (an Avro schema's checks compiled, the id's header packed) since every record of a request shares it."""
 
     schema_id: int
     parsed: AnySchema
+    frame: Callable[[Any], bytes] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frame", _framer(self.schema_id, self.parsed))  # frozen: set once, here
 
     @property
     def schema_type(self) -> SchemaType:
         return self.parsed.schema_type
+
+
+def _framer(schema_id: int, parsed: AnySchema) -> Callable[[Any], bytes]:
+    if not isinstance(parsed, AvroSchema) or not 0 <= schema_id <= 0xFFFFFFFF:  # (an id too large: the error)
+        return lambda value: _encode(schema_id, parsed, value, None)
+    header = wire.frame(schema_id, b"")
+    encode = wire.avro_encoder(parsed)
+    return lambda value: header + encode(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +100,11 @@ def writer_schema(cluster: Cluster, schema_id: int) -> WriterSchema:
     return found
 
 
+def cached_writer_schema(cluster_pk: Any, schema_id: int) -> WriterSchema | None:
+    """:func:`writer_schema` when this process has it, else None; never reads the database (for an event loop)."""
+    return _CACHE.get((cluster_pk, schema_id))
+
+
 def subject_schema(cluster: Cluster, subject: str, version: int = LATEST) -> WriterSchema:
     """``version`` of ``subject`` (default: the newest live one); RegistryError 40401/40402 when absent."""
     row = selectors.version_get(cluster, subject, version)
@@ -94,13 +114,18 @@ def subject_schema(cluster: Cluster, subject: str, version: int = LATEST) -> Wri
 def encode(writer: WriterSchema, value: Any, *, message: str | None = None) -> bytes:
     """``value`` (the format's JSON) encoded with ``writer`` and framed; ``message`` picks a Protobuf message
     (default: the file's first). Raises ``wire.PayloadError`` when the value does not fit the schema."""
-    parsed = writer.parsed
+    if message is None:
+        return writer.frame(value)
+    return _encode(writer.schema_id, writer.parsed, value, message)
+
+
+def _encode(schema_id: int, parsed: AnySchema, value: Any, message: str | None) -> bytes:
     if isinstance(parsed, AvroSchema):
-        return wire.frame(writer.schema_id, wire.avro_encode(parsed, value))
+        return wire.frame(schema_id, wire.avro_encode(parsed, value))
     if isinstance(parsed, JsonSchema):
-        return wire.frame(writer.schema_id, wire.json_encode(parsed, value))
+        return wire.frame(schema_id, wire.json_encode(parsed, value))
     indexes, payload = wire.protobuf_encode(parsed, value, message)
-    return wire.frame(writer.schema_id, payload, indexes)
+    return wire.frame(schema_id, payload, indexes)
 
 
 def looks_framed(data: bytes | None) -> bool:

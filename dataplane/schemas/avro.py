@@ -22,7 +22,7 @@ Logical types are ignored, as in the resolution rules (a decimal's precision cha
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -582,3 +582,125 @@ def _union_shape_error(node: _Union, value: Any, path: str) -> str | None:
         return None
     names = [_branch_name(b) for b in node.branches]
     return f"{path}: a union value is written {{\"<branch>\": value}} with a branch among {names}"
+
+
+class _Unusual(Exception):
+    """A value the compiled converter leaves to :func:`_native` (which returns it or raises the exact error)."""
+
+
+_Convert = Callable[[Any], Any]
+
+
+def native_converter(schema: AvroSchema) -> _Convert:
+    """:func:`native_of_json` for many values of one schema: the same results and errors, at about half the cost.
+
+    The schema is compiled once into one closure per node, which checks the usual shapes with exact type tests
+    and builds no JSON path as it goes. Anything else (a value that does not fit, a ``double`` written as a JSON
+    integer, bytes, fixed) makes the closure give up, and :func:`native_of_json` converts that value again from
+    the top: it alone says what is wrong, so every message stays its own."""
+    fast = _compile(schema.root, {})
+
+    def convert(value: Any) -> Any:
+        try:
+            return fast(value)
+        except (_Unusual, JsonEncodingMismatch):
+            return _native(schema.root, value, "$")
+    return convert
+
+
+def _unusual(_value: Any) -> Any:
+    raise _Unusual
+
+
+def _compile(node: _Node, done: dict[int, _Convert]) -> _Convert:
+    """One node's converter; ``done`` holds the named types compiled so far (a recursive type refers to itself)."""
+    if id(node) in done:
+        return done[id(node)]
+    if isinstance(node, _Primitive):
+        return _compile_primitive(node.type)
+    if isinstance(node, _Record):
+        fields: list[tuple[str, _Convert, bool]] = []
+
+        def record(value: Any) -> Any:
+            if type(value) is not dict:
+                raise _Unusual
+            out = {}
+            for name, convert, has_default in fields:
+                if name in value:
+                    out[name] = convert(value[name])
+                elif not has_default:
+                    raise _Unusual
+            if len(out) != len(value):  # a key that is no field
+                raise _Unusual
+            return out
+        done[id(node)] = record  # before the fields: they may refer to this record
+        fields.extend((f.name, _compile(f.type, done), f.has_default) for f in node.fields)
+        return record
+    if isinstance(node, _Union):
+        return _compile_union(node, done)
+    if isinstance(node, _Enum):
+        symbols = frozenset(node.symbols)
+
+        def enum(value: Any) -> Any:
+            if type(value) is str and value in symbols:
+                return value
+            raise _Unusual
+        return enum
+    if isinstance(node, _Array):
+        items = _compile(node.items, done)
+
+        def array(value: Any) -> Any:
+            if type(value) is not list:
+                raise _Unusual
+            return [items(v) for v in value]
+        return array
+    if isinstance(node, _Map):
+        values = _compile(node.values, done)
+
+        def mapping(value: Any) -> Any:
+            if type(value) is not dict:
+                raise _Unusual
+            return {k: values(v) for k, v in value.items()}
+        return mapping
+    return _unusual  # fixed: rare, left to _native
+
+
+def _compile_primitive(name: str) -> _Convert:
+    exact = _EXACT.get(name)
+    limit = _INT_LIMITS.get(name)
+    if exact is None:  # bytes: ISO-8859-1 text to encode, left to _native
+        return _unusual
+    if limit is not None:
+        def integer(value: Any) -> Any:
+            if type(value) is int and -limit <= value < limit:
+                return value
+            raise _Unusual
+        return integer
+
+    def primitive(value: Any) -> Any:
+        if type(value) is exact:
+            return value
+        raise _Unusual
+    return primitive
+
+
+def _compile_union(node: _Union, done: dict[int, _Convert]) -> _Convert:
+    nullable = any(_branch_name(b) == "null" for b in node.branches)
+    table: dict[str, tuple[str, _Convert]] = {}
+    for branch in node.branches:  # a name is the first branch it names, by full or short name (as _native)
+        full = _branch_name(branch)
+        entry = (full, _compile(branch, done))
+        table.setdefault(full, entry)
+        table.setdefault(_short(full), entry)
+
+    def union(value: Any) -> Any:
+        if value is None and nullable:
+            return None
+        if type(value) is not dict or len(value) != 1:
+            raise _Unusual
+        (name, inner), = value.items()
+        hit = table.get(name)
+        if hit is None:
+            raise _Unusual
+        return (hit[0], hit[1](inner))
+    return union

@@ -24,7 +24,7 @@ import fastavro
 import fastavro.validation
 import jsonschema.exceptions
 
-from dataplane.schemas.avro import AvroSchema, JsonEncodingMismatch, native_of_json
+from dataplane.schemas.avro import AvroSchema, JsonEncodingMismatch, native_converter, native_of_json
 from dataplane.schemas.base import PayloadError, WireFormatError
 from dataplane.schemas.json_schema import JsonSchema
 from dataplane.schemas.protobuf import ProtobufSchema
@@ -37,7 +37,7 @@ HEADER = struct.Struct(
 )
 _MAX_INDEXES = 1024  # a count above this is corruption, not a schema's nesting
 
-__all__ = ["HEADER", "MAGIC", "PayloadError", "WireFormatError", "avro_decode", "avro_encode", "frame",
+__all__ = ["HEADER", "MAGIC", "PayloadError", "WireFormatError", "avro_decode", "avro_encode", "avro_encoder", "frame",
            "json_decode", "json_encode", "json_validate", "protobuf_decode", "protobuf_encode", "protobuf_frame",
            "protobuf_unframe", "unframe"]
 
@@ -120,6 +120,33 @@ def avro_encode(schema: AvroSchema, value: Any) -> bytes:
     except (ValueError, TypeError, OverflowError) as exc:  # a logical type's value it cannot write
         raise PayloadError(f"value does not match the Avro schema: {_reason(exc)}") from None
     return out.getvalue()
+
+
+def avro_encoder(schema: AvroSchema) -> Callable[[Any], bytes]:
+    """:func:`avro_encode` for many values of one schema (what a REST request's records share): the same bytes
+    and errors. The schema is prepared once: the value checks compiled (:func:`avro.native_converter`) and, for
+    a top level that is an object (a record, enum, array...) with no references, fastavro's schema of it alone,
+    so no wrapper record is made per value (a fifth of the writer's time)."""
+    convert = native_converter(schema)
+    codec = schema.codec
+    plain = fastavro.parse_schema(schema.raw) if isinstance(schema.raw, dict) and not schema.references else None
+    write = fastavro.schemaless_writer
+
+    def encode(value: Any) -> bytes:
+        try:
+            native = convert(value)
+        except JsonEncodingMismatch as exc:
+            raise PayloadError(f"value does not match the Avro schema: {exc}") from None
+        out = io.BytesIO()
+        try:
+            if plain is not None:
+                write(out, plain, native)
+            else:
+                write(out, codec, {"v": native})
+        except (ValueError, TypeError, OverflowError):
+            return avro_encode(schema, value)  # the wrapper's path, which words the error as it always has
+        return out.getvalue()
+    return encode
 
 
 def avro_decode(schema: AvroSchema, payload: bytes) -> Any:

@@ -160,6 +160,46 @@ def test_protobuf_records_round_trip_through_a_v2_protobuf_consumer(rest_stack: 
     assert [r["value"] for r in _consume(rest_stack, topic, "protobuf", 1)] == [{"x": 3, "label": "p"}]
 
 
+def test_requests_by_id_answered_from_the_caches_keep_every_answer_and_refusal(rest_stack: RestStack) -> None:
+    """Requests naming their schemas by id are encoded on the event loop once the schemas are cached
+    (``produce.streaming._encode_v2``): the same records, ids and refusals as the first, which filled the caches
+    on a thread; a record that does not fit still refuses its whole request, and a write to the registry (a
+    soft delete) is seen by the very next request."""
+    topic = new_topic(rest_stack, partitions=1)
+    path = f"/topics/{topic}"
+    first = _produce(rest_stack, topic, {"key_schema": '"string"', "value_schema": USER_TEXT,
+                                         "records": [{"key": "k0", "value": ADA}]})
+    key_id, value_id = first["key_schema_id"], first["value_schema_id"]
+    by_id = {"key_schema_id": key_id, "value_schema_id": value_id}
+    for n in range(1, 4):  # the first may fill the caches; the next are served from them
+        answer = _produce(rest_stack, topic, {**by_id, "records": [{"key": f"k{n}", "value": {**ADA, "age": n}},
+                                                                   {"value": None}]})
+        assert (answer["key_schema_id"], answer["value_schema_id"]) == (key_id, value_id)
+        assert [o["offset"] for o in answer["offsets"]] == [2 * n - 1, 2 * n]
+
+    def refused(body: dict[str, Any]) -> tuple[int, int, str]:
+        answer = v2(rest_stack, "POST", path, body, content_type=AVRO)
+        return answer.status, answer.json()["error_code"], answer.json()["message"]
+
+    # Bad input on the cached path: the first bad record refuses the request, saying which and why.
+    status, code, message = refused({**by_id, "records": [{"key": "ok", "value": ADA},
+                                                          {"key": "bad", "value": {**ADA, "age": "x"}}]})
+    assert (status, code) == (400, 400) and message.startswith(f"records[1].value does not match schema {value_id}")
+    assert "$.age: expected int, got str" in message
+    assert refused({**by_id, "records": [{"key": 5, "value": ADA}]})[:2] == (400, 400)  # a key of the wrong type
+    assert refused({"value_schema_id": value_id, "records": [{"value": ADA}, {"key": "k", "value": ADA}]})[:2] == \
+        (422, 42201)
+    assert refused({"key_schema_id": key_id, "records": [{"key": "k", "value": ADA}]})[:2] == (422, 42202)
+    assert refused({**by_id, "value_schema_id": key_id, "records": [{"value": "s"}]})[:2] == (422, 42207)
+    # Nothing of a refused request was written: the topic holds the 7 records of the good requests only.
+    assert [m.offset() for m in read_back(rest_stack, topic, 7)] == list(range(7))
+    # A soft delete of the value schema's version: the next request by its id is refused (42207), as on a thread.
+    registry = f"/schema-registry/{rest_stack.cluster_id}"
+    deleted = rest_stack.request("DELETE", f"{registry}/subjects/{topic}-value/versions/1")
+    assert deleted.status == 200, deleted.body
+    assert refused({**by_id, "records": [{"key": "k", "value": ADA}]})[:2] == (422, 42207)
+
+
 def test_schema_problems_get_confluents_error_codes(rest_stack: RestStack) -> None:
     topic = new_topic(rest_stack, partitions=1)
     path = f"/topics/{topic}"

@@ -18,10 +18,11 @@ read, so a fast client is slowed by TCP instead of growing the server's memory.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
 from controlplane.core import ratelimit
 from controlplane.kafkarest import errors, fastjson, schemas
@@ -30,9 +31,11 @@ from controlplane.kafkarest.access import (
     Caller,
     ClusterAccess,
     audit_refusal,
+    cached_access_expires,
     cached_cluster_access,
     caller_for_authorization,
     cluster_access,
+    refresh_cluster_access,
 )
 from controlplane.kafkarest.errors import RestError
 from controlplane.kafkarest.produce import engine
@@ -83,13 +86,50 @@ def _within_rate_limit(caller: Caller) -> None:
         raise RestError(errors.RATE_LIMITED, refusal.message, retry_after=refusal.retry_after)
 
 
+# An access used in the last REFRESH_AHEAD seconds of its life is resolved again in the background (one thread at
+# a time per key and cluster), so a busy key's entry never expires under load: without it, every request in
+# flight when it expired resolved it again on a thread of its own, and the loop waited for them. The bound stays:
+# an entry is never served longer than CACHE_SECONDS after the read that made it.
+REFRESH_AHEAD = 0.5
+_refreshing: set[tuple[str, str]] = set()
+_refreshes: set[asyncio.Future[None]] = set()
+
+
 def _cached_access(authorization: str, cluster_id: str) -> ClusterAccess | None:
     """The caller's access to the cluster, answered on the event loop when it is cached (2 s) and there is no rate
     limit to count in Redis; None: resolve it on a thread. A thread hop per request queues behind the loop and
     the pool's other work, so it mostly adds latency, not CPU."""
     if ratelimit.limited(ratelimit.KAFKA):
         return None
-    return cached_cluster_access(authorization, cluster_id, Role.MEMBER)
+    access = cached_cluster_access(authorization, cluster_id, Role.MEMBER)
+    if access is not None and (authorization, cluster_id) not in _refreshing \
+            and cached_access_expires(authorization, cluster_id) - time.monotonic() < REFRESH_AHEAD:
+        _refresh_ahead(authorization, cluster_id)
+    return access
+
+
+def _refresh_ahead(authorization: str, cluster_id: str) -> None:
+    key = (authorization, cluster_id)
+    _refreshing.add(key)
+
+    def work() -> None:
+        close_old_connections()
+        try:
+            refresh_cluster_access(authorization, cluster_id)
+        finally:
+            close_old_connections()
+
+    async def run() -> None:
+        try:
+            await asyncio.to_thread(work)
+        except DatabaseError:
+            pass  # the entry expires as usual, and the next request resolves it (and says what is wrong)
+        finally:
+            _refreshing.discard(key)
+
+    task = asyncio.ensure_future(run())
+    _refreshes.add(task)
+    task.add_done_callback(_refreshes.discard)
 
 
 def _resolve(authorization: str, cluster_id: str | None, root_refusal: str = "") -> ClusterAccess:
@@ -208,8 +248,8 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
         if raw is None:
             return
         request = v2_produce.parse_request(fmt, raw)
-        if fmt in ("avro", "jsonschema", "protobuf"):
-            request = await asyncio.to_thread(v2_produce.encode_on_thread, access, topic, fmt, request)
+        if fmt in v2_produce.SCHEMA_TYPES:
+            request = await _encode_v2(access, topic, fmt, request)
     except (RestError, ValueError) as exc:
         error = exc if isinstance(exc, RestError) else RestError(errors.BAD_REQUEST, "Bad Content-Length.")
         await _refuse(send, error, V2_HEADERS)
@@ -219,6 +259,24 @@ async def produce_v2(scope: Scope, receive: Receive, send: Send, authorization: 
     await produced.wait()
     await _audit_denied(access, produced)
     await _respond(send, 200, v2_produce.produce_response(produced, request), V2_HEADERS)
+
+
+# A schema'd v2 request with at most this many records is encoded on the event loop when its schemas are cached
+# (a few microseconds a record: less than the hop to a thread and back, which also holds the GIL against the
+# loop); a larger one on a thread, so that one request never holds the loop for long.
+MAX_LOOP_RECORDS = 1000
+
+
+async def _encode_v2(access: ClusterAccess, topic: str, fmt: str,
+                     request: v2_produce.V2Request) -> v2_produce.V2Request:
+    """A schema'd v2 request's records framed: by schemas named by id and cached in this process, here on the
+    loop; anything else (a schema sent as text, one not cached, a service account's key) on a thread, where the
+    registry may be read."""
+    if len(request.records) <= MAX_LOOP_RECORDS:
+        cached = await v2_produce.cached_schemas(access, topic, fmt, request)
+        if cached is not None:
+            return v2_produce.encode_with(*cached, request)
+    return await asyncio.to_thread(v2_produce.encode_on_thread, access, topic, fmt, request)
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -4,8 +4,11 @@ the format's JSON, written with a registered schema), one offset report each.
 The format comes from the request's Content-Type, as in Confluent's REST Proxy. A schema'd request names its
 key and value schemas once (``key_schema``/``value_schema`` text, registered under ``<topic>-key`` and
 ``<topic>-value`` when new, or ``key_schema_id``/``value_schema_id``); its records are framed in the
-registry's wire format by ``kafkarest.schemas`` (on a thread: it may read the database), and the answer
-carries the two ids. Any record that does not fit its schema refuses the whole request, as Confluent's.
+registry's wire format in one pass (:func:`encode_with`, each schema's encoder prepared once by
+``registry.serde``), and the answer carries the two ids. The schemas are resolved by ``kafkarest.schemas``: on
+a thread, as it may read the database, or for ids this process has cached, on the event loop with no database
+(:func:`cached_schemas`, decision 0031). Any record that does not fit its schema refuses the whole request, as
+Confluent's.
 
 Records go through REST produce's one engine (``kafkarest.produce``: ``produce.streaming`` for API keys,
 ``produce.services`` from the DRF view), so a v2 record is partitioned and acknowledged exactly like a v3 or a
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import binascii
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import close_old_connections
 
@@ -37,6 +40,7 @@ from controlplane.kafkarest.errors import (
 from controlplane.kafkarest.produce import services
 from controlplane.kafkarest.produce.engine import Delivered, Outcome, Produced
 from controlplane.kafkarest.records import ProduceRecord, b64decode
+from dataplane.schemas import wire
 
 ROOT_REFUSAL = ("Root paths need an API key scoped to one cluster: this key reaches every cluster of its tenant, "
                 "so the path does not say which one you mean. Create a scoped key (POST /api/v1/tenants/{slug}/"
@@ -46,11 +50,14 @@ JSON = "application/vnd.kafka.json.v2+json"
 SCHEMA_FORMATS = {"application/vnd.kafka.avro.v2+json": "avro",
                   "application/vnd.kafka.jsonschema.v2+json": "jsonschema",
                   "application/vnd.kafka.protobuf.v2+json": "protobuf"}
+SCHEMA_TYPES = frozenset(SCHEMA_FORMATS.values())
 _SCHEMA_FIELDS = ("key_schema", "key_schema_id", "value_schema", "value_schema_id")
 
 
-@dataclass(frozen=True, slots=True)
-class V2Record:
+class V2Record(NamedTuple):
+    """One record of a request (a NamedTuple: one is made per record, and a frozen dataclass's ``__init__``
+    cost four times as much)."""
+
     key: Any  # bytes (binary, json) or, before ``encode_schema_records``, the schema'd format's JSON
     value: Any
     partition: int | None
@@ -133,14 +140,18 @@ def parse_request(fmt: str, raw: bytes) -> V2Request:
                 raise RestError(BAD_REQUEST, f"Unsupported argument: send {side}_schema or {side}_schema_id, "
                                              "not both.")
     records = []
+    schema_data = fmt in SCHEMA_TYPES  # keys and values stay JSON until encode_schema_records
     for index, record in enumerate(body["records"]):
-        if not isinstance(record, dict):
+        if type(record) is not dict:
             raise RestError(BAD_REQUEST, f"records[{index}] must be an object.")
         partition = record.get("partition")
-        if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool) or partition < 0):
+        if partition is not None and (type(partition) is not int or partition < 0):  # (a bool is no int here)
             raise _payload_error(f"records[{index}].partition must be a non-negative integer.")
-        records.append(V2Record(_data(fmt, record.get("key"), f"records[{index}].key"),
-                                _data(fmt, record.get("value"), f"records[{index}].value"), partition))
+        if schema_data:
+            records.append(V2Record(record.get("key"), record.get("value"), partition))
+        else:
+            records.append(V2Record(_data(fmt, record.get("key"), f"records[{index}].key"),
+                                    _data(fmt, record.get("value"), f"records[{index}].value"), partition))
     return V2Request(records, **fields)
 
 
@@ -165,23 +176,52 @@ def encode_schema_records(access: ClusterAccess, topic: str, fmt: str, request: 
 
     key_schema = schema_of(request.key_schema, request.key_schema_id, True)
     value_schema = schema_of(request.value_schema, request.value_schema_id, False)
+    return encode_with(key_schema, value_schema, request)
+
+
+async def cached_schemas(access: ClusterAccess, topic: str, fmt: str,
+                         request: V2Request) -> tuple[schemas.Resolved | None, schemas.Resolved | None] | None:
+    """The key and value schemas a request names by id (or not at all), from this process's caches with no
+    database (``schemas.cached_by_id``): for the event loop. None when either is not cached, or is named by text
+    (then :func:`encode_schema_records` on a thread, which says anything that is wrong)."""
+    if request.key_schema is not None or request.value_schema is not None:
+        return None
+    found: list[schemas.Resolved | None] = []
+    for schema_id, is_key in ((request.key_schema_id, True), (request.value_schema_id, False)):
+        resolved = None
+        if schema_id is not None:
+            resolved = await schemas.cached_by_id(access, topic, schema_id, is_key, fmt)
+            if resolved is None:
+                return None
+        found.append(resolved)
+    return found[0], found[1]
+
+
+def encode_with(key_schema: schemas.Resolved | None, value_schema: schemas.Resolved | None,
+                request: V2Request) -> V2Request:
+    """Every record's key and value framed with the request's schemas, in one pass; the first record that has a
+    key or value without a schema, or one that does not fit its schema, refuses the whole request (nothing is
+    written), as Confluent's."""
     records = []
-    for index, record in enumerate(request.records):
-        records.append(V2Record(_encode(key_schema, record.key, f"records[{index}].key", True),
-                                _encode(value_schema, record.value, f"records[{index}].value", False),
-                                record.partition))
+    for index, (key, value, partition) in enumerate(request.records):
+        if key is not None:
+            key = _framed(key_schema, key, index, True)
+        if value is not None:
+            value = _framed(value_schema, value, index, False)
+        records.append(V2Record(key, value, partition))
     return V2Request(records, key_id=key_schema.writer.schema_id if key_schema else None,
                      value_id=value_schema.writer.schema_id if value_schema else None)
 
 
-def _encode(resolved: schemas.Resolved | None, data: Any, what: str, is_key: bool) -> bytes | None:
-    if data is None:
-        return None
+def _framed(resolved: schemas.Resolved | None, data: Any, index: int, is_key: bool) -> bytes:
     if resolved is None:  # Confluent's SchemaRecordSerializer: data with no schema to write it with
         if is_key:
             raise RestError(schemas.KEY_SCHEMA_MISSING, "Request includes keys but does not include key schema")
         raise RestError(schemas.VALUE_SCHEMA_MISSING, "Request includes values but does not include value schema")
-    return schemas.encode(resolved, data, what)
+    try:
+        return resolved.writer.frame(data)
+    except wire.PayloadError as exc:
+        raise schemas.mismatch(resolved, f"records[{index}].{'key' if is_key else 'value'}", exc) from exc
 
 
 def encode_on_thread(access: ClusterAccess, topic: str, fmt: str, request: V2Request) -> V2Request:
@@ -200,14 +240,17 @@ def _offset(outcome: Outcome) -> dict[str, Any]:
 
 
 def produce_response(outcomes: Produced, request: V2Request | None = None) -> dict[str, Any]:
-    return {"offsets": [_offset(outcomes.outcome(i)) for i in range(len(outcomes))],
-            "key_schema_id": request.key_id if request else None,
+    # A delivered record's slot is its (partition, offset, timestamp) tuple: read as is, with no Delivered made.
+    offsets = [{"partition": result[0], "offset": result[1], "error_code": None, "error": None}
+               if type(result) is tuple else _offset(outcomes.outcome(index))
+               for index, result in enumerate(outcomes.results)]
+    return {"offsets": offsets, "key_schema_id": request.key_id if request else None,
             "value_schema_id": request.value_id if request else None}
 
 
 def as_produce_record(record: V2Record, partition: int | None) -> ProduceRecord:
-    return ProduceRecord(partition=record.partition if record.partition is not None else partition, key=record.key,
-                         value=record.value, key_type=None, value_type=None, headers=[], timestamp_ms=None)
+    return ProduceRecord(record.partition if record.partition is not None else partition, record.key,
+                         record.value, None, None, [], None)
 
 
 def produce_records(*, access: ClusterAccess, topic: str, fmt: str, raw: bytes,

@@ -10,11 +10,13 @@ import fastavro
 import pytest
 
 from dataplane.schemas import parse_avro, parse_json_schema
+from dataplane.schemas.avro import native_converter, native_of_json
 from dataplane.schemas.wire import (
     PayloadError,
     WireFormatError,
     avro_decode,
     avro_encode,
+    avro_encoder,
     frame,
     json_decode,
     json_encode,
@@ -169,3 +171,39 @@ def test_avro_encode_writes_what_fastavros_json_decoder_writes(schema: str, valu
     expected = io.BytesIO()
     fastavro.schemaless_writer(expected, parsed.codec, record)
     assert avro_encode(parsed, value) == expected.getvalue()
+
+
+RECURSIVE = json.dumps({"type": "record", "name": "Node", "fields": [
+    {"name": "label", "type": "string"}, {"name": "next", "type": ["null", "Node"], "default": None}]})
+ENCODER_CASES = [
+    *((f"round_trip_{c[0]}", c[1], c[2]) for c in ROUND_TRIPS),
+    *((f"bad_{c[0]}", USER, c[1]) for c in BAD_VALUES),
+    ("missing_field_with_default", USER, {k: v for k, v in USER_VALUE.items() if k != "email"}),
+    ("double_written_as_integer", USER, {**USER_VALUE, "scores": {"m": 2}}),
+    ("short_branch_name", USER, {**USER_VALUE, "home": {"Address": {"street": "Main"}}}),
+    ("bool_for_long", USER, {**USER_VALUE, "id": True}),
+    ("long_out_of_range", USER, {**USER_VALUE, "id": 2**63}),
+    ("not_an_object", USER, [1]),
+    ("logical_types", LOGICAL, LOGICAL_VALUE),
+    ("recursive", RECURSIVE, {"label": "a", "next": {"Node": {"label": "b", "next": None}}}),
+    ("recursive_bad_inner", RECURSIVE, {"label": "a", "next": {"Node": {"label": 2}}}),
+    ("top_level_union_null", '["null", "long"]', None),
+    ("top_level_union_bad", '["null", "long"]', 3),
+]
+
+
+@pytest.mark.parametrize(("schema", "value"), [c[1:] for c in ENCODER_CASES], ids=[c[0] for c in ENCODER_CASES])
+def test_avro_encoder_writes_and_refuses_exactly_as_avro_encode(schema: str, value: Any) -> None:
+    """The prepared encoder (compiled checks, no wrapper record) against the one-value path: the same bytes, or
+    the same PayloadError message, for values on its fast path and off it."""
+    parsed = parse_avro(schema)
+    encode = avro_encoder(parsed)
+    try:
+        expected: Any = avro_encode(parsed, value)
+    except PayloadError as exc:
+        with pytest.raises(PayloadError) as caught:
+            encode(value)
+        assert str(caught.value) == str(exc)
+    else:
+        assert encode(value) == expected
+        assert native_converter(parsed)(value) == native_of_json(parsed, value)
