@@ -1,5 +1,7 @@
 // Routes. Console pages live under /t/{tenant}/... so they never meet the API's paths (/api, /kafka, /ws,
 // /admin, /healthz, and the REST Proxy v2's root paths /topics, /consumers, /brokers).
+import { MantineProvider } from "@mantine/core";
+import { Notifications } from "@mantine/notifications";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { lazy, type ReactNode, Suspense } from "react";
 import { createBrowserRouter, RouterProvider } from "react-router";
@@ -22,6 +24,7 @@ import { SignIn } from "./pages/SignIn";
 import { TopicPage } from "./pages/Topic";
 import { TopicsPage } from "./pages/Topics";
 import { Loading } from "./components/ui";
+import { resolver, theme } from "./theme";
 
 // Pages few visits need are split off the first page's JavaScript (its 300 KB budget).
 const SchemasPage = lazy(() => import("./pages/Schemas").then((m) => ({ default: m.SchemasPage })));
@@ -77,8 +80,11 @@ const router = createBrowserRouter(routes);
 
 export function App() {
   return (
-    <QueryClientProvider client={queryClient}>
-      <RouterProvider router={router} />
-    </QueryClientProvider>
+    <MantineProvider theme={theme} cssVariablesResolver={resolver} defaultColorScheme="light">
+      <Notifications position="top-right" zIndex={1000} />
+      <QueryClientProvider client={queryClient}>
+        <RouterProvider router={router} />
+      </QueryClientProvider>
+    </MantineProvider>
   );
 }
