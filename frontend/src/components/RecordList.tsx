@@ -1,6 +1,6 @@
 // Records as rows (newest first, as given), the chosen view (pretty JSON, text, bytes) for keys and values, and a
 // drawer with one record whole: key, value, headers, partition, offset, timestamp, schema ids, copy buttons.
-import { Button, Drawer, Group, SegmentedControl, Stack, Table, Text, Title } from "@mantine/core";
+import { Button, Drawer, Group, Radio, Stack, Table, Text, Title } from "@mantine/core";
 import { useState } from "react";
 import { render, type View } from "../lib/records";
 import type { TailRecord } from "../lib/tail";
@@ -93,11 +93,14 @@ function SchemaNote({ id, type }: { id?: number; type?: string }) {
 
 export function ViewPicker({ view, onChange }: { view: View; onChange: (view: View) => void }) {
   return (
-    <Group gap="xs">
-      <Text size="sm" id="view-picker-label">Show as</Text>
-      <SegmentedControl size="xs" value={view} onChange={(v) => onChange(v as View)} aria-labelledby="view-picker-label"
-        data={[{ value: "json", label: "Pretty JSON" }, { value: "text", label: "Text" }, { value: "bytes", label: "Bytes" }]} />
-    </Group>
+    <Radio.Group value={view} onChange={(v) => onChange(v as View)} aria-label="Show as">
+      <Group gap="sm">
+        <Text size="sm" component="span" aria-hidden>Show as</Text>
+        <Radio size="xs" value="json" label="Pretty JSON" />
+        <Radio size="xs" value="text" label="Text" />
+        <Radio size="xs" value="bytes" label="Bytes" />
+      </Group>
+    </Radio.Group>
   );
 }
 

@@ -94,7 +94,7 @@ export function FormDrawer({ opened, onClose, title, children }: { opened: boole
 
 /** Toasts: the result of an action, where the user looks next (top right), gone by themselves. */
 export const toast = {
-  ok: (message: string) => notifications.show({ message, color: "green", withBorder: true }),
+  ok: (message: string) => notifications.show({ message, color: "green", withBorder: true, role: "status" }),
   error: (error: unknown) =>
     notifications.show({ message: error instanceof Error ? error.message : String(error), color: "red", withBorder: true, autoClose: 8000 }),
 };

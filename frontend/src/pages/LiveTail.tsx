@@ -8,7 +8,6 @@ import type { Schemas } from "../api/client";
 import { FilterInputs } from "../components/FilterFields";
 import { RecordList, useView, ViewPicker } from "../components/RecordList";
 import { Badge, ErrorText } from "../components/ui";
-import { count } from "../lib/units";
 import { buildFilter, type FilterFields } from "../lib/filters";
 import { mergeNewest, type StartFrom, TailConnection, type TailRecord, type TailState, tailUrl } from "../lib/tail";
 
@@ -81,7 +80,7 @@ export function LiveTail({ kafkaId, topic, read }: { kafkaId: string; topic: str
           {paused ? "Resume" : "Pause"}
         </Button>
         <Button size="xs" variant="default" onClick={() => setRecords([])}>Clear</Button>
-        <Text size="sm" aria-live="off" data-testid="tail-received">{count(received)} received</Text>
+        <Text size="sm" aria-live="off" data-testid="tail-received">{received} received</Text>
         <Group ml="auto"><ViewPicker view={view} onChange={setView} /></Group>
       </Group>
       <ErrorText error={state === "failed" ? message : null} />
