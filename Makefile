@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-registry bench-spark bench-spark-typed bench-reports bench-console bench-stop clean-var
+.PHONY: run objectstore console console-test chromium kcat test chaos lint typecheck schema bench bench-broker bench-groups bench-cluster bench-transactions bench-metadata bench-managed bench-rebalance bench-rest bench-registry bench-spark bench-spark-typed bench-reports bench-console bench-stop bench-tiered clean-var
 
 # editable_mode=compat: a .pth path entry rather than setuptools' import-hook finder, which pkgutil.iter_modules()
 # cannot see -- and that is how Spark discovers the `sluice` data source (pyspark_sluice). Makefile is a
@@ -35,7 +35,18 @@ $(CONSOLE_STAMP): $(NODE_MODULES) $(CONSOLE_SRC) api_schema/openapi.yaml
 
 console: $(CONSOLE_STAMP)
 
-run: $(STAMP) $(CONSOLE_STAMP)
+# The embedded S3-compatible object store (s3rver from npm, sluice/objectstore/): the remote tier of tiered storage
+# when no SLUICE_REMOTE_STORAGE_ENDPOINT is configured, and the tests' object store.
+OBJECTSTORE := sluice/objectstore/node_modules/.installed
+
+$(OBJECTSTORE): sluice/objectstore/package-lock.json
+	@command -v npm >/dev/null || { echo "The embedded object store needs Node 20+ and npm (see README.md)." >&2; exit 1; }
+	cd sluice/objectstore && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+objectstore: $(OBJECTSTORE)
+
+run: $(STAMP) $(CONSOLE_STAMP) $(OBJECTSTORE)
 	$(BIN)/sluice up
 
 # Debian's chromium for the console's browser tests, installed when missing (CI runs as root).
@@ -56,7 +67,7 @@ console-test:
 # The Django mypy plugin imports settings, which need URLs (never used to connect).
 MYPY_ENV := DATABASE_URL=postgresql://typecheck@127.0.0.1/typecheck REDIS_URL=redis://127.0.0.1/0 SECRET_KEY=typecheck
 
-test: $(STAMP) chromium kcat console-test
+test: $(STAMP) chromium kcat console-test $(OBJECTSTORE)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(MYPY_ENV) $(BIN)/mypy dataplane controlplane sluice
@@ -67,7 +78,7 @@ test: $(STAMP) chromium kcat console-test
 # for CHAOS_ROUNDS rounds with a random seed (CHAOS_SEED=N repeats a run). A failure names its history file:
 # python -m tests.chaos.replay FILE
 CHAOS_ROUNDS ?= 5
-chaos: $(STAMP)
+chaos: $(STAMP) $(OBJECTSTORE)
 	$(BIN)/python -m pytest -m slow -n 2 --ignore=tests/multihost
 	$(BIN)/python -m pytest tests/multihost -m "slow or not slow"
 	CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(BIN)/python -m pytest tests/chaos/test_scenarios.py tests/chaos/test_txn_scenarios.py
@@ -105,6 +116,11 @@ bench-cluster: $(STAMP)
 # (BENCH_ARGS=--quick: ~1).
 bench-transactions: $(STAMP)
 	$(BIN)/python bench/transactions.py $(BENCH_ARGS)
+
+# Tiered storage: consume from the remote tier against local disk, produce with tiering on against off, uploads
+# against a sustained produce; one broker and the embedded object store, a few minutes (BENCH_ARGS=--quick: ~1).
+bench-tiered: $(STAMP) $(OBJECTSTORE)
+	$(BIN)/python bench/tiered.py $(BENCH_ARGS)
 
 # One-topic Metadata requests/s at 1,000 topics against ApiVersions on the same broker, ~1 minute.
 bench-metadata: $(STAMP)

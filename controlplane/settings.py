@@ -251,6 +251,21 @@ SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", SLUICE_BEHIND_TLS)
 CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", SLUICE_BEHIND_TLS)
 SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
 
+# Tiered storage (decision 0032): the object store closed segments go to, for clusters whose plan may tier. Unset
+# endpoint: `sluice up` starts the embedded one (sluice.objectstore) and exports these; a deployment names its own
+# S3-compatible store (endpoint, bucket, optional prefix, region and keys).
+SLUICE_REMOTE_STORAGE = {
+    name.lower(): os.environ.get(f"SLUICE_REMOTE_STORAGE_{name}", default)
+    for name, default in (("ENDPOINT", ""), ("BUCKET", ""), ("PREFIX", ""), ("REGION", "us-east-1"),
+                          ("ACCESS_KEY", ""), ("SECRET_KEY", ""))
+}
+# How often tiering brokers look for closed segments to upload and remote ones to expire (Kafka's
+# remote.log.manager.task.interval.ms).
+SLUICE_REMOTE_LOG_MANAGER_INTERVAL_MS = int(os.environ.get("SLUICE_REMOTE_LOG_MANAGER_INTERVAL_MS", "30000"))
+if bool(SLUICE_REMOTE_STORAGE["endpoint"]) != bool(SLUICE_REMOTE_STORAGE["bucket"]):
+    raise ImproperlyConfigured("SLUICE_REMOTE_STORAGE_ENDPOINT and SLUICE_REMOTE_STORAGE_BUCKET go together: set both "
+                               "(tiered storage) or neither")
+
 # TLS on managed clusters' Kafka listeners: with a certificate and key (PEM paths, readable on every dataplane
 # host, the certificate valid for the hosts brokers advertise) brokers listen with SASL_SSL instead of
 # SASL_PLAINTEXT. SLUICE_TLS_CA is the CA clients are told to trust (default: the certificate itself, for a

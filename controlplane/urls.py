@@ -22,6 +22,7 @@ from controlplane.tenancy.views import (
     MembershipViewSet,
     MeView,
     MyInvitationViewSet,
+    PrincipalViewSet,
     ServiceAccountViewSet,
     TenantViewSet,
 )
@@ -44,6 +45,7 @@ router.register(TENANT + r"/members", MembershipViewSet, basename="member")
 router.register(TENANT + r"/invitations", InvitationViewSet, basename="tenant-invitation")
 router.register(TENANT + r"/service-accounts", ServiceAccountViewSet, basename="service-account")
 router.register(TENANT + r"/api-keys", ApiKeyViewSet, basename="api-key")
+router.register(TENANT + r"/principals", PrincipalViewSet, basename="principal")
 router.register(TENANT + r"/audit-events", AuditEventViewSet, basename="audit-event")
 router.register(TENANT + r"/clusters", ClusterViewSet, basename="cluster")
 router.register(CLUSTER + r"/topics", TopicViewSet, basename="topic")

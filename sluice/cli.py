@@ -21,6 +21,7 @@ from sluice.embedded import private_dir
 
 if TYPE_CHECKING:
     from dataplane.server.config import BrokerConfig
+    from sluice.objectstore import ObjectStoreServer
     from sluice.output import Console
     from sluice.supervisor import Supervisor
 
@@ -114,6 +115,24 @@ def _link_log(logs: Path, name: str, target: Path) -> None:
     link.symlink_to(os.path.relpath(target, logs))
 
 
+def _ensure_object_store(var: Path, logs: Path, console: Console) -> ObjectStoreServer | None:
+    """Tiered storage's object store: the embedded one under var/objectstore unless the environment names one
+    (SLUICE_REMOTE_STORAGE_ENDPOINT); its settings are exported for the control plane and the agent."""
+    if os.environ.get("SLUICE_REMOTE_STORAGE_ENDPOINT"):
+        return None
+    from sluice.objectstore import ObjectStoreError, ObjectStoreServer
+
+    server = ObjectStoreServer(var / "objectstore")
+    try:
+        with console.step("starting the object store"):
+            server.start()
+    except ObjectStoreError as exc:
+        _fail(str(exc))
+    _link_log(logs, "objectstore.log", server.log_path)
+    os.environ.update(server.environment())
+    return server
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from sluice.clusterwatch import ClusterWatch
     from sluice.output import Console
@@ -135,6 +154,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             _link_log(logs, "postgres.log", services.postgres.log_path)
         if services.redis is not None:
             _link_log(logs, "redis.log", services.redis.log_path)
+    object_store = _ensure_object_store(var, logs, console)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
     import django
@@ -201,6 +221,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         watch.stop()
         supervisor.stop()
         _stop_leftover_brokers(args.agent_host, console)
+        if object_store is not None:
+            with console.step("stopping the object store"):
+                object_store.stop()
         if services is not None:
             if services.redis is not None:
                 with console.step("stopping redis"):
@@ -261,7 +284,8 @@ def _banner(args: argparse.Namespace, var: Path, logs: Path, demo: Any, demo_clu
         f"  Live tail   ws://{args.host}:{args.port}/ws/clusters/{demo_kafka_id}/topics/demo/tail",
         f"  Try         curl -H 'Authorization: Bearer {demo.key_id}:{demo.secret}' "
         f"{base}/api/v1/tenants/{demo.tenant_slug}/clusters",
-        f"  Logs        {logs}/: web, worker, reports-worker, beat, agent, postgres, redis, sluice (this command);"
+        f"  Logs        {logs}/: web, worker, reports-worker, beat, agent, postgres, redis, objectstore, sluice (this "
+        "command);"
         f" brokers in {var}/clusters/<cluster>/<node>/broker.log"
         + ("" if args.verbose else "  (sluice up --verbose: everything here too)"),
         "Press Ctrl-C to stop.",
@@ -416,7 +440,19 @@ CLUSTER_FLAGS: dict[str, tuple[type, str]] = {
     "quota_window_size_seconds": (float, "quota.window.size.seconds: the length of one sample (default 1)"),
     "max_connections_per_principal": (int, "max.connections.per.principal: open connections one principal may "
                                            "hold (default 0, unlimited; the max_connections quota overrides)"),
+    "remote_log_manager_interval_ms": (int, "remote.log.manager.task.interval.ms: how often tiered partitions "
+                                            "upload and apply remote retention (default 30000)"),
+    "remote_log_reader_read_ahead_bytes": (int, "remote.log.reader.read.ahead.bytes: fetched ahead of a "
+                                                "consumer reading the remote tier (default 4194304)"),
 }
+
+# The remote tier: flags, else these variables (what the agent passes), else the config file.
+REMOTE_STORAGE_FLAGS: dict[str, str] = {
+    "remote_storage_endpoint": "ENDPOINT", "remote_storage_bucket": "BUCKET", "remote_storage_prefix": "PREFIX",
+    "remote_storage_region": "REGION", "remote_storage_access_key": "ACCESS_KEY",
+    "remote_storage_secret_key": "SECRET_KEY",
+}
+REMOTE_STORAGE_ENV = "SLUICE_REMOTE_STORAGE_"
 
 
 def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -444,7 +480,20 @@ def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
             fields[field] = getattr(args, flag)
     if args.broker_session_timeout_ms is not None:
         fields["lease_seconds"] = args.broker_session_timeout_ms / 1000
+    for flag in REMOTE_STORAGE_FLAGS:
+        if getattr(args, flag) is not None:
+            fields[flag] = getattr(args, flag)
     return fields
+
+
+def _remote_storage_env() -> dict[str, Any]:
+    """``SLUICE_REMOTE_STORAGE_*`` (set by the agent for managed clusters): defaults below flags, above the file."""
+    found: dict[str, Any] = {}
+    for field, suffix in REMOTE_STORAGE_FLAGS.items():
+        value = os.environ.get(REMOTE_STORAGE_ENV + suffix)
+        if value:
+            found[field] = value
+    return found
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -457,10 +506,11 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     if args.config is not None:
         try:
             from_file = {field: value for field, (_, value) in settings_from_file(Path(args.config)).items()}
-            BrokerConfig(**{**placeholders, **from_file})  # so a bad value in the file is blamed on the file
+            BrokerConfig(**{**placeholders, **_remote_storage_env(), **from_file})  # a bad value is blamed on the file
         except ConfigError as exc:
             _fail(f"{args.config}: {exc}")
-    fields: dict[str, Any] = {"host": "127.0.0.1", "port": 9092, **from_file, **_flag_fields(args)}
+    fields: dict[str, Any] = {"host": "127.0.0.1", "port": 9092, **from_file, **_remote_storage_env(),
+                              **_flag_fields(args)}
     for required, flag, setting in (("node_id", "--node-id", "node.id"), ("data_dir", "--data-dir", "log.dirs")):
         if required not in fields:
             _fail(f"broker: {flag} is required (or {setting} in --config)")
@@ -541,6 +591,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how Fetch sends record data")
     for name, (kind, setting) in (*GROUP_FLAGS.items(), *CLUSTER_FLAGS.items()):
         broker.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=setting)
+    for name, suffix in REMOTE_STORAGE_FLAGS.items():
+        broker.add_argument(f"--{name.replace('_', '-')}", default=None,
+                            help=f"{name.replace('_', '.')} (default: ${REMOTE_STORAGE_ENV}{suffix})")
     broker.add_argument("--broker-session-timeout-ms", type=int, default=None,
                         help="broker.session.timeout.ms: the registration lease (default 10000)")
     broker.add_argument("--dev", action="store_true",

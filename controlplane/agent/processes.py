@@ -74,6 +74,27 @@ class TlsFiles:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteStorage:
+    """The deployment's object store for tiered storage, as this host reaches it: written into the configs of
+    brokers whose plan may tier. The keys never travel in a task; the agent reads them from its own settings."""
+
+    endpoint: str
+    bucket: str
+    prefix: str = ""
+    region: str = "us-east-1"
+    access_key: str = ""
+    secret_key: str = ""
+    task_interval_ms: int = 30_000  # how often brokers look for segments to upload or expire (Kafka's default)
+
+    def __repr__(self) -> str:
+        return f"RemoteStorage(endpoint={self.endpoint!r}, bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+
+# Variables a managed broker must never inherit from the agent: it tiers only as its config says (its plan).
+REMOTE_STORAGE_ENV = "SLUICE_REMOTE_STORAGE_"
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSpec:
     """Everything a broker of a managed cluster needs, as the control plane placed it."""
 
@@ -96,8 +117,11 @@ class NodeSpec:
     tls: bool = False
     # The plan's cap on one API key's connections to this broker (0: none).
     max_connections_per_key: int = 0
+    # The plan lets the cluster's topics tier closed segments to the deployment's object store (``RemoteStorage``).
+    tiered_storage: bool = False
 
-    def config_toml(self, data_dir: Path, secrets: BrokerSecrets | None = None, tls: TlsFiles | None = None) -> str:
+    def config_toml(self, data_dir: Path, secrets: BrokerSecrets | None = None, tls: TlsFiles | None = None,
+                    remote: RemoteStorage | None = None) -> str:
         listener = f"{self.listen_host}:{self.port}"
         if self.tls and tls is None:
             raise ValueError(f"node {self.cluster}/{self.node_id} needs TLS but this host has no certificate "
@@ -137,6 +161,16 @@ class NodeSpec:
             lines += [f"ssl.certificate = {json.dumps(tls.certificate)}", f"ssl.key = {json.dumps(tls.key)}"]
             if tls.ca:  # what brokers check each other against (without it: the shared certificate itself)
                 lines.append(f"ssl.ca = {json.dumps(tls.ca)}")
+        if self.tiered_storage and remote is not None:  # the broker keys its objects under prefix/<cluster id>/
+            lines += [
+                f"remote.storage.endpoint = {json.dumps(remote.endpoint)}",
+                f"remote.storage.bucket = {json.dumps(remote.bucket)}",
+                f"remote.storage.prefix = {json.dumps(remote.prefix)}",
+                f"remote.storage.region = {json.dumps(remote.region)}",
+                f"remote.storage.access.key = {json.dumps(remote.access_key)}",
+                f"remote.storage.secret.key = {json.dumps(remote.secret_key)}",
+                f"remote.log.manager.task.interval.ms = {remote.task_interval_ms}",
+            ]
         return "\n".join(lines) + "\n"
 
 
@@ -201,12 +235,20 @@ def _runs_config(pid: int, config: Path) -> bool:
     return str(config).encode() in argv
 
 
+def _broker_env() -> dict[str, str]:
+    """The agent's environment without its object store settings: a broker tiers only as its config says."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(REMOTE_STORAGE_ENV)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 class BrokerProcesses:
     """The brokers placed on one host, under ``root/<cluster>/<node>``."""
 
     def __init__(self, root: Path, host: str, *, python: str = sys.executable,
                  on_change: Callable[[NodeSpec, NodeState], None] | None = None,
-                 secrets: Callable[[str, int], BrokerSecrets] | None = None, tls: TlsFiles | None = None) -> None:
+                 secrets: Callable[[str, int], BrokerSecrets] | None = None, tls: TlsFiles | None = None,
+                 remote_storage: RemoteStorage | None = None) -> None:
         self.root = root
         self.host = host
         self.python = python
@@ -215,6 +257,7 @@ class BrokerProcesses:
         # control plane when a config is written; never on disk except in the 0600 broker config).
         self.secrets = secrets
         self.tls = tls  # for nodes whose spec asks for TLS
+        self.remote_storage = remote_storage  # for nodes whose plan may tier
         self._nodes: dict[tuple[str, int], _Node] = {}
         self._lock = threading.Lock()
         # Set by stop_all (the agent is exiting): no broker starts after it, or one started by a supervision pass
@@ -362,7 +405,8 @@ class BrokerProcesses:
             secrets = (self.secrets(node.spec.cluster, node.spec.secrets_version)
                        if node.spec.secure and self.secrets is not None else None)
             self._private_dirs(node.directory / "data")
-            self._write_private(config, node.spec.config_toml(node.directory / "data", secrets, self.tls))
+            self._write_private(config, node.spec.config_toml(node.directory / "data", secrets, self.tls,
+                                                              self.remote_storage))
         except (OSError, ValueError, KeyError) as exc:
             node.failures += 1
             node.next_start = now + min(BACKOFF_MAX, BACKOFF_START * 2 ** node.failures)
@@ -374,7 +418,7 @@ class BrokerProcesses:
                 [self.python, "-m", "sluice", "broker", "--config", str(config)],
                 # One shared working directory: caches libraries keep under the cwd are built once, not per node.
                 cwd=self.root, stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT,
-                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                start_new_session=True, env=_broker_env())
         except OSError as exc:
             node.failures += 1
             node.next_start = now + min(BACKOFF_MAX, BACKOFF_START * 2 ** node.failures)

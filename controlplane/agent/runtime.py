@@ -21,7 +21,14 @@ from typing import Protocol
 from celery import Celery
 from celery.signals import worker_shutting_down
 
-from controlplane.agent.processes import BrokerProcesses, BrokerSecrets, NodeSpec, NodeState, TlsFiles
+from controlplane.agent.processes import (
+    BrokerProcesses,
+    BrokerSecrets,
+    NodeSpec,
+    NodeState,
+    RemoteStorage,
+    TlsFiles,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +69,10 @@ class ControlPlane(Protocol):
 
     def tls_files(self) -> TlsFiles | None:
         """This host's certificate and key for TLS listeners, if the deployment has them."""
+        ...
+
+    def remote_storage(self) -> RemoteStorage | None:
+        """The deployment's object store for tiered storage, if it has one."""
         ...
 
     def release_connections(self) -> None:
@@ -134,7 +145,7 @@ def run(options: AgentOptions, plane: ControlPlane, app: Celery) -> int:
     _control_plane = plane
     _listen_host = options.listen_host
     processes = BrokerProcesses(options.root, options.host, on_change=_on_change,
-                                secrets=plane.secrets, tls=plane.tls_files())
+                                secrets=plane.secrets, tls=plane.tls_files(), remote_storage=plane.remote_storage())
     _processes = processes
     adopted = processes.adopt()
     log.info("agent %s: %d broker(s) on disk", options.host, len(adopted))

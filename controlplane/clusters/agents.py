@@ -17,12 +17,13 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
 from controlplane.agent import runtime
-from controlplane.agent.processes import BrokerSecrets, NodeSpec, NodeState, TlsFiles
+from controlplane.agent.processes import BrokerSecrets, NodeSpec, NodeState, RemoteStorage, TlsFiles
 from controlplane.agent.runtime import AgentOptions
 from controlplane.celery_app import app
 from controlplane.clusters import internal_secrets
 from controlplane.clusters.models import Agent, BrokerNode
 from controlplane.clusters.tasks import enqueue_reconcile_by_kafka_id
+from controlplane.clusters.tiering import remote_storage
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,9 @@ class DatabaseControlPlane:
         if not settings.SLUICE_TLS_CERT or not settings.SLUICE_TLS_KEY:
             return None
         return TlsFiles(settings.SLUICE_TLS_CERT, settings.SLUICE_TLS_KEY, settings.SLUICE_TLS_CA)
+
+    def remote_storage(self) -> RemoteStorage | None:
+        return remote_storage()
 
     def release_connections(self) -> None:
         close_old_connections()

@@ -233,6 +233,8 @@ class ThroughputCounter(models.Model):
     bytes = models.BigIntegerField(default=0)
     consumed = models.BigIntegerField(default=0)
     bytes_out = models.BigIntegerField(default=0)
+    # Bytes on disk now, all replicas (a broker's: what it hosts); a gauge, not differenced. Null: not measured.
+    disk_bytes = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cluster", "scope", "name"], name="uniq_throughput_counter")]

@@ -8,22 +8,26 @@ members cannot be reset (409), an unreachable cluster is a 503.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from django.core.cache import cache
 from rest_framework import status
 
 from controlplane.audit.services import audit_record
-from controlplane.clusters.credentials import bootstrap_servers
-from controlplane.clusters.kafka_clients import admin_as_internal
+from controlplane.clusters.credentials import bootstrap_servers, client_config, frozen
+from controlplane.clusters.kafka_clients import AdminPool, admin_as_internal, admin_for_config
 from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.core.actors import Actor
 from controlplane.core.errors import ApplicationError, Conflict, ValidationFailed
 from dataplane.client.admin import AdminError, ClusterAdmin
-from dataplane.client.lag import compute_lag
+from dataplane.client.lag import Owner, compute_lag
 
 RESET_TARGETS = ("earliest", "latest", "timestamp", "offset", "shift-by")
 
@@ -82,6 +86,77 @@ def brokers(cluster: Cluster) -> list[dict[str, Any]]:
             for node_id, n in sorted(nodes.items())]
 
 
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    """What a topics list shows beside each topic, as the cluster reports it."""
+
+    size_bytes: int  # all replicas' logs on disk
+    record_count: int  # sum over partitions of end - start offset
+    under_replicated_partitions: int
+    offline_partitions: int
+
+
+STATS_TTL = 10  # seconds a topic's figures are reused (lists are paged, sorted and searched again and again)
+DOWN_TTL = 5  # seconds an unreachable cluster is not asked again by a list
+STATS_TIMEOUT = 3.0  # a list shows its rows without figures rather than wait longer
+_ABSENT = "absent"  # cached for a name the cluster does not have (yet)
+# Long-lived admin clients for the lists (no connection and SASL handshake per page), one per cluster settings.
+_STATS_ADMINS = AdminPool()
+
+
+def _stats_key(cluster: Cluster, name: str) -> str:
+    return f"topic-stats:{cluster.pk}:{hashlib.sha1(name.encode()).hexdigest()}"  # names may outgrow a key
+
+
+def topic_stats(cluster: Cluster, names: Iterable[str]) -> dict[str, TopicStats]:
+    """Figures for one page of topics: from the cache, else from one batched admin round for all the page's
+    missing names (Metadata for those topics, ListOffsets earliest and latest, DescribeLogDirs of their
+    partitions), never a request per topic. A name missing from the answer is unknown: the cluster does not have
+    it, or could not be reached (then it is not asked again for ``DOWN_TTL``, and the list does not fail)."""
+    wanted = list(dict.fromkeys(names))
+    keys = {name: _stats_key(cluster, name) for name in wanted}
+    cached = cache.get_many([*keys.values(), f"topic-stats-down:{cluster.pk}"])
+    found = {name: TopicStats(*cached[key]) for name, key in keys.items()
+             if isinstance(cached.get(key), list | tuple)}
+    missing = [name for name, key in keys.items() if key not in cached]
+    if not missing or f"topic-stats-down:{cluster.pk}" in cached:
+        return found
+    try:
+        fresh = _fetch_topic_stats(cluster, missing)
+    except (AdminError, ApplicationError):
+        cache.set(f"topic-stats-down:{cluster.pk}", True, DOWN_TTL)
+        return found
+    cache.set_many({keys[name]: (list(dataclasses.astuple(fresh[name])) if name in fresh else _ABSENT)
+                    for name in missing}, STATS_TTL)
+    return {**found, **fresh}
+
+
+def _fetch_topic_stats(cluster: Cluster, names: list[str]) -> dict[str, TopicStats]:
+    servers = bootstrap(cluster)
+    if not servers:
+        raise ClusterUnavailable("The cluster has no brokers yet.")
+    config = client_config(cluster, bootstrap=servers)
+    key = (str(cluster.pk), frozen(config))
+    admin = _STATS_ADMINS.get(key, lambda: admin_for_config(config, timeout=STATS_TIMEOUT))
+    try:
+        described = admin.describe_topics(names)
+        keys = [(name, p.partition) for name, info in described.items() for p in info.partitions]
+        start = admin.offsets(keys, "earliest") if keys else {}
+        end = admin.offsets(keys, "latest") if keys else {}
+        sizes = Counter[str]()
+        for size in admin.partition_sizes(keys) if keys else []:
+            sizes[size.topic] += size.size_bytes
+    except AdminError:
+        _STATS_ADMINS.discard(key)  # a moved broker or a rotated secret: the next page makes a new client
+        raise
+    return {name: TopicStats(
+        size_bytes=sizes[name],
+        record_count=sum(max(0, end[(name, p.partition)] - start[(name, p.partition)]) for p in info.partitions),
+        under_replicated_partitions=sum(1 for p in info.partitions if p.under_replicated),
+        offline_partitions=sum(1 for p in info.partitions if p.offline))
+        for name, info in described.items()}
+
+
 def partitions(cluster: Cluster, topic: str) -> list[dict[str, Any]]:
     with admin_for(cluster) as admin:
         found = admin.topics(include_internal=True).get(topic)
@@ -101,17 +176,29 @@ def partitions(cluster: Cluster, topic: str) -> list[dict[str, Any]]:
 
 
 def _lag(admin: ClusterAdmin, group_id: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The group and a row per partition it committed to or a member owns; a partition owned but never committed
+    has ``committed_offset`` and ``lag`` null (unknown: the consumer's auto.offset.reset decides), never 0."""
     described = admin.describe_group(group_id)
     committed = admin.committed_offsets(group_id)
     owned = {tp: m for m in described.members for tp in m.assignment}
     keys = sorted({*committed, *owned})
     ends = admin.offsets(keys, "latest") if keys else {}
-    lags = compute_lag({tp: (offset, "") for tp, offset in committed.items()}, ends)
+    owners = {tp: Owner(m.member_id, m.client_id, m.host, m.group_instance_id) for tp, m in owned.items()}
+    lags = compute_lag({tp: (offset, "") for tp, offset in committed.items()}, ends, owners)
     rows = [{"topic": p.topic, "partition": p.partition, "committed_offset": p.committed_offset,
              "log_end_offset": p.log_end_offset, "lag": p.lag,
-             "member_id": owned[(p.topic, p.partition)].member_id if (p.topic, p.partition) in owned else None}
+             "member_id": p.owner.member_id if p.owner is not None else None}
             for p in lags]
     return described, rows
+
+
+def lag_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A group's totals over its partition rows: the known lags summed (null when partitions exist and none
+    has a commit: unknown is not zero), how many partitions and how many of them were never committed."""
+    known = [r["lag"] for r in rows if r["lag"] is not None]
+    return {"total_lag": sum(known) if known or not rows else None, "partition_count": len(rows),
+            "uncommitted_partitions": len(rows) - len(known),
+            "topics": sorted({r["topic"] for r in rows})}
 
 
 def groups(cluster: Cluster) -> list[dict[str, Any]]:
@@ -121,8 +208,7 @@ def groups(cluster: Cluster) -> list[dict[str, Any]]:
         for group in listing:
             described, rows = _lag(admin, group.group_id)
             out.append({"group_id": group.group_id, "state": described.state, "protocol_type": group.protocol_type,
-                        "members": len(described.members),
-                        "total_lag": sum(r["lag"] or 0 for r in rows)})
+                        "members": len(described.members), **lag_totals(rows)})
     return out
 
 
@@ -134,7 +220,7 @@ def group(cluster: Cluster, group_id: str) -> dict[str, Any]:
                          "group_instance_id": m.group_instance_id,
                          "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]}
                         for m in described.members],
-            "partitions": rows, "total_lag": sum(r["lag"] or 0 for r in rows)}
+            "partitions": rows, **lag_totals(rows)}
 
 
 def reset_offsets(cluster: Cluster, group_id: str, *, actor: Actor, to: str, topic: str | None = None,
@@ -177,9 +263,20 @@ def reset_offsets(cluster: Cluster, group_id: str, *, actor: Actor, to: str, top
     if not dry_run:
         audit_record(tenant=cluster.tenant, actor=actor, action="group.reset_offsets", target_type="group",
                      target_id=f"{cluster.id}/{group_id}", data={"to": to, "value": value, "topic": topic})
-    return {"group_id": group_id, "dry_run": dry_run, "partitions": [
-        {"topic": t, "partition": p, "current_offset": committed.get((t, p)), "new_offset": o}
-        for (t, p), o in sorted(wanted.items())]}
+    return {"group_id": group_id, "dry_run": dry_run,
+            "partitions": [reset_row(t, p, committed.get((t, p)), o, earliest[(t, p)], latest[(t, p)])
+                           for (t, p), o in sorted(wanted.items())]}
+
+
+def reset_row(topic: str, partition: int, current: int | None, new: int, start: int, end: int) -> dict[str, Any]:
+    """One partition of a reset plan: where the group is and will be, and what that does to its lag (null
+    where the group never committed: its lag was unknown)."""
+    before = None if current is None else max(0, end - current)
+    after = max(0, end - new)
+    return {"topic": topic, "partition": partition, "current_offset": current, "new_offset": new,
+            "log_start_offset": start, "log_end_offset": end, "lag_before": before, "lag_after": after,
+            "lag_delta": None if before is None else after - before,
+            "offset_delta": None if current is None else new - current}
 
 
 def delete_records(cluster: Cluster, topic: str, before: dict[int, int], *, actor: Actor) -> list[dict[str, int]]:

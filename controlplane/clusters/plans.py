@@ -17,12 +17,16 @@ class PlanLimits:
     # Open Kafka connections one API key may hold on each broker (the broker's max.connections.per.credential):
     # a leaking client exhausts its own key's budget, not the cluster's sockets.
     max_connections_per_key: int
+    # Topics may tier closed segments to the deployment's object store (``remote.storage.enable``), so retention is
+    # bounded by the store rather than the brokers' disks. Every plan may, as on Confluent Cloud; a deployment adding
+    # a plan without it keeps that plan's data on the brokers.
+    tiered_storage: bool = True
 
 
 PLAN_LIMITS: dict[str, PlanLimits] = {
-    Plan.BASIC: PlanLimits(1, 1, 1, 100, 100, 200),
-    Plan.STANDARD: PlanLimits(3, 3, 3, 1000, 1000, 1000),
-    Plan.DEDICATED: PlanLimits(3, 12, 3, 4500, 4500, 5000),
+    Plan.BASIC: PlanLimits(1, 1, 1, 100, 100, 200, tiered_storage=True),
+    Plan.STANDARD: PlanLimits(3, 3, 3, 1000, 1000, 1000, tiered_storage=True),
+    Plan.DEDICATED: PlanLimits(3, 12, 3, 4500, 4500, 5000, tiered_storage=True),
 }
 
 

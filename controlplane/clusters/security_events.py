@@ -53,8 +53,9 @@ def security_events_audit(*, cluster: Cluster, events: Sequence[SecurityEvent]) 
             target_type="cluster" if failed_login or len(resource) < 3 else resource[1].lower(),
             target_id=cluster.kafka_cluster_id if failed_login or len(resource) < 3
             else f"{cluster.kafka_cluster_id}/{resource[2]}",
-            data={"detail": event.detail, "host": event.host, "first_at": event.first_at,
-                  "last_at": event.last_at},
+            data={"detail": event.detail, "host": event.host,
+                  "first_at": datetime.fromtimestamp(event.first_at, UTC).isoformat(),
+                  "last_at": datetime.fromtimestamp(event.last_at, UTC).isoformat()},
             count=event.count)
 
 

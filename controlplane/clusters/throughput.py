@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from controlplane.clusters import metadata
@@ -32,6 +34,7 @@ class Totals:
     bytes: int = 0
     consumed: int = 0
     bytes_out: int = 0
+    disk: int = 0  # all replicas on disk now (a gauge)
 
 
 def measure(admin: ClusterAdmin, sent: Mapping[int, Mapping[str, int]]) -> dict[tuple[str, str], Totals]:
@@ -42,9 +45,13 @@ def measure(admin: ClusterAdmin, sent: Mapping[int, Mapping[str, int]]) -> dict[
     ends = admin.offsets(keys, "latest") if keys else {}
     leaders = {(name, p.partition): p.leader for name, info in topics.items() for p in info.partitions}
     sizes: dict[tuple[str, int], int] = {}
+    disk = Counter[tuple[str, str]]()
     for size in admin.partition_sizes():
         if size.broker == leaders.get((size.topic, size.partition)):
             sizes[(size.topic, size.partition)] = size.size_bytes
+        disk[("broker", str(size.broker))] += size.size_bytes
+        if size.topic in topics:
+            disk[("topic", size.topic)] += size.size_bytes
     consumed = Counter[str]()
     for group in admin.groups():
         for (topic, _), offset in admin.committed_offsets(group.group_id).items():
@@ -61,8 +68,9 @@ def measure(admin: ClusterAdmin, sent: Mapping[int, Mapping[str, int]]) -> dict[
             if topic in topics:
                 out[("topic", topic)] += sent_bytes
                 out[("broker", str(node))] += sent_bytes
-    scopes = {*records, *out, *(("topic", t) for t in topics)}
-    return {s: Totals(records[s], data[s], consumed[s[1]] if s[0] == "topic" else 0, out[s]) for s in scopes}
+    scopes = {*records, *out, *disk, *(("topic", t) for t in topics)}
+    return {s: Totals(records[s], data[s], consumed[s[1]] if s[0] == "topic" else 0, out[s], disk[s])
+            for s in scopes}
 
 
 def record(cluster: Cluster, now: datetime, totals: dict[tuple[str, str], Totals]) -> int:
@@ -85,7 +93,8 @@ def record(cluster: Cluster, now: datetime, totals: dict[tuple[str, str], Totals
         ThroughputCounter.objects.filter(pk__in=gone).delete()
         for (scope, name), t in totals.items():
             ThroughputCounter.objects.update_or_create(cluster=cluster, scope=scope, name=name, defaults={
-                "at": now, "records": t.records, "bytes": t.bytes, "consumed": t.consumed, "bytes_out": t.bytes_out})
+                "at": now, "records": t.records, "bytes": t.bytes, "consumed": t.consumed, "bytes_out": t.bytes_out,
+                "disk_bytes": t.disk})
         ThroughputSample.objects.filter(cluster=cluster, at__lt=now - KEEP).delete()
     return len(samples)
 
@@ -108,3 +117,52 @@ def history(cluster: Cluster, *, scope: str, name: str | None, minutes: int) -> 
              "records_out_per_sec": r.records_out / r.seconds if r.seconds else 0.0,
              "bytes_out_per_sec": r.bytes_out / r.seconds if r.seconds else 0.0}
             for r in rows.order_by("name", "at")]
+
+
+RECENT = timedelta(minutes=5)  # an older sample says nothing about the rate now: shown as unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Per-second rates over one sampled interval."""
+
+    records_in_per_sec: float
+    bytes_in_per_sec: float
+    records_out_per_sec: float
+    bytes_out_per_sec: float
+
+
+def _rates(rows: list[ThroughputSample]) -> Rates:
+    seconds = max(r.seconds for r in rows) or 1.0  # samples of one pass share their interval
+    return Rates(sum(r.records_in for r in rows) / seconds, sum(r.bytes_in for r in rows) / seconds,
+                 sum(r.records_out for r in rows) / seconds, sum(r.bytes_out for r in rows) / seconds)
+
+
+def topic_rates(cluster: Cluster, names: list[str]) -> dict[str, Rates]:
+    """Each named topic's rates over its last sampled minute, if that was within ``RECENT`` (one query)."""
+    rows = (ThroughputSample.objects.filter(cluster=cluster, scope="topic", name__in=names,
+                                            at__gte=timezone.now() - RECENT)
+            .order_by("name", "-at").distinct("name"))
+    return {r.name: _rates([r]) for r in rows}
+
+
+def cluster_rates(cluster_ids: list[Any]) -> dict[Any, Rates]:
+    """Each cluster's rates over its last sampled minute, all brokers summed, if within ``RECENT`` (one query)."""
+    rows = ThroughputSample.objects.filter(cluster_id__in=cluster_ids, scope="broker",
+                                           at__gte=timezone.now() - RECENT)
+    latest: dict[Any, datetime] = {}
+    for r in rows:
+        latest[r.cluster_id] = max(latest.get(r.cluster_id, r.at), r.at)
+    by_cluster: dict[Any, list[ThroughputSample]] = {}
+    for r in rows:
+        if r.at == latest[r.cluster_id]:
+            by_cluster.setdefault(r.cluster_id, []).append(r)
+    return {cluster_id: _rates(found) for cluster_id, found in by_cluster.items()}
+
+
+def cluster_storage(cluster_ids: list[Any]) -> dict[Any, int]:
+    """Each cluster's bytes on disk (all brokers, all replicas) at its last sample (one query); a cluster never
+    sampled since disk sizes were measured is left out (unknown)."""
+    rows = (ThroughputCounter.objects.filter(cluster_id__in=cluster_ids, scope="broker", disk_bytes__isnull=False)
+            .values("cluster_id").annotate(total=Sum("disk_bytes")))
+    return {r["cluster_id"]: int(r["total"]) for r in rows}

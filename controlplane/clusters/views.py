@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.clusters import observability, rebalancing, services, throughput
+from controlplane.clusters import observability, rebalancing, selectors, services, throughput
 from controlplane.clusters.models import Cluster, Rebalance
 from controlplane.clusters.serializers import (
     BrokerViewSerializer,
@@ -44,6 +44,15 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
 
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[Cluster]:
         return key_scoped(self.request, Cluster.objects.filter(tenant=tenant))
+
+    def list(self, request: Request, tenant_slug: str) -> Response:
+        """The page of clusters, each with brokers up of total, throughput in and out, and storage used (from
+        what the control plane holds: no call to the clusters, so one that is down cannot slow the list)."""
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        clusters = list(page if page is not None else self.filter_queryset(self.get_queryset()))
+        context = {**self.get_serializer_context(), "figures": selectors.cluster_figures(clusters)}
+        data = ClusterSerializer(clusters, many=True, context=context).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
 
     @extend_schema(request=ClusterWriteSerializer, responses={201: ClusterSerializer})
     def create(self, request: Request, tenant_slug: str) -> Response:

@@ -23,6 +23,7 @@ from controlplane.clusters.agents import STOPPED_AT
 from controlplane.clusters.credentials import tls_enabled
 from controlplane.clusters.models import Agent, BrokerNode, Cluster
 from controlplane.clusters.plans import PLAN_LIMITS
+from controlplane.clusters.tiering import tiering_enabled
 from controlplane.reconcile.draining import drain
 from controlplane.reconcile.node_plan import (
     Action,
@@ -79,7 +80,8 @@ def node_spec(cluster: Cluster, node: BrokerNode) -> NodeSpec:
     return NodeSpec(cluster=cluster.kafka_cluster_id, node_id=node.node_id, host=node.agent_id, listen_host="",
                     advertised_host=node.agent.advertised_host, port=node.port, metadata_url="",
                     rack=node.rack or None, secure=True, tls=tls_enabled(), secrets_version=node.secrets_version,
-                    max_connections_per_key=PLAN_LIMITS[cluster.plan].max_connections_per_key)
+                    max_connections_per_key=PLAN_LIMITS[cluster.plan].max_connections_per_key,
+                    tiered_storage=tiering_enabled(cluster))
 
 
 def send_ensure(cluster: Cluster, node: BrokerNode) -> None:

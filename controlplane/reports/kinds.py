@@ -324,3 +324,67 @@ FROM (SELECT partition, b, max(end_offset) AS end_offset, max(committed) AS comm
       FROM filled GROUP BY partition, b) f
 JOIN buckets USING (b)
 GROUP BY f.b ORDER BY f.b"""
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter of a report kind, as a form renders it (the rules are ``normalize_params``'s)."""
+
+    name: str
+    type: str  # string | integer | topic | topics | sql | window | json_path | choice_list | offsets
+    required: bool
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+_TOPIC_PARAM = Param("topic", "topic", True, None, "The topic to read.")
+_WINDOW_PARAM = Param("window", "window", False, "1 minute",
+                "Bucket width: a number and a unit, like '30 seconds', '1 minute', '2 hours' or '1 day'.")
+PARAMETERS: dict[str, tuple[Param, ...]] = {
+    "sql": (Param("sql", "sql", True, None, "One Spark SQL query (SELECT, WITH … SELECT, or a set operation of "
+                  "them) over the topics' views: each topic is a view named after it, other characters as '_'."),
+            Param("topics", "topics", True, None, f"The topics the query reads (1 to {MAX_TOPICS})."),
+            Param("starting_offsets", "offsets", False, None,
+                  "Where to start reading: 'earliest' (the default), 'latest' or Spark's per-partition JSON."),
+            Param("ending_offsets", "offsets", False, None,
+                  "Where to stop reading: 'latest' (the default) or Spark's per-partition JSON.")),
+    "throughput": (_TOPIC_PARAM, _WINDOW_PARAM),
+    "top_keys": (_TOPIC_PARAM, Param("limit", "integer", False, 10, "How many keys.", minimum=1, maximum=10_000)),
+    "value_size_histogram": (_TOPIC_PARAM, Param("bucket_bytes", "integer", False, 100, "Bucket width in bytes.",
+                                           minimum=1, maximum=1 << 30)),
+    "json_aggregate": (_TOPIC_PARAM,
+                       Param("field", "json_path", True, None, "The numeric JSON field: $.total, $.customer.id, "
+                             "$.items[0]."),
+                       Param("group_by", "json_path", False, None, "Group by this JSON field (optional)."),
+                       Param("functions", "choice_list", False, list(AGGREGATES), "The aggregates to compute.",
+                             choices=AGGREGATES)),
+    "consumer_lag": (_TOPIC_PARAM, Param("group", "string", True, None, "The consumer group id."), _WINDOW_PARAM),
+}
+DESCRIPTIONS = {
+    "sql": "Your own Spark SQL over topic views; the result's columns are the query's.",
+    "throughput": "Records and bytes produced per time window.",
+    "top_keys": "The most frequent record keys and how many records each has.",
+    "value_size_histogram": "How many records fall in each value-size bucket.",
+    "json_aggregate": "count, sum, avg, min and max of a numeric JSON field, optionally grouped by another.",
+    "consumer_lag": "A consumer group's lag on a topic per time window, from its commits.",
+}
+
+
+def describe_kinds(labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Every kind with its parameters (name, type, default, ...), result columns and default chart, so a form
+    can be rendered from it; ``labels``: the kinds' display names."""
+    out = []
+    for kind in KINDS:
+        params = PARAMETERS[kind]
+        example = {p.name: p.default if p.default is not None else ("x" if p.type != "json_path" else "$.x")
+                   for p in params if p.required or p.default is not None}
+        out.append({"kind": kind, "label": labels.get(kind, kind), "description": DESCRIPTIONS[kind],
+                    "parameters": [{"name": p.name, "type": p.type, "required": p.required, "default": p.default,
+                                    "help": p.help, "choices": list(p.choices) if p.choices else None,
+                                    "minimum": p.minimum, "maximum": p.maximum} for p in params],
+                    "columns": columns_of(kind, normalize_params(kind, example)) if kind != "sql" else None,
+                    "default_chart": default_chart(kind, {})})
+    return out

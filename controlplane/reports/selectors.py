@@ -6,10 +6,14 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from controlplane.reports.engine import iter_parquet_rows
-from controlplane.reports.models import ReportResultRow, ReportRun
+from controlplane.reports.models import FINISHED, ReportResultRow, ReportRun, RunStatus
 from controlplane.reports.services import run_dir
 
 STREAM_CHUNK_ROWS = 1000
@@ -54,3 +58,31 @@ def stream_json(run: ReportRun) -> Iterator[str]:
     for i, row in enumerate(result_rows(run)):
         yield ("," if i else "") + json.dumps(dict(zip(names, row, strict=True)), separators=(",", ":"))
     yield "]"
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgress:
+    stage: str  # queued | starting | running | done
+    elapsed_ms: int | None
+    percent: float | None
+
+
+def run_progress(run: ReportRun, now: datetime | None = None) -> RunProgress:
+    """Where a run is: its stage, time since it started (or its duration), and Spark's tasks done of all."""
+    if run.status == RunStatus.QUEUED:
+        return RunProgress("queued", None, None)
+    if run.status in FINISHED:
+        elapsed = run.duration_ms if run.duration_ms is not None else _ms_between(run.started_at, run.finished_at)
+        return RunProgress("done", elapsed, 100.0 if run.status == RunStatus.SUCCEEDED else None)
+    elapsed = _ms_between(run.started_at, now or timezone.now())
+    progress = run.progress or {}
+    tasks, done = progress.get("tasks"), progress.get("tasks_done")
+    if not progress.get("jobs") or not isinstance(tasks, int) or not isinstance(done, int) or tasks <= 0:
+        return RunProgress("starting", elapsed, None)
+    return RunProgress("running", elapsed, round(min(100.0, 100.0 * done / tasks), 1))
+
+
+def _ms_between(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return max(0, int((end - start).total_seconds() * 1000))

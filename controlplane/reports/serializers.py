@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.core.serializers import StrictSerializer
 from controlplane.reports.models import DEFAULT_KEEP_RUNS, Kind, Report, ReportRun
 from controlplane.reports.retention import expires_at
+from controlplane.reports.selectors import run_progress
 
 MAX_KEEP_RUNS = 10_000
 
@@ -77,15 +79,70 @@ class ReportRunSerializer(serializers.ModelSerializer[ReportRun]):
         help_text="When the run and its result are deleted (null while it runs, or when results never expire by "
                   "age); sooner if its report gets more than keep_runs newer runs.")
 
+    stage = serializers.SerializerMethodField(help_text=(
+        "queued (waiting for a worker), starting (running, Spark has no job yet), running (Spark's jobs under "
+        "way: see progress), done (succeeded, failed or cancelled)."))
+    elapsed_ms = serializers.SerializerMethodField(help_text=(
+        "Milliseconds since the run started (while it runs), or its duration once finished; null while queued."))
+    progress_percent = serializers.SerializerMethodField(help_text=(
+        "Spark tasks done of all its tasks so far, 0-100, while running (jobs are planned as the query goes, so "
+        "it can step back); 100 once succeeded; null when unknown (queued, no job yet, failed, cancelled)."))
+
     class Meta:
         model = ReportRun
         fields = ["id", "report", "status", "trigger", "requested_by", "queued_at", "started_at", "finished_at",
                   "duration_ms", "records_scanned", "error", "columns", "row_count", "storage",
-                  "cancel_requested_at", "progress", "worker", "definition", "expires_at"]
+                  "cancel_requested_at", "progress", "worker", "definition", "expires_at", "stage", "elapsed_ms",
+                  "progress_percent"]
         read_only_fields = fields
 
     def get_expires_at(self, run: ReportRun) -> datetime | None:
         return expires_at(run)
+
+    @extend_schema_field(serializers.ChoiceField(choices=["queued", "starting", "running", "done"]))
+    def get_stage(self, run: ReportRun) -> str:
+        return run_progress(run).stage
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_elapsed_ms(self, run: ReportRun) -> int | None:
+        return run_progress(run).elapsed_ms
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_progress_percent(self, run: ReportRun) -> float | None:
+        return run_progress(run).percent
+
+
+class ReportParameterSerializer(serializers.Serializer[Any]):
+    """One parameter of a kind (fields made in ``get_fields``: ``required`` and ``help`` would shadow the
+    serializer's own attributes as class attributes)."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {
+            "name": serializers.CharField(),
+            "type": serializers.ChoiceField(choices=["string", "integer", "topic", "topics", "sql", "window",
+                                                     "json_path", "choice_list", "offsets"]),
+            "required": serializers.BooleanField(),
+            "default": serializers.JSONField(allow_null=True, help_text="Used when the parameter is left out."),
+            "help": serializers.CharField(),
+            "choices": serializers.ListField(child=serializers.CharField(), allow_null=True),
+            "minimum": serializers.IntegerField(allow_null=True),
+            "maximum": serializers.IntegerField(allow_null=True),
+        }
+
+
+class ReportKindSerializer(serializers.Serializer[Any]):
+    """A report kind as a form offers it (fields made in ``get_fields``: ``label`` is a serializer attribute)."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {
+            "kind": serializers.CharField(),
+            "label": serializers.CharField(),
+            "description": serializers.CharField(),
+            "parameters": ReportParameterSerializer(many=True),
+            "columns": serializers.ListField(child=serializers.CharField(), allow_null=True,
+                                             help_text="The result's columns; null for sql (the query's own)."),
+            "default_chart": serializers.DictField(),
+        }
 
 
 class ResultPageSerializer(serializers.Serializer[Any]):

@@ -77,11 +77,34 @@ def _node(e: exp.Expression, depth: int) -> Node:
     if isinstance(e, exp.Func) and type(e) not in _SYNTAX:
         called = _function_name(e)
         if called is None:
-            return Node("unknown", (type(e).__name__,), children)
+            return Node("unknown", (_label(e),), children)
         return Node("function", (called,), children)
     if type(e) in _SYNTAX or type(e).__name__.startswith("JSONPath"):
         return Node("syntax", (type(e).__name__,), children)
-    return Node("unknown", (type(e).__name__,), children)
+    return Node("unknown", (_label(e),), children)
+
+
+# What the author wrote, for refused syntax sqlglot has a class for: never the class name itself.
+_WORDS = {"QueryTransform": "TRANSFORM … USING", "Cluster": "CLUSTER BY", "Distribute": "DISTRIBUTE BY",
+          "Sort": "SORT BY", "HexString": "X'…' (hex literals)", "BitString": "B'…' (bit literals)",
+          "Placeholder": "query parameters (?, {…})", "Parameter": "query parameters (@…, $…)",
+          "ColumnDef": "STRUCT<…> types with fields", "Command": "commands", "Into": "SELECT … INTO",
+          "Set": "SET", "SetItem": "SET"}
+_SNIPPET = 60
+
+
+def _label(e: exp.Expression) -> str:
+    """A refused node as its author would recognise it: a known phrase, else the SQL text it came from."""
+    word = _WORDS.get(type(e).__name__)
+    if word is not None:
+        return word
+    try:
+        text = " ".join(e.sql(dialect="spark").split())
+    except (SqlglotError, ValueError, RecursionError):
+        text = ""
+    if not text:
+        return "this syntax"
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET - 1] + "…"
 
 
 def _function_name(e: exp.Func) -> str | None:
@@ -94,13 +117,31 @@ def _function_name(e: exp.Func) -> str | None:
 
 
 _CLASS_NAME = re.compile(r"\s*(?:for )?<class '[^']*'>")
+_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: \d+, "
+                    r"end: \d+, comments: \[.*?\]>")
+_REQUIRED = re.compile(r"Required keyword: '\w+' missing(?: for [\w.]+)?")
+
+
+def _token(match: re.Match[str]) -> str:
+    return "the end of the query" if match.group(1) == "SENTINEL" else f"'{match.group(2)}'"
+
+
+def _readable(description: str) -> str:
+    """sqlglot's wording without its internals: class names, token reprs, argument names."""
+    text = _CLASS_NAME.sub("", description)
+    text = _TOKEN.sub(_token, text)
+    text = _REQUIRED.sub("an expression is missing", text)
+    text = text.replace("Invalid expression / Unexpected token", "unexpected input")
+    return " ".join(text.split()) or "invalid syntax"
 
 
 def _first_line(e: Exception) -> str:
-    """sqlglot's first error, as the author can read it (its own class names left out)."""
+    """sqlglot's first error in one line the author can read: what, near which text, where."""
     errors = getattr(e, "errors", None)
     if errors:
         first = errors[0]
-        description = _CLASS_NAME.sub("", str(first.get("description") or "invalid syntax"))
-        return f"{description} at line {first.get('line')}, column {first.get('col')}"
-    return _CLASS_NAME.sub("", str(e).splitlines()[0])
+        description = _readable(str(first.get("description") or "invalid syntax"))
+        near = " ".join(str(first.get("highlight") or "").split())
+        where = f" near '{near[:_SNIPPET]}'" if near else ""
+        return f"{description}{where} at line {first.get('line')}, column {first.get('col')}"
+    return _readable(str(e).splitlines()[0] if str(e) else "invalid syntax")

@@ -23,9 +23,11 @@ from controlplane.clusters.viewsets import ClusterChildViewSet
 from controlplane.core.errors import ApplicationError, ValidationFailed
 from controlplane.core.serializers import bodiless
 from controlplane.reports import selectors, services
-from controlplane.reports.models import Report, ReportRun, RunStatus
+from controlplane.reports.kinds import describe_kinds
+from controlplane.reports.models import Kind, Report, ReportRun, RunStatus
 from controlplane.reports.serializers import (
     ReportCreateSerializer,
+    ReportKindSerializer,
     ReportRunSerializer,
     ReportSerializer,
     ReportUpdateSerializer,
@@ -74,6 +76,13 @@ class ReportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ClusterChi
     def destroy(self, request: Request, tenant_slug: str, cluster_pk: str, pk: str) -> Response:
         services.report_delete(report=self.get_object(), actor=self.actor)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses={200: ReportKindSerializer(many=True)})
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
+    def kinds(self, request: Request, tenant_slug: str, cluster_pk: str) -> Response:
+        """Every report kind with its parameters (name, type, required, default, help, choices, bounds), result
+        columns and default chart: what a form needs to offer them."""
+        return Response(describe_kinds(dict(Kind.choices)))
 
     @extend_schema(request=None, responses={202: ReportRunSerializer})
     @action(detail=True, methods=["post"])

@@ -4,21 +4,76 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from controlplane.core.serializers import StrictSerializer
 from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
+from controlplane.resources.selectors import TopicFigures
+from controlplane.tenancy.serializers import principal_directory
 from dataplane.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 
 
 class TopicSerializer(serializers.ModelSerializer[Topic]):
+    """A topic; the figures (size, records, replication health, rate) come from ``context["figures"]`` (the
+    list and the detail view give them) and are null when unknown."""
+
     cluster = serializers.UUIDField(source="cluster_id", read_only=True)
+    size_bytes = serializers.SerializerMethodField(help_text="Bytes on disk, all replicas; null: unknown.")
+    record_count = serializers.SerializerMethodField(
+        help_text="Records in the log: the sum over partitions of end - start offset; null: unknown.")
+    under_replicated_partitions = serializers.SerializerMethodField(
+        help_text="Partitions whose in-sync replicas are fewer than their replicas; null: unknown.")
+    offline_partitions = serializers.SerializerMethodField(help_text="Partitions without a leader; null: unknown.")
+    bytes_in_per_sec = serializers.SerializerMethodField(
+        help_text="Bytes produced per second over the last sampled minute; null: no sample in the last 5 minutes.")
+    records_in_per_sec = serializers.SerializerMethodField(
+        help_text="Records produced per second over the last sampled minute; null: no recent sample.")
+    remote_size_bytes = serializers.SerializerMethodField(
+        help_text="Bytes in the remote tier (object storage) for a tiered topic; null: not tiered, or unknown.")
 
     class Meta:
         model = Topic
         fields = ["name", "cluster", "partitions", "replication_factor", "configs", "managed", "generation",
-                  "status", "deletion_requested_at", "created_at", "updated_at"]
+                  "status", "deletion_requested_at", "created_at", "updated_at", "size_bytes", "record_count",
+                  "under_replicated_partitions", "offline_partitions", "bytes_in_per_sec", "records_in_per_sec",
+                  "remote_size_bytes"]
         read_only_fields = fields
+
+    def _figures(self, topic: Topic) -> TopicFigures:
+        figures: dict[str, TopicFigures] = self.context.get("figures", {})
+        return figures.get(topic.name, _UNKNOWN)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_size_bytes(self, topic: Topic) -> int | None:
+        return self._figures(topic).size_bytes
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_record_count(self, topic: Topic) -> int | None:
+        return self._figures(topic).record_count
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_under_replicated_partitions(self, topic: Topic) -> int | None:
+        return self._figures(topic).under_replicated_partitions
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_offline_partitions(self, topic: Topic) -> int | None:
+        return self._figures(topic).offline_partitions
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_bytes_in_per_sec(self, topic: Topic) -> float | None:
+        return self._figures(topic).bytes_in_per_sec
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_records_in_per_sec(self, topic: Topic) -> float | None:
+        return self._figures(topic).records_in_per_sec
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_remote_size_bytes(self, topic: Topic) -> int | None:
+        return self._figures(topic).remote_size_bytes
+
+
+_UNKNOWN = TopicFigures()
 
 
 class TopicCreateSerializer(StrictSerializer):
@@ -40,16 +95,32 @@ def _names(enum: type) -> list[str]:
     return [member.name for member in enum]  # type: ignore[attr-defined]
 
 
+_PRINCIPAL_NAME_HELP = ("The principal's name: the service account's, the member's e-mail (or username), "
+                        "'All principals' for User:*; null when the tenant has no such principal (any more).")
+
+
+def _principal_name(context: dict[str, Any], tenant_id: int, principal: str | None) -> str | None:
+    return principal_directory(context, tenant_id).name(principal)
+
+
 class AclSerializer(serializers.ModelSerializer[AclBinding]):
+    principal_name = serializers.SerializerMethodField(help_text=_PRINCIPAL_NAME_HELP)
+
     class Meta:
         model = AclBinding
-        fields = ["id", "principal", "resource_type", "pattern_type", "resource_name", "operation", "permission",
-                  "host", "created_at"]
+        fields = ["id", "principal", "principal_name", "resource_type", "pattern_type", "resource_name",
+                  "operation", "permission", "host", "created_at"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_principal_name(self, acl: AclBinding) -> str | None:
+        return _principal_name(self.context, acl.cluster.tenant_id, acl.principal)
 
 
 class AclWriteSerializer(StrictSerializer):
-    principal = serializers.CharField(max_length=300)
+    principal = serializers.CharField(max_length=300, help_text=(
+        "A principal of this tenant: 'User:sa-<service account id>', 'User:u-<user id>' or 'User:*' (everyone); "
+        "GET …/principals lists them with their names."))
     resource_type = serializers.ChoiceField(choices=_names(ResourceType))
     pattern_type = serializers.ChoiceField(choices=_names(PatternType), default="LITERAL")
     resource_name = serializers.CharField(max_length=300)
@@ -59,11 +130,18 @@ class AclWriteSerializer(StrictSerializer):
 
 
 class ClientQuotaSerializer(serializers.ModelSerializer[ClientQuota]):
+    principal_name = serializers.SerializerMethodField(help_text=_PRINCIPAL_NAME_HELP + " Null too for the "
+                                                       "default quota (principal null).")
+
     class Meta:
         model = ClientQuota
-        fields = ["id", "principal", "client_id", "producer_byte_rate", "consumer_byte_rate", "request_percentage",
-                  "max_connections", "created_at", "updated_at"]
+        fields = ["id", "principal", "principal_name", "client_id", "producer_byte_rate", "consumer_byte_rate",
+                  "request_percentage", "max_connections", "created_at", "updated_at"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_principal_name(self, quota: ClientQuota) -> str | None:
+        return _principal_name(self.context, quota.cluster.tenant_id, quota.principal)
 
 
 class ClientQuotaWriteSerializer(StrictSerializer):

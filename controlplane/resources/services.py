@@ -13,12 +13,15 @@ from django.utils import timezone
 from controlplane.audit.services import audit_record
 from controlplane.clusters.models import BrokerNode, Cluster
 from controlplane.clusters.tasks import request_reconcile
+from controlplane.clusters.tiering import remote_storage, tiering_enabled
 from controlplane.core.actors import Actor, kafka_principal
 from controlplane.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from controlplane.core.status import pending_status
 from controlplane.resources.models import DEFAULT_PARTITIONS, AclBinding, ClientQuota, Topic
 from controlplane.resources.selectors import cluster_partition_count
 from controlplane.tenancy.models import Membership, ServiceAccount
+from controlplane.tenancy.names import principal_hint
+from dataplane.config.tiering import REMOTE_STORAGE_ENABLE, check_tiering
 from dataplane.config.topic import ConfigError, validate_topic_configs
 from dataplane.naming import InvalidTopicName, collision_key, validate_topic_name
 from dataplane.security.acl import (
@@ -41,13 +44,20 @@ def _check_name(name: str) -> None:
         raise ValidationFailed({"name": ["Names starting with '__' are reserved for internal topics."]})
 
 
-def _check_configs(configs: Mapping[str, Any], replication_factor: int) -> dict[str, str]:
+def _check_configs(configs: Mapping[str, Any], replication_factor: int, cluster: Cluster,
+                   previous: Mapping[str, str] | None = None) -> dict[str, str]:
     if not isinstance(configs, Mapping):
         raise ValidationFailed({"configs": ["Expected an object of config names to values."]})
     try:
         canonical = validate_topic_configs(configs)
+        check_tiering(canonical, previous=previous, remote_storage_configured=True)
     except ConfigError as exc:
         raise ValidationFailed({f"configs.{exc.name}": [exc.message]}) from exc
+    if canonical.get(REMOTE_STORAGE_ENABLE) == "true" and not tiering_enabled(cluster):
+        raise ValidationFailed({f"configs.{REMOTE_STORAGE_ENABLE}": [
+            "This cluster cannot tier to object storage: "
+            + ("the deployment has no object store (SLUICE_REMOTE_STORAGE_ENDPOINT)." if remote_storage() is None
+               else f"its plan ({cluster.plan}) does not include tiered storage.")]})
     min_isr = int(canonical.get("min.insync.replicas", "1"))
     if min_isr > replication_factor:
         raise ValidationFailed({"configs.min.insync.replicas": [
@@ -87,7 +97,7 @@ def topic_create(*, cluster: Cluster, name: str, actor: Actor, partitions: int |
     if not 1 <= replication_factor <= cluster.broker_count:
         raise ValidationFailed({"replication_factor": [
             f"Must be between 1 and the cluster's broker count ({cluster.broker_count})."]})
-    canonical = _check_configs(configs or {}, replication_factor)
+    canonical = _check_configs(configs or {}, replication_factor, cluster)
     clash = Topic.objects.filter(cluster=cluster, collision_key=collision_key(name)).first()
     if clash is not None:
         message = (f"Topic '{name}' already exists." if clash.name == name else
@@ -133,7 +143,7 @@ def topic_update(*, topic: Topic, actor: Actor, partitions: int | None = None,
                 merged.pop(key, None)
             else:
                 merged[key] = value
-        canonical = _check_configs(merged, topic.replication_factor)
+        canonical = _check_configs(merged, topic.replication_factor, cluster, previous=topic.configs)
         if canonical != topic.configs:
             changes["configs"] = [topic.configs, canonical]
             topic.configs = canonical
@@ -210,11 +220,10 @@ def _binding_fields(**fields: Any) -> dict[str, Any]:
 def acl_create(*, cluster: Cluster, actor: Actor, principal: str, resource_type: str, resource_name: str,
                operation: str, pattern_type: str = "LITERAL", permission: str = "ALLOW",
                host: str = WILDCARD) -> AclBinding:
+    if not _known_principal(cluster, principal):  # first: its message names what is accepted, with examples
+        raise ValidationFailed({"principal": [principal_hint(cluster.tenant_id, principal)]})
     fields = _binding_fields(principal=principal, resource_type=resource_type, pattern_type=pattern_type,
                              resource_name=resource_name, operation=operation, permission=permission, host=host)
-    if not _known_principal(cluster, principal):
-        raise ValidationFailed({"principal": [
-            f"'{principal}' is not a service account or member of this tenant (nor 'User:*')."]})
     if AclBinding.objects.filter(cluster=cluster, **fields).exists():
         raise Conflict("An identical ACL binding already exists.", code="acl_exists")
     acl = AclBinding.objects.create(cluster=cluster, **fields)
@@ -228,12 +237,12 @@ def acl_create(*, cluster: Cluster, actor: Actor, principal: str, resource_type:
 def acl_update(*, acl: AclBinding, actor: Actor, **changes: Any) -> AclBinding:
     current = {f: getattr(acl, f) for f in ("principal", "resource_type", "pattern_type", "resource_name",
                                            "operation", "permission", "host")}
+    principal = changes.get("principal")
+    if principal is not None and principal != current["principal"] and not _known_principal(acl.cluster, principal):
+        raise ValidationFailed({"principal": [principal_hint(acl.cluster.tenant_id, principal)]})
     wanted = _binding_fields(**{**current, **{k: v for k, v in changes.items() if v is not None}})
     if wanted == current:
         return acl
-    if wanted["principal"] != current["principal"] and not _known_principal(acl.cluster, wanted["principal"]):
-        raise ValidationFailed({"principal": [
-            f"'{wanted['principal']}' is not a service account or member of this tenant (nor 'User:*')."]})
     for field, value in wanted.items():
         setattr(acl, field, value)
     try:
@@ -265,8 +274,8 @@ def _quota_fields(cluster: Cluster, fields: Mapping[str, Any]) -> dict[str, Any]
     """Checked quota fields: a principal of the tenant (or None, every principal), a client id, one key at least."""
     principal, client_id = fields.get("principal"), fields.get("client_id")
     if principal is not None and (principal == f"User:{WILDCARD}" or not _known_principal(cluster, principal)):
-        raise ValidationFailed({"principal": [
-            f"'{principal}' is not a service account or member of this tenant; leave it null for every principal."]})
+        hint = principal_hint(cluster.tenant_id, principal).replace(" or 'User:*' (everyone)", "")
+        raise ValidationFailed({"principal": [f"{hint} Leave it null for every principal."]})
     if client_id == "":
         raise ValidationFailed({"client_id": ["Give a client id or null (any client)."]})
     if all(fields.get(key) is None for key in QUOTA_KEYS):

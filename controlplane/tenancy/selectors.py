@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from controlplane.audit.models import AuditEvent
 from controlplane.core.actors import Actor
 from controlplane.tenancy.authentication import ServiceAccountIdentity
 from controlplane.tenancy.models import ApiKey, Invitation, InvitationState, Membership, Tenant
@@ -47,3 +48,24 @@ def invitations_for(*, user: Any) -> QuerySet[Invitation]:
         return Invitation.objects.none()
     return Invitation.objects.filter(email=email, state=InvitationState.PENDING,
                                      expires_at__gt=timezone.now()).select_related("tenant")
+
+
+def audit_facets(*, tenant: Tenant) -> dict[str, list[str]]:
+    """What the tenant's audit trail holds, for the filters' choices (three small DISTINCT queries)."""
+    rows = AuditEvent.objects.filter(tenant=tenant)
+    return {field: sorted(rows.order_by().values_list(single, flat=True).distinct())
+            for field, single in (("actions", "action"), ("target_types", "target_type"),
+                                  ("actor_types", "actor_type"))}
+
+
+def last_tenant(*, user: Any, api_key: ApiKey | None) -> str | None:
+    """The tenant the console should land on: the key's own, else the one the user last chose (null: none yet,
+    or no longer a member there)."""
+    if api_key is not None:
+        return str(Tenant.objects.filter(pk=api_key.tenant_id).values_list("slug", flat=True).first() or "") or None
+    if isinstance(user, ServiceAccountIdentity):
+        return str(user.service_account.tenant.slug)
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return Membership.objects.filter(user=user, last_chosen_at__isnull=False).order_by(
+        "-last_chosen_at").values_list("tenant__slug", flat=True).first()

@@ -12,6 +12,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import password_validation
@@ -430,3 +431,17 @@ def user_password_change(*, user: User, current_password: str, new_password: str
     user.set_password(new_password)
     user.save(update_fields=["password"])
     log.info("user %s changed their password", user.pk)
+
+
+def membership_choose(*, user: Any, tenant_slug: str) -> Membership:
+    """Remember ``tenant_slug`` as the tenant ``user`` last chose (where the console lands after sign-in).
+
+    A preference of the user's own, not a change to the tenant: no audit row. A tenant the user is not a
+    member of is refused like an unknown one (nothing says whether it exists).
+    """
+    membership = Membership.objects.filter(user=user, tenant__slug=tenant_slug).select_related("tenant").first()
+    if membership is None:
+        raise ValidationFailed({"last_tenant": [f"'{tenant_slug}' is not one of your tenants."]})
+    membership.last_chosen_at = timezone.now()
+    membership.save(update_fields=["last_chosen_at"])
+    return membership

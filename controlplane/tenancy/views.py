@@ -20,7 +20,8 @@ from controlplane.core.serializers import bodiless
 from controlplane.tenancy import services
 from controlplane.tenancy.authentication import ServiceAccountIdentity
 from controlplane.tenancy.models import ApiKey, Invitation, InvitationState, Membership, Role, ServiceAccount, Tenant
-from controlplane.tenancy.selectors import actor_for, invitations_for, tenants_for
+from controlplane.tenancy.names import principals_of
+from controlplane.tenancy.selectors import actor_for, invitations_for, last_tenant, tenants_for
 from controlplane.tenancy.serializers import (
     ApiKeyCreateSerializer,
     ApiKeySerializer,
@@ -31,7 +32,9 @@ from controlplane.tenancy.serializers import (
     IssuedApiKeySerializer,
     MembershipSerializer,
     MembershipUpdateSerializer,
+    MeUpdateSerializer,
     MyInvitationSerializer,
+    PrincipalSerializer,
     ServiceAccountSerializer,
     ServiceAccountWriteSerializer,
     TenantCreateSerializer,
@@ -268,6 +271,20 @@ class ServiceAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class PrincipalViewSet(TenantScopedViewSet):
+    """Every principal an ACL or quota may name in this tenant, with its name: ``User:*``, the service accounts,
+    the members (the console's principal picker)."""
+
+    model = ServiceAccount
+    queryset = ServiceAccount.objects.none()
+    pagination_class = None
+    filter_backends: list[type] = []
+
+    @extend_schema(responses={200: PrincipalSerializer(many=True)})
+    def list(self, request: Request, tenant_slug: str) -> Response:
+        return Response(PrincipalSerializer(principals_of(self.tenant.pk), many=True).data)
+
+
 class ApiKeyFilter(django_filters.FilterSet):
     revoked = django_filters.BooleanFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
     service_account = django_filters.UUIDFilter(field_name="owner_service_account_id")
@@ -292,7 +309,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
     ordering_fields = ["created_at", "last_used_at"]
 
     def tenant_queryset(self, tenant: Tenant) -> QuerySet[ApiKey]:
-        keys = ApiKey.objects.filter(tenant=tenant)
+        keys = ApiKey.objects.filter(tenant=tenant).select_related("cluster")
         if services.role_at_least(self.role, Role.ADMIN):
             return keys
         if isinstance(self.request.user, ServiceAccountIdentity):
@@ -342,22 +359,40 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class MeView(APIView):
-    """Who the caller is, and the tenants and roles it has."""
+ME = inline_serializer("Me", {
+    "type": serializers.CharField(), "id": serializers.CharField(), "display": serializers.CharField(),
+    "principal": serializers.CharField(), "api_key": serializers.CharField(allow_null=True),
+    "tenants": TenantSerializer(many=True),
+    "last_tenant": serializers.CharField(allow_null=True, help_text=(
+        "The tenant to land on after sign-in: the one last chosen (PATCH me), or an API key's own; null: none "
+        "yet (or no longer a member there)."))})
 
-    @extend_schema(responses={200: inline_serializer("Me", {
-        "type": serializers.CharField(), "id": serializers.CharField(), "display": serializers.CharField(),
-        "principal": serializers.CharField(), "api_key": serializers.CharField(allow_null=True),
-        "tenants": TenantSerializer(many=True)})})
+
+class MeView(APIView):
+    """Who the caller is, the tenants and roles it has, and the tenant it last chose."""
+
+    @extend_schema(responses={200: ME})
     def get(self, request: Request) -> Response:
         actor = actor_for(request.user)
-        tenants = list(tenants_for(user=request.user, api_key=_api_key(request)).order_by("slug"))
+        api_key = _api_key(request)
+        tenants = list(tenants_for(user=request.user, api_key=api_key).order_by("slug"))
         principal = (request.user.service_account.principal if isinstance(request.user, ServiceAccountIdentity)
                      else kafka_principal("user", request.user.pk))
         return Response({
             "type": actor.type, "id": actor.id, "display": actor.display, "principal": principal,
-            "api_key": request.auth.key_id if isinstance(request.auth, ApiKey) else None,
+            "api_key": api_key.key_id if api_key is not None else None,
             "tenants": TenantSerializer(tenants, many=True, context={"roles": _roles(request, tenants)}).data,
+            "last_tenant": last_tenant(user=request.user, api_key=api_key),
         })
+
+    @extend_schema(request=MeUpdateSerializer, responses={200: ME})
+    def patch(self, request: Request) -> Response:
+        """Remember the tenant the user chose (sign-in lands there next time). Signed-in users only."""
+        if request.auth is not None or isinstance(request.user, ServiceAccountIdentity):
+            raise exceptions.PermissionDenied("An API key is bound to its tenant: there is nothing to choose.")
+        data = MeUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.membership_choose(user=_user(request), tenant_slug=data.validated_data["last_tenant"])
+        return self.get(request)
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import sys
 import time
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -481,25 +482,37 @@ class ClusterAdmin:
                 names = list(self._client.list_topics(timeout=deadline.remaining()).topics)
             except KafkaException as exc:
                 raise _from_exception(exc) from exc
-            if not names:
-                return {}
-            futures = self._client.describe_topics(TopicCollection(names), request_timeout=deadline.remaining())
-            topics: dict[str, TopicInfo] = {}
-            for name, found, error in self._outcomes(futures, deadline):
-                if error is not None:
-                    if error.code == "UNKNOWN_TOPIC_OR_PART":
-                        continue  # deleted since it was listed
-                    raise error
-                if found.is_internal and not include_internal:
-                    continue
-                partitions = tuple(sorted(
-                    (PartitionInfo(int(p.id), -1 if p.leader is None else int(p.leader.id),
-                                   tuple(int(r.id) for r in p.replicas), tuple(int(r.id) for r in p.isr))
-                     for p in found.partitions), key=lambda p: p.partition))
-                topic_id = str(found.topic_id) if found.topic_id is not None else None
-                topics[name] = TopicInfo(name, topic_id, bool(found.is_internal), partitions)
-            return dict(sorted(topics.items()))
+            return self._describe_topics(names, deadline, include_internal=include_internal)
         return self._retry(attempt)
+
+    def describe_topics(self, names: Iterable[str]) -> dict[str, TopicInfo]:
+        """These topics' partitions (leaders, replicas, ISR) in one Metadata round, without listing the
+        cluster's other topics; a name the cluster does not have is left out."""
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return {}
+        return self._retry(lambda deadline: self._describe_topics(wanted, deadline, include_internal=True))
+
+    def _describe_topics(self, names: list[str], deadline: Deadline, *,
+                         include_internal: bool) -> dict[str, TopicInfo]:
+        if not names:
+            return {}
+        futures = self._client.describe_topics(TopicCollection(names), request_timeout=deadline.remaining())
+        topics: dict[str, TopicInfo] = {}
+        for name, found, error in self._outcomes(futures, deadline):
+            if error is not None:
+                if error.code == "UNKNOWN_TOPIC_OR_PART":
+                    continue  # deleted since it was listed, or never there
+                raise error
+            if found.is_internal and not include_internal:
+                continue
+            partitions = tuple(sorted(
+                (PartitionInfo(int(p.id), -1 if p.leader is None else int(p.leader.id),
+                               tuple(int(r.id) for r in p.replicas), tuple(int(r.id) for r in p.isr))
+                 for p in found.partitions), key=lambda p: p.partition))
+            topic_id = str(found.topic_id) if found.topic_id is not None else None
+            topics[name] = TopicInfo(name, topic_id, bool(found.is_internal), partitions)
+        return dict(sorted(topics.items()))
 
     def topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
         """Every config of each topic, with where its value comes from (see ``overrides``)."""
@@ -801,13 +814,29 @@ class ClusterAdmin:
             raise AdminError("COORDINATOR_NOT_AVAILABLE", f"broker {found.node_id} is not registered", retriable=True)
         return broker
 
-    def partition_sizes(self) -> list[PartitionSize]:
-        """Every replica's log size on every broker (DescribeLogDirs); an offline log directory reports none."""
+    def partition_sizes(self, partitions: Iterable[TopicPartitionKey] | None = None) -> list[PartitionSize]:
+        """Every replica's log size on every broker (DescribeLogDirs), or only of ``partitions`` (each broker
+        then reads and sends just those); an offline log directory reports none."""
+        wanted: dict[str, list[int]] | None = None
+        if partitions is not None:
+            wanted = {}
+            for topic, index in dict.fromkeys(partitions):
+                wanted.setdefault(topic, []).append(index)
+            if not wanted:
+                return []
+
+        def make(version: int) -> Any:
+            if wanted is None:
+                return _request(_DESCRIBE_LOG_DIRS, version, topics=None)
+            schema: Any = load_request_schema(_DESCRIBE_LOG_DIRS, version)
+            topic_type = sys.modules[schema.__module__].DescribableLogDirTopic
+            return schema(topics=tuple(topic_type(topic=TopicName(t), partitions=tuple(i32(p) for p in ps))
+                                       for t, ps in wanted.items()))
+
         def attempt(deadline: Deadline) -> list[PartitionSize]:
             sizes = [PartitionSize(str(t.name), int(p.partition_index), broker.node_id, int(p.partition_size),
                                    int(p.offset_lag))
-                     for broker, response in self._each_broker(
-                         deadline, _DESCRIBE_LOG_DIRS, lambda v: _request(_DESCRIBE_LOG_DIRS, v, topics=None))
+                     for broker, response in self._each_broker(deadline, _DESCRIBE_LOG_DIRS, make)
                      for result in response.results if not int(result.error_code.value)
                      for t in result.topics for p in t.partitions if not p.is_future_key]
             return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker))

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from enum import IntEnum
 from types import MappingProxyType
 
-from dataplane.config.topic import TOPIC_CONFIGS, TOPIC_NAME_FOR_SYNONYM, ConfigDef, ConfigError
+from dataplane.config.topic import (
+    TOPIC_CONFIGS,
+    TOPIC_NAME_FOR_SYNONYM,
+    TOPIC_ONLY_CONFIGS,
+    BrokerSynonym,
+    ConfigDef,
+    ConfigError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +90,7 @@ def _candidates(definition: ConfigDef, overrides: Mapping[str, str],
                 cluster_defaults: Mapping[str, str]) -> Iterator[tuple[str, Synonym]]:
     """(canonical topic value, where it was set) in precedence order, the static default last."""
     name = definition.name
-    primary = definition.synonyms[0]
+    primary = definition.synonyms[0] if definition.synonyms else BrokerSynonym(name)
     raw = overrides.get(name)
     if raw is not None:
         try:
@@ -158,6 +165,8 @@ def validate_cluster_defaults(configs: Mapping[str, object]) -> dict[str, str]:
     """
     canonical = {}
     for key, raw in configs.items():
+        if key in TOPIC_ONLY_CONFIGS:
+            raise ConfigError(key, f"'{key}' is a topic-level config only: it has no cluster-wide default.")
         if key in TOPIC_CONFIGS:
             canonical[key] = TOPIC_CONFIGS[key].parse(raw)
             continue

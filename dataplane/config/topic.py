@@ -154,6 +154,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
               synonyms=_syn("log.flush.interval.ms", "log.flush.scheduler.interval.ms")),
     ConfigDef("index.interval.bytes", _I, "4096", "bytes between offset-index entries", minimum=0,
               synonyms=_syn("log.index.interval.bytes")),
+    ConfigDef("local.retention.bytes", _L, "-2",
+              "bytes of a tiered partition kept on local disk (-2: retention.bytes; uploaded segments only)",
+              minimum=-2, synonyms=_syn("log.local.retention.bytes")),
+    ConfigDef("local.retention.ms", _L, "-2",
+              "age after which a tiered partition's uploaded segments leave local disk (-2: retention.ms)",
+              minimum=-2, synonyms=_syn("log.local.retention.ms")),
     ConfigDef("max.compaction.lag.ms", _L, str(LONG_MAX), "longest a record stays uncompacted", minimum=1,
               synonyms=_syn("log.cleaner.max.compaction.lag.ms")),
     ConfigDef("max.message.bytes", _I, "1048588", "largest record batch accepted", minimum=0,
@@ -176,6 +182,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef("min.insync.replicas", _I, "1", "replicas that must acknowledge an acks=all write", minimum=1,
               synonyms=_syn("min.insync.replicas")),
     ConfigDef("preallocate", _B, "false", "preallocate segment files", synonyms=_syn("log.preallocate")),
+    ConfigDef("remote.storage.enable", _B, "false",
+              "keep closed segments in the remote tier (object storage); cannot be turned off again"),
     ConfigDef("retention.bytes", _L, "-1", "size a partition may grow to before old segments go (-1: none)",
               synonyms=_syn("log.retention.bytes")),
     ConfigDef("retention.ms", _L, "604800000", "age after which segments go (-1: forever)", minimum=-1,
@@ -194,11 +202,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef("message.downconversion.enable", _B, "true", "down-convert for old fetch versions",
               synonyms=_syn("log.message.downconversion.enable")),
 )}
-if not all(d.synonyms for d in TOPIC_CONFIGS.values()):
+# Topic-only configs: Kafka has no broker-level default for them (tiering is chosen topic by topic).
+TOPIC_ONLY_CONFIGS = frozenset({"remote.storage.enable"})
+if not all(d.synonyms for d in TOPIC_CONFIGS.values() if d.name not in TOPIC_ONLY_CONFIGS):
     raise RuntimeError("every topic config needs its broker synonym")
 
 # The broker-level name a BROKER resource shows and alters each topic config's default under.
-BROKER_SYNONYMS: dict[str, str] = {name: d.synonyms[0].name for name, d in TOPIC_CONFIGS.items()}
+BROKER_SYNONYMS: dict[str, str] = {name: d.synonyms[0].name for name, d in TOPIC_CONFIGS.items()
+                                   if d.synonyms}
 TOPIC_NAME_FOR_BROKER_CONFIG: dict[str, str] = {broker: topic for topic, broker in BROKER_SYNONYMS.items()}
 # Every broker synonym (``log.retention.hours`` too), for reading cluster defaults kept under any of them.
 TOPIC_NAME_FOR_SYNONYM: dict[str, str] = {s.name: d.name for d in TOPIC_CONFIGS.values() for s in d.synonyms}

@@ -236,6 +236,17 @@ class OffsetOutOfRangeError(KafkaError):
     code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class OffsetMovedToTieredStorageError(KafkaError):
+    """An offset the log holds only in its remote tier (below the local log start): a consumer's read goes
+    there; a follower is told OFFSET_MOVED_TO_TIERED_STORAGE and rebuilds its state from the remote tier."""
+
+    code = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+
+    def __init__(self, message: str = "", *, local_log_start: int = -1) -> None:
+        super().__init__(message)
+        self.local_log_start = local_log_start
+
+
 class KafkaStorageError(KafkaError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
 

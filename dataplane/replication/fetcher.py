@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode as WireError
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.list_offsets.v8.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 _WAIT_FOR_METADATA = {WireError.fenced_leader_epoch, WireError.not_leader_or_follower,
                       WireError.unknown_leader_epoch, WireError.unknown_topic_or_partition}
 MAX_TRUNCATION_ROUNDS = 16
+EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets: the leader's local log start (KIP-1005)
 
 
 class FollowerHost(Protocol):
@@ -55,6 +57,11 @@ class FollowerHost(Protocol):
         """The partition while this broker still follows it at ``leader_epoch``; None once that changed."""
 
     def request_metadata_refresh(self) -> None: ...
+
+    async def restore_from_remote(self, replica: Partition, leader_local_start: int, leader_log_start: int,
+                                  leader_epoch: int) -> bool:
+        """Rebuild a follower below its leader's local log start from the remote tier (KIP-405); False when
+        that cannot be done yet (the fetcher retries after a pause)."""
 
 
 PARK_SECONDS = 0.25
@@ -276,6 +283,9 @@ class ReplicaFetcher:
             target.park()
             self.host.request_metadata_refresh()
             return 0
+        if error == WireError.offset_moved_to_tiered_storage:
+            await self._rebuild_from_remote(key, target, replica, int(data.log_start_offset))  # type: ignore[attr-defined]
+            return 0
         if error == WireError.offset_out_of_range:
             leader_start = int(data.log_start_offset)  # type: ignore[attr-defined]
             if partition_log.log_end_offset < leader_start:
@@ -294,6 +304,30 @@ class ReplicaFetcher:
         await replica.follower_update(int(data.high_watermark),  # type: ignore[attr-defined]
                                       int(data.log_start_offset))  # type: ignore[attr-defined]
         return len(records) if records else 0
+
+    async def _rebuild_from_remote(self, key: tuple[str, int], target: FetchTarget, replica: Partition,
+                                   leader_log_start: int) -> None:
+        """The leader keeps what we asked for only in its remote tier: learn its local log start (ListOffsets
+        -4), take the epochs and producer state below it from the remote tier, and restart the log there."""
+        topic, partition = key
+        conn = await self._connection()
+        request = ListOffsetsRequest(replica_id=BrokerId(self.host.node_id), isolation_level=0,  # type: ignore[arg-type]
+                                     topics=(ListOffsetsTopic(name=TopicName(topic), partitions=(ListOffsetsPartition(
+                                         partition_index=i32(partition), current_leader_epoch=i32(target.leader_epoch),
+                                         timestamp=i64(EARLIEST_LOCAL_TIMESTAMP)),)),))
+        response = await conn.call(request, 8, self.settings.request_timeout_s)
+        local_start = -1
+        for topic_result in response.topics:
+            for result in topic_result.partitions:
+                if result.error_code == WireError.none:
+                    local_start = int(result.offset)
+        if local_start < 0:
+            target.park()
+            return
+        log.info("%s-%d is below leader %d's local log start %d: rebuilding from the remote tier", topic, partition,
+                 self.leader, local_start)
+        if not await self.host.restore_from_remote(replica, local_start, leader_log_start, target.leader_epoch):
+            target.park()
 
     async def _throttle(self, received: int, started: float) -> None:
         if self.settings.throttle is not None and received:

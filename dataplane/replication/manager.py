@@ -41,6 +41,8 @@ from dataplane.replication.fetcher import FetcherSettings, ReplicaFetcher
 from dataplane.replication.partition import Partition, Role, now_ms
 from dataplane.storage import LogConfig, LogManager
 from dataplane.storage.checkpoints import read_checkpoint, write_checkpoint
+from dataplane.storage.remote.manager import RemoteLogManager
+from dataplane.storage.remote.store import RemoteStorageError
 
 log = logging.getLogger(__name__)
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
@@ -139,6 +141,7 @@ class ReplicaManager:
         self._frozen = False
         self._fetcher_settings = dataclasses.replace(settings.fetcher, throttle=self.pace_replication)
         self._pacer = ReplicationPacer()
+        self.remote: RemoteLogManager | None = None  # the broker's remote tier, when it has one
 
     def freeze(self) -> None:
         """No more ISR changes: this broker is shutting down."""
@@ -313,6 +316,7 @@ class ReplicaManager:
         opened = await asyncio.to_thread(self.logs.get_or_create_log, topic.name, index, config)
         found = Partition(topic.name, index, opened, node_id=self.node_id,
                           high_watermark=self._checkpointed.get(key, 0))
+        found.remote = self.remote
         self.partitions[key] = found
         return found
 
@@ -415,6 +419,24 @@ class ReplicaManager:
 
     def request_metadata_refresh(self) -> None:
         self.listener.request_metadata_refresh()
+
+    async def restore_from_remote(self, replica: Partition, leader_local_start: int, leader_log_start: int,
+                                  leader_epoch: int) -> bool:
+        """A follower below its leader's local log start (KIP-405): the remote tier's state, then the restart."""
+        remote = self.remote
+        if remote is None:
+            log.warning("%s is below its leader's local log start %d but this broker has no remote storage "
+                        "configured", replica.name, leader_local_start)
+            return False
+        try:
+            state = await asyncio.get_running_loop().run_in_executor(
+                remote.fetch_executor, remote.restore_state, replica.topic, replica.index, leader_local_start)
+        except RemoteStorageError as exc:
+            log.warning("cannot rebuild %s from the remote tier yet: %s", replica.name, exc)
+            return False
+        log.info("rebuilding %s from the remote tier: restarting at %d (remote tier up to %d)", replica.name,
+                 state.next_offset, state.highest_remote)
+        return await replica.restore_from_remote(state, leader_log_start, leader_epoch)
 
     async def pace_replication(self, received: int, started: float) -> None:
         """Hold a fetcher back so that all of this broker's fetchers together stay under the throttle."""

@@ -32,10 +32,18 @@ from typing import NamedTuple
 
 from dataplane.cluster.store import PartitionState
 from dataplane.protocol.control import build_marker
-from dataplane.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from dataplane.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+)
 from dataplane.replication.leader import LeaderState
 from dataplane.storage import AppendInfo, FileRegion, Log, TimestampAndOffset, WouldBlock
 from dataplane.storage.epoch_cache import EpochEndOffset
+from dataplane.storage.remote.manager import RemoteLogManager, RestoredState
+from dataplane.storage.remote.store import RemoteStorageError
 
 INLINE_APPEND_BYTES = 64 * 1024  # below this an append runs on the event loop: a thread hop costs more
 
@@ -59,6 +67,7 @@ class ReadResult(NamedTuple):
     visible_end: int  # the high watermark (consumers), LSO (read_committed) or log end (followers) it stopped at
     last_stable_offset: int = -1
     aborted: tuple[tuple[int, int], ...] | None = None  # read_committed: (producer id, first offset) to skip
+    data: bytes | None = None  # batches read from the remote tier (then ``region`` is None)
 
 
 class Partition:
@@ -84,6 +93,7 @@ class Partition:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # acks=all: (offset wanted, future)
         self._consumer_watchers: set[asyncio.Event] = set()  # long polls below the high watermark
         self._replica_watchers: set[asyncio.Event] = set()  # followers' long polls, to the log end
+        self.remote: RemoteLogManager | None = None  # reads below the local log start (tiered topics)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, {self.role.value}, epoch {self.leader_epoch})"
@@ -280,13 +290,34 @@ class Partition:
             with contextlib.suppress(WouldBlock):
                 region = log.read(fetch_offset, max(max_bytes, 1), up_to, blocking=False)
         if region is None:
-            region = await asyncio.to_thread(log.read, fetch_offset, max(max_bytes, 1), up_to)
+            try:
+                region = await asyncio.to_thread(log.read, fetch_offset, max(max_bytes, 1), up_to)
+            except OffsetMovedToTieredStorageError:
+                if to_log_end or self.remote is None:
+                    raise  # a follower rebuilds its state from the remote tier (KIP-405)
+                return await self._read_remote(fetch_offset, max_bytes, up_to, committed=committed,
+                                               high_watermark=high_watermark, stable=stable)
         aborted = None
         if committed:
             aborted = tuple((a.producer_id, a.first_offset) for a in log.collect_aborted(fetch_offset, up_to)) \
                 if region.length else ()
         return ReadResult(region if region.length else None, high_watermark, log.log_start_offset, up_to, stable,
                           aborted)
+
+    async def _read_remote(self, fetch_offset: int, max_bytes: int, up_to: int, *, committed: bool,
+                           high_watermark: int, stable: int) -> ReadResult:
+        """A consumer's read below the local log start: the remote tier's bytes, read on the fetch executor."""
+        remote = self.remote
+        assert remote is not None
+        try:
+            data, aborted = await asyncio.get_running_loop().run_in_executor(
+                remote.fetch_executor, remote.read, self.topic, self.index, fetch_offset, max(max_bytes, 1),
+                up_to, committed)
+        except RemoteStorageError as exc:
+            raise KafkaStorageError(f"reading {self.name} at {fetch_offset} from the remote tier: {exc}") from exc
+        return ReadResult(None, high_watermark, self.log.log_start_offset, up_to, stable,
+                          tuple((a.producer_id, a.first_offset) for a in aborted) if committed else None,
+                          data or None)
 
     def visible_end(self, *, to_log_end: bool, committed: bool = False) -> int:
         if to_log_end:
@@ -339,6 +370,17 @@ class Partition:
                 await asyncio.to_thread(self.log.truncate_fully_and_start_at, offset)
             else:
                 await asyncio.to_thread(self.log.truncate_to, offset)
+            self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+            return True
+
+    async def restore_from_remote(self, state: RestoredState, leader_log_start: int, leader_epoch: int) -> bool:
+        """Below the leader's local log start: restart the log where the remote tier's state says (KIP-405)."""
+        async with self._lock:
+            if not self.follows(leader_epoch):
+                return False
+            await asyncio.to_thread(self.log.restore_from_remote, state.next_offset,
+                                    min(leader_log_start, state.next_offset), state.epochs, state.producer_snapshot,
+                                    state.highest_remote)
             self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
             return True
 

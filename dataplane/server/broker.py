@@ -10,6 +10,9 @@ What each part owns:
 * ``BrokerLease`` and ``ControllerLoop`` (cluster): the registration lease, and
   the controller lease whose holder re-elects leaders of dead brokers;
 * ``LogManager`` (storage): the partition logs of the data directory;
+* ``RemoteLogManager`` (storage.remote, only with remote storage configured): uploads of tiered partitions'
+  closed segments, their remote retention, remote reads and the cleanup of deleted topics' objects, on its
+  own threads;
 * ``ReplicaManager`` (replication): every hosted ``Partition`` (appends, reads,
   the high watermark) and the fetchers of followers, and the purgatory: the
   delayed fetch (long polls) and the acks=all wait;
@@ -60,6 +63,7 @@ from dataplane.protocol.errors import KafkaError
 from dataplane.protocol.messages import Request
 from dataplane.replication.fetcher import FetcherSettings
 from dataplane.replication.manager import ReplicaManager, ReplicaSettings
+from dataplane.replication.partition import Role
 from dataplane.security import scram
 from dataplane.security.oauthbearer import TokenValidator
 from dataplane.security.quotas import Window
@@ -78,6 +82,9 @@ from dataplane.server.quotas import QuotaManager
 from dataplane.server.topic_configs import TopicConfigResolver
 from dataplane.server.traffic import TopicTraffic
 from dataplane.storage import LogManager
+from dataplane.storage.remote.manager import RemoteLogManager, TieredPartition
+from dataplane.storage.remote.reader import ReaderSettings
+from dataplane.storage.remote.store import RemoteStorageError, S3ObjectStore, S3Settings
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +131,9 @@ class Broker:
                                                              sasl=self._inter_broker_credentials(),
                                                              tls=self._inter_broker_tls()),
                                      throttled_rate=config.follower_replication_throttled_rate))
+        self.remote = self._remote_log_manager()
+        self.replicas.remote = self.remote
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.admin = AdminManager(self.db, self.metadata, self,
                                   TopicDefaults(config.num_partitions, config.default_replication_factor,
                                                 config.auto_create_topics))
@@ -152,7 +162,7 @@ class Broker:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._metadata_changed = asyncio.Event()
         directory_id = claim_data_dir(self.config.data_dir, self.config.cluster_id, self.config.node_id)
         self.metadata.local = BrokerRegistration(self.config.node_id, *self.config.advertised, self.config.rack,
@@ -169,6 +179,8 @@ class Broker:
         self.transactions.start()
         await self.refresh_topics()
         self.replicas.start()
+        if self.remote is not None:
+            self.remote.start()
         self._listener = ChangeListener(self.config.metadata_url, self.config.cluster_id,
                                         lambda: _call_soon(loop, self.request_metadata_refresh))
         self._listener.start()
@@ -176,6 +188,51 @@ class Broker:
                        loop.create_task(self._metadata_loop(), name="metadata"),
                        loop.create_task(self.controller.run(), name="controller"),
                        loop.create_task(self._report_security_events(), name="security-events")]
+
+    def _remote_log_manager(self) -> RemoteLogManager | None:
+        """The remote tier, when an endpoint and a bucket are configured (decision 0032)."""
+        c = self.config
+        if not c.remote_storage:
+            return None
+        assert c.remote_storage_endpoint is not None and c.remote_storage_bucket is not None
+        store = S3ObjectStore(S3Settings(c.remote_storage_endpoint, c.remote_storage_bucket, c.remote_storage_region,
+                                         c.remote_storage_access_key, c.remote_storage_secret_key))
+        chunk = ReaderSettings().chunk_bytes
+        return RemoteLogManager(
+            store, prefix=c.remote_storage_prefix, cluster_id=c.cluster_id,
+            interval_ms=c.remote_log_manager_interval_ms,
+            partitions=self._tiered_partitions, topic_id=self._topic_id_hex, live_topic_ids=self._live_topic_ids,
+            is_controller=lambda: self.metadata.controller_id == c.node_id,
+            reader=ReaderSettings(chunk_bytes=chunk, read_ahead_chunks=c.remote_log_reader_read_ahead_bytes // chunk))
+
+    def _tiered_partitions(self) -> list[TieredPartition]:
+        """The remote log manager's view of the partitions hosted here (read from its thread: plain reads of
+        values the event loop replaces whole)."""
+        found = []
+        for (topic, index), partition in list(self.replicas.partitions.items()):
+            state = self.metadata.topics.get(topic)
+            if state is None or partition.log.closed or not partition.log.config.remote_storage:
+                continue
+            found.append(TieredPartition(topic, index, state.topic_id.hex, partition.log,
+                                         partition.role is Role.LEADER, partition.role is Role.FOLLOWER,
+                                         partition.leader_epoch, partition.high_watermark))
+        return found
+
+    def _topic_id_hex(self, topic: str) -> str | None:
+        state = self.metadata.topics.get(topic)
+        return state.topic_id.hex if state is not None else None
+
+    def _live_topic_ids(self) -> set[str]:
+        """Every topic id in the metadata store, read now (the remote log manager's thread waits for it)."""
+        loop = self._loop
+        if loop is None:
+            raise RemoteStorageError("the broker is not running")
+        future = asyncio.run_coroutine_threadsafe(
+            self.db.call(lambda: {t.topic_id.hex for t in self.store.topics()}), loop)
+        try:
+            return future.result(30)
+        except (psycopg.Error, KafkaError, TimeoutError) as exc:
+            raise RemoteStorageError(f"reading the topic ids: {exc}") from exc
 
     @property
     def store(self) -> MetadataStore:
@@ -247,6 +304,8 @@ class Broker:
         if self._listener is not None:
             await asyncio.to_thread(self._listener.stop)
         await self.replicas.stop()
+        if self.remote is not None:
+            await asyncio.to_thread(self.remote.stop)
         await self.coordinator.stop()
         await self.transactions.stop()
         self.coordinator_host.close()

@@ -107,6 +107,16 @@ class BrokerConfig:
     quota_window_size_seconds: float = 1.0
     max_connections_per_principal: int = 0
     max_connections_per_credential: int = 0
+    # The remote tier (tiered storage, decision 0032): an S3-compatible endpoint and bucket turn it on; a topic
+    # then tiers with remote.storage.enable=true.
+    remote_storage_endpoint: str | None = None
+    remote_storage_bucket: str | None = None
+    remote_storage_prefix: str = ""
+    remote_storage_region: str = "us-east-1"
+    remote_storage_access_key: str = field(default="", repr=False)
+    remote_storage_secret_key: str = field(default="", repr=False)
+    remote_log_manager_interval_ms: int = 30_000  # Kafka's remote.log.manager.task.interval.ms
+    remote_log_reader_read_ahead_bytes: int = 4 << 20  # fetched ahead of a consumer reading the remote tier
 
     def __post_init__(self) -> None:
         _at_least("node.id", self.node_id, 0)
@@ -193,8 +203,21 @@ class BrokerConfig:
                               f"not {self.quota_window_size_seconds}")
         _at_least("max.connections.per.principal", self.max_connections_per_principal, 0)
         _at_least("max.connections.per.credential", self.max_connections_per_credential, 0)
+        if bool(self.remote_storage_endpoint) != bool(self.remote_storage_bucket):
+            raise ConfigError("remote storage needs both remote.storage.endpoint and remote.storage.bucket "
+                              "(or neither)")
+        if self.remote_storage_endpoint and not self.remote_storage_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"remote.storage.endpoint must be an http:// or https:// URL, "
+                              f"not {self.remote_storage_endpoint!r}")
+        _at_least("remote.log.manager.task.interval.ms", self.remote_log_manager_interval_ms, 10)
+        _at_least("remote.log.reader.read.ahead.bytes", self.remote_log_reader_read_ahead_bytes, 0)
         if not self.metadata_refresh_seconds > 0:
             raise ConfigError(f"metadata.refresh.seconds must be positive, not {self.metadata_refresh_seconds}")
+
+    @property
+    def remote_storage(self) -> bool:
+        """Whether this broker has a remote tier (endpoint and bucket set)."""
+        return bool(self.remote_storage_endpoint and self.remote_storage_bucket)
 
     @property
     def sasl(self) -> bool:
@@ -420,6 +443,14 @@ FILE_SETTINGS: dict[str, Callable[[object], dict[str, Any]]] = {
     "ssl.key": _field("ssl_key", _path),
     "ssl.ca": _field("ssl_ca", _path),
     "ssl.client.auth": _field("ssl_client_auth", _str),
+    "remote.storage.endpoint": _field("remote_storage_endpoint", _str),
+    "remote.storage.bucket": _field("remote_storage_bucket", _str),
+    "remote.storage.prefix": _field("remote_storage_prefix", _str),
+    "remote.storage.region": _field("remote_storage_region", _str),
+    "remote.storage.access.key": _field("remote_storage_access_key", _str),
+    "remote.storage.secret.key": _field("remote_storage_secret_key", _str),
+    "remote.log.manager.task.interval.ms": _field("remote_log_manager_interval_ms", _int),
+    "remote.log.reader.read.ahead.bytes": _field("remote_log_reader_read_ahead_bytes", _int),
 }
 
 

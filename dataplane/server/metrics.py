@@ -91,6 +91,10 @@ class PartitionCollector(Collector):
         start = GaugeMetricFamily("sluice_log_start_offset", "First offset a partition's log holds.", labels=labels)
         end = GaugeMetricFamily("sluice_log_end_offset", "Offset the next record appended will get.",
                                 labels=labels)
+        local = GaugeMetricFamily("sluice_local_log_size_bytes", "Bytes of a partition's log on local disk.",
+                                  labels=labels)
+        remote = GaugeMetricFamily("sluice_remote_log_size_bytes",
+                                   "Bytes of a partition's log in the remote tier (tiered topics).", labels=labels)
         for tp in self._manager.partitions():
             partition_log = self._manager.get_log(tp.topic, tp.partition)
             if partition_log is None:  # deleted since partitions() was read
@@ -99,7 +103,10 @@ class PartitionCollector(Collector):
             size.add_metric(values, partition_log.size_in_bytes)
             start.add_metric(values, partition_log.log_start_offset)
             end.add_metric(values, partition_log.log_end_offset)
-        yield from (size, start, end)
+            if partition_log.config.remote_storage:
+                local.add_metric(values, partition_log.size_in_bytes)
+                remote.add_metric(values, partition_log.remote_size_bytes)
+        yield from (size, start, end, local, remote)
 
 
 class BrokerMetrics:

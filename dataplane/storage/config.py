@@ -45,6 +45,9 @@ class LogConfig:
     delete_retention_ms: int = int(_default("delete.retention.ms"))
     min_cleanable_dirty_ratio: float = float(_default("min.cleanable.dirty.ratio"))
     message_timestamp_type: str = str(_default("message.timestamp.type"))  # or "LogAppendTime"
+    remote_storage_enable: str = str(_default("remote.storage.enable"))  # "true": closed segments are tiered
+    local_retention_ms: int = int(_default("local.retention.ms"))  # -2: retention.ms
+    local_retention_bytes: int = int(_default("local.retention.bytes"))  # -2: retention.bytes
 
     def __post_init__(self) -> None:
         # The table's ranges were checked when the values were written; these are the log's own limits.
@@ -69,6 +72,19 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def remote_storage(self) -> bool:
+        """Tiered: closed segments go to the remote tier and leave local disk by the local retention."""
+        return self.remote_storage_enable == "true"
+
+    @property
+    def local_retention_ms_in_force(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_retention_bytes_in_force(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def log_append_time(self) -> bool:

@@ -35,6 +35,7 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 EPOCH_FILE = "leader-epoch-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
+REMOTE_OFFSET_FILE = "remote-log-offset-checkpoint"  # tiered logs: the highest offset held in the remote tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,8 @@ class LoadedLog:
 
     segments: tuple[LogSegment, ...]
     log_start_offset: int  # checkpointed or first base, whichever is higher; may exceed the log end
+    checkpointed_log_start: int  # as checkpointed (a tiered log's start may lie below its first segment)
+    highest_remote_offset: int  # as checkpointed; -1 when nothing is known to be in the remote tier
     recovery_point: int  # as checkpointed (the caller caps it at the log end)
     cleaner_offset: int  # as checkpointed
     had_clean_shutdown: bool
@@ -80,11 +83,17 @@ def load_log(directory: Path, config: LogConfig, now_ms: int) -> LoadedLog:
     return LoadedLog(
         segments=tuple(segments),
         log_start_offset=max(ls, segments[0].base_offset),
+        checkpointed_log_start=ls,
+        highest_remote_offset=_or(read_offset(directory / REMOTE_OFFSET_FILE), -1),
         recovery_point=rp,
         cleaner_offset=read_offset(directory / CLEANER_FILE) or 0,
         had_clean_shutdown=clean,
         recovered_bytes=recovered,
     )
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def complete_interrupted_changes(directory: Path) -> set[int]:

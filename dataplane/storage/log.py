@@ -9,6 +9,8 @@ On-disk format of a partition directory (``<topic>-<partition>/``):
 * ``cleaner-offset-checkpoint`` — first offset compaction has not yet cleaned;
 * ``<offset:020d>.snapshot`` — producer state (idempotence, open transactions), see :mod:`producer_state`;
 * ``aborted-transactions.index`` — aborted transactions for read_committed reads, see :mod:`txn_index`;
+* ``remote-log-offset-checkpoint`` — tiered logs: the highest offset the remote tier holds (:mod:`remote`);
+  with it the log start offset may lie below the first local segment (the *local* log start);
 * ``.clean_shutdown`` — present only while the log is closed cleanly; it lets the next
   open skip the recovery scan. It is removed as soon as the log is opened.
 
@@ -39,6 +41,7 @@ taken in this order:
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 import threading
 import time
@@ -55,6 +58,7 @@ from dataplane.protocol.errors import (
     InvalidRecordError,
     KafkaStorageError,
     MessageTooLargeError,
+    OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
@@ -93,11 +97,12 @@ from dataplane.storage.loader import (
     EPOCH_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
+    REMOTE_OFFSET_FILE,
     load_log,
     remove_clean_shutdown_marker,
 )
 from dataplane.storage.local_log import FileRegion, LocalLog, delete_segment_files
-from dataplane.storage.producer_state import ActiveProducer, BatchMetadata, ProducerStateManager
+from dataplane.storage.producer_state import ActiveProducer, BatchMetadata, ProducerStateManager, snapshot_name
 from dataplane.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -123,6 +128,7 @@ __all__ = [
     "CleanResult",
     "FileRegion",
     "Log",
+    "SegmentCopy",
     "TimestampAndOffset",
     "WouldBlock",
 ]
@@ -178,6 +184,27 @@ class AppendInfo(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentCopy:
+    """What uploading one closed segment needs, taken under the log's lock (see :meth:`Log.next_upload`).
+
+    ``log_fd`` is a duplicate of the segment's file descriptor, so the bytes stay readable even if the
+    segment is deleted meanwhile; the uploader closes it.
+    """
+
+    base_offset: int
+    end_offset: int  # last offset held (inclusive)
+    size: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_fd: int
+    offset_index: bytes
+    time_index: bytes
+    producer_snapshot: bytes | None  # the producer state as of end_offset + 1, if the log still has it
+    epochs: tuple[tuple[int, int], ...]  # (epoch, start offset) of the segment's batches
+    aborted: tuple[AbortedTxn, ...]  # aborted transactions whose marker lies in the segment
+
+
+@dataclass(frozen=True, slots=True)
 class TimestampAndOffset:
     timestamp: int
     offset: int
@@ -210,7 +237,14 @@ class Log:
         self.had_clean_shutdown = loaded.had_clean_shutdown
         self.recovered_bytes = loaded.recovered_bytes
         self._local = LocalLog(directory, config, loaded.segments, recovery_point=loaded.recovery_point)
-        self._log_start = loaded.log_start_offset
+        self._highest_remote = loaded.highest_remote_offset
+        first_base = loaded.segments[0].base_offset
+        if loaded.checkpointed_log_start < first_base <= self._highest_remote + 1:
+            # Tiered: the offsets below the first local segment are in the remote tier, which reaches it.
+            self._log_start = loaded.checkpointed_log_start
+        else:
+            self._log_start = loaded.log_start_offset
+        self.remote_size_bytes = 0  # the remote tier's bytes of this partition (the remote log manager sets it)
         self._cleaner_offset = 0
         if self._log_start > self._local.next_offset:
             self._truncate(self._log_start, full=True)
@@ -245,6 +279,21 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._local.next_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (ListOffsets -4); the log start itself may lie in the remote tier."""
+        with self._lock:
+            return self._local_start_locked()
+
+    def _local_start_locked(self) -> int:
+        segments = self._local.segments.all
+        return max(self._log_start, segments[0].base_offset) if segments else self._log_start
+
+    @property
+    def highest_remote_offset(self) -> int:
+        """The last offset the remote tier holds (ListOffsets -5); -1 when none."""
+        return self._highest_remote
 
     @property
     def recovery_point(self) -> int:
@@ -554,6 +603,11 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} outside [{self._log_start}, {leo}] of {self.dir.name}"
                 )
+            local_start = self._local_start_locked()
+            if offset < local_start:
+                raise OffsetMovedToTieredStorageError(
+                    f"offset {offset} of {self.dir.name} is in the remote tier (local log start {local_start})",
+                    local_log_start=local_start)
             upper = leo if max_offset is None else min(max_offset, leo)
             return self._local.read(offset, max_bytes, upper, min_one_batch)
         finally:
@@ -826,7 +880,11 @@ class Log:
                 segments = self._local.segments.all
                 n = self._local.segments.floor_index(self._log_start)
                 sealed = len(segments) - 1
-                if self.config.delete:
+                if self.config.remote_storage:
+                    n = self._local_retention_locked(n)
+                    doomed, _ = self._delete_prefix_locked(n, move_start=False)
+                    moved = False
+                elif self.config.delete:
                     if self.config.retention_ms >= 0:
                         horizon = self._time() - self.config.retention_ms
                         while n < sealed and _retention_time(segments[n]) < horizon:
@@ -836,16 +894,47 @@ class Log:
                         while n < sealed and total - segments[n].size >= self.config.retention_bytes:
                             total -= segments[n].size
                             n += 1
-                doomed, moved = self._delete_prefix_locked(n)
+                if not self.config.remote_storage:
+                    doomed, moved = self._delete_prefix_locked(n)
             self._finish_deletion(doomed, log_start_moved=moved)
             return n
 
-    def _delete_prefix_locked(self, n: int) -> tuple[list[LogSegment], bool]:
-        """Take the first ``n`` segments out of the log; returns them and whether the log start moved."""
+    def _local_retention_locked(self, n: int) -> int:
+        """A tiered log's local retention: past the first ``n`` segments (below the log start), the oldest
+        segments the remote tier already holds while ``local.retention.ms``/``.bytes`` are exceeded.
+
+        Never a segment that is not uploaded: it would then be neither local nor remote.
+        """
+        segments = self._local.segments.all
+        sealed = len(segments) - 1
+        uploaded = self._highest_remote
+        retention_ms = self.config.local_retention_ms_in_force
+        retention_bytes = self.config.local_retention_bytes_in_force
+        horizon = self._time() - retention_ms
+        total = sum(s.size for s in segments[n:])
+        while n < sealed and segments[n].next_offset - 1 <= uploaded:
+            seg = segments[n]
+            too_old = retention_ms >= 0 and _retention_time(seg) < horizon
+            too_big = retention_bytes >= 0 and total - seg.size >= retention_bytes
+            if not (too_old or too_big):
+                break
+            total -= seg.size
+            n += 1
+        return n
+
+    def _delete_prefix_locked(self, n: int, *, move_start: bool = True) -> tuple[list[LogSegment], bool]:
+        """Take the first ``n`` segments out of the log; returns them and whether the log start moved.
+
+        ``move_start=False`` (a tiered log's local retention): the log start stays where it is, in the
+        remote tier.
+        """
         doomed = self._local.delete_prefix(n)
         if not doomed:
             return [], False
         first = self._local.segments.all[0].base_offset
+        if not move_start:
+            self._producers.prune_below(first)
+            return doomed, False
         moved = first > self._log_start
         if moved:
             self._log_start = first
@@ -865,6 +954,68 @@ class Log:
         if log_start_moved:
             self._write_checkpoints(LOG_START_FILE)
         delete_segment_files(self.dir, doomed)
+
+    # ------------------------------------------------------------------ the remote tier
+
+    def set_highest_remote_offset(self, offset: int) -> None:
+        """The remote tier now holds every offset up to ``offset`` (persisted: after a restart, local segments
+        at or below it may still be deleted by local retention, and the log start may stay below them)."""
+        with self._lock:
+            if offset <= self._highest_remote or self._closed:
+                return
+            self._highest_remote = offset
+        with self._checkpoint_lock:
+            write_offset(self.dir / REMOTE_OFFSET_FILE, self._highest_remote)
+
+    def next_upload(self, upper: int) -> SegmentCopy | None:
+        """The oldest closed segment not yet in the remote tier whose offsets all lie below ``upper`` (the
+        high watermark and the last stable offset); None when there is none."""
+        with self._lock:
+            if self._closed:
+                return None
+            for seg in self._local.segments.sealed:
+                end = seg.next_offset - 1
+                if end <= self._highest_remote or seg.size == 0:
+                    continue
+                if seg.next_offset > upper:
+                    return None
+                try:
+                    snapshot: bytes | None = (self.dir / snapshot_name(seg.next_offset)).read_bytes()
+                except OSError:
+                    snapshot = None
+                epochs = tuple((e.epoch, e.start_offset) for e in self._epochs.entries)
+                return SegmentCopy(
+                    seg.base_offset, end, seg.size, seg.max_timestamp, seg.offset_of_max_timestamp,
+                    os.dup(seg.file.fd), seg.offset_index.to_bytes(), seg.time_index.to_bytes(), snapshot,
+                    _epochs_within(epochs, seg.base_offset, end),
+                    tuple(t for t in self._producers.aborted.collect(seg.base_offset, seg.next_offset)
+                          if t.last_offset <= end))
+            return None
+
+    def local_only_bytes(self) -> int:
+        """Bytes of the local segments that the remote tier does not hold yet (total retention counts them)."""
+        with self._lock:
+            return sum(s.size for s in self._local.segments if s.next_offset - 1 > self._highest_remote)
+
+    def restore_from_remote(self, next_offset: int, log_start: int, epochs: Sequence[tuple[int, int]],
+                            producer_snapshot: bytes | None, highest_remote: int) -> None:
+        """A follower below its leader's local log start (KIP-405): empty the log and restart it at
+        ``next_offset`` with the leader epochs and producer state the remote tier holds for the offsets below,
+        the log start at ``log_start`` (in the remote tier) and the remote tier known to reach ``highest_remote``.
+        """
+        self._truncate(next_offset, full=True)
+        with self._lock:
+            self._check_open()
+            for epoch, start in epochs:
+                self._epochs.assign(epoch, start)
+            if producer_snapshot is not None:
+                self._producers.install_snapshot(next_offset, producer_snapshot)
+                self._producers.load(next_offset, next_offset, self._local.headers, self._marker_in_log)
+            self._log_start = min(max(log_start, 0), next_offset)
+            self._highest_remote = max(self._highest_remote, highest_remote)
+        self._write_checkpoints(LOG_START_FILE)
+        with self._checkpoint_lock:
+            write_offset(self.dir / REMOTE_OFFSET_FILE, self._highest_remote)
 
     # ------------------------------------------------------------------ compaction
 
@@ -949,6 +1100,19 @@ def _with_record_max_timestamps(buf: bytes | bytearray | memoryview,
             set_max_timestamp(copy, 0, h.size, newest)
             fixed[pos] = (newest, bytes(copy))
     return fixed
+
+
+def _epochs_within(entries: Sequence[tuple[int, int]], base: int, end: int) -> tuple[tuple[int, int], ...]:
+    """The leader epochs of offsets ``[base, end]``, from a log's ``(epoch, start offset)`` entries."""
+    found: list[tuple[int, int]] = []
+    for i, (epoch, start) in enumerate(entries):
+        nxt = entries[i + 1][1] if i + 1 < len(entries) else None
+        if nxt is not None and nxt <= base:
+            continue
+        if start > end:
+            break
+        found.append((epoch, max(start, base)))
+    return tuple(found)
 
 
 def _require_keys(buf: bytes | bytearray | memoryview, summary: BatchesSummary) -> None:

@@ -317,6 +317,28 @@ class ProducerStateManager:
         else:
             self._unsynced.add(path)
 
+    def install_snapshot(self, offset: int, data: bytes) -> None:
+        """Write a snapshot taken elsewhere (the remote tier's copy of the leader's) as the state at ``offset``.
+
+        Its aborted-index check is dropped: the aborted transactions it refers to lie below this log's start.
+        Raises ValueError for bytes that are no snapshot.
+        """
+        try:
+            body = json.loads(data)
+            body["offset"] = offset
+            body["aborted"] = -1
+            dict(body["producers"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"not a producer snapshot: {exc}") from exc
+        path = self.dir / snapshot_name(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as out:
+            json.dump(body, out, separators=(",", ":"))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        fsync_dir(self.dir)
+
     def take_unsynced(self) -> list[Path]:
         """Snapshot files written since the last flush (under the log's lock; fsync them outside it)."""
         found, self._unsynced = list(self._unsynced), set()

@@ -42,12 +42,16 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 class Run:
     """The workload around a fault schedule, and the checks after it."""
 
-    def __init__(self, cluster: Cluster, tmp_path: Path, partitions: int = 2) -> None:
+    def __init__(self, cluster: Cluster, tmp_path: Path, partitions: int = 2,
+                 configs: dict[str, str] | None = None) -> None:
         self.cluster, self.partitions = cluster, partitions
         self.history = History(tmp_path / "history.jsonl")
         self.rng = random.Random(SEED)
         self.history.note(f"seed {SEED}")
-        cluster.create_topic(TOPIC, partitions, 3, **{"min.insync.replicas": "2"})
+        # A tiered topic's replicas keep different local prefixes (local retention runs on each): they are
+        # compared from the highest local start on, the rest is the remote tier's.
+        self.tiered = (configs or {}).get("remote.storage.enable") == "true"
+        cluster.create_topic(TOPIC, partitions, 3, **{"min.insync.replicas": "2", **(configs or {})})
         self.producer = ProducerWorker(cluster, self.history, TOPIC, partitions)
         self.consumer = ConsumerWorker(cluster, self.history, TOPIC, partitions)
 
@@ -87,17 +91,25 @@ class Run:
         self.cluster.heal_all()
         self.cluster.wait_for_full_isr(TOPIC, self.partitions)
         for partition in range(self.partitions):
-            self.cluster.wait_until(lambda p=partition: not compare_replicas(replica_logs(self.cluster, TOPIC, p)),
+            self.cluster.wait_until(lambda p=partition: not compare_replicas(self.replica_logs(p)),
                                     f"replicas of {TOPIC}-{partition} to converge", timeout=30)
         final_read(self.cluster, self.history, TOPIC, self.partitions)
         result = check(self.history.ops())
         for partition in range(self.partitions):
-            for problem in compare_replicas(replica_logs(self.cluster, TOPIC, partition)):
+            for problem in compare_replicas(self.replica_logs(partition)):
                 result.add(problem)
         self.history.close()
         problems = [p for p in result.problems if not (allow_duplicates and p.startswith("duplicate:"))]
         assert not problems, f"{result}\nhistory: {self.history.path} (seed {SEED})"
         assert result.counts["acked"] >= 80, result
+
+
+    def replica_logs(self, partition: int) -> dict[int, list[tuple[int, int, int, int]]]:
+        found = replica_logs(self.cluster, TOPIC, partition)
+        if not self.tiered:
+            return found
+        start = max((batches[0][0] for batches in found.values() if batches), default=0)
+        return {node: [b for b in batches if b[0] >= start] for node, batches in found.items()}
 
 
 def after_leader_loss(run: Run, leader: Node, partition: int = 0) -> None:

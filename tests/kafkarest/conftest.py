@@ -181,7 +181,9 @@ def rest_stack() -> Iterator[RestStack]:
            # Its own reports queue too: another stack's reports worker (another database) must not take its runs.
            "SLUICE_REPORTS_QUEUE": f"reports-{suffix}",
            # The report runner (a JVM) starts with the console's first report, not with the stack.
-           "SLUICE_REPORTS_PRESTART": "false"}
+           "SLUICE_REPORTS_PRESTART": "false",
+           # Tiering brokers look for segments to upload every 200 ms rather than Kafka's 30 s.
+           "SLUICE_REMOTE_LOG_MANAGER_INTERVAL_MS": "200"}
     proc = subprocess.Popen([sys.executable, "-m", "sluice", "up", "--port", str(port), "--quiet", "--workers", "2",
                              "--broker-ports", f"{first}-{last}", "--agent-host", f"rest-{suffix}"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

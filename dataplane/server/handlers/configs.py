@@ -25,6 +25,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.config.resolver import ConfigSource, Resolved, Synonym, resolve, resolve_all, resolved_value
+from dataplane.config.tiering import check_tiering
 from dataplane.config.topic import (
     BROKER_SYNONYMS,
     TOPIC_CONFIGS,
@@ -122,7 +123,7 @@ def broker_entries(owners: Owners, defaults: Mapping[str, str], *, only_dynamic:
                    dynamic: Mapping[int, Mapping[str, str]]) -> list[Entry]:
     """The broker's view: topic defaults under Kafka's broker names, then the static settings."""
     entries = []
-    for name in TOPIC_CONFIGS:
+    for name in BROKER_SYNONYMS:
         resolved = resolve(name, {}, defaults)
         if only_dynamic and resolved.source is ConfigSource.DEFAULT_CONFIG:
             continue
@@ -375,9 +376,14 @@ async def _alter(owners: Owners, resource_type: int, name: str, ops: Sequence[tu
         raise _request_error(f"Error due to duplicate config keys: {', '.join(duplicates)}.")
     if resource_type == TOPIC:
         defaults = owners.metadata.cluster_defaults
-        change = (_replacement(ops) if replace
-                  else incremental_change(ops, lambda key: resolved_value(key, {}, defaults)))
-        await owners.admin.alter_topic_configs(name, change, validate_only=validate_only)
+        base = (_replacement(ops) if replace
+                else incremental_change(ops, lambda key: resolved_value(key, {}, defaults)))
+
+        def tiering_checked(current: Mapping[str, str]) -> dict[str, str]:
+            configs = base(current)
+            check_tiering(configs, defaults, previous=current, remote_storage_configured=owners.config.remote_storage)
+            return configs
+        await owners.admin.alter_topic_configs(name, tiering_checked, validate_only=validate_only)
     elif resource_type == BROKER:
         _check_broker_name(owners, name)
         dynamic_ops = [op for op in ops if op[0] in DYNAMIC_BROKER_CONFIGS]

@@ -125,15 +125,21 @@ async def _fetch_once(owners: Owners, context: RequestContext, body: Any, hints:
                 # At least one whole batch for the first partition with data, as Kafka does.
                 limit = min(part.partition_max_bytes, budget) if total or quota_bound else part.partition_max_bytes
                 found = await partition.read(part.fetch_offset, limit, to_log_end=replica >= 0, committed=committed)
-                if found.region is not None and not zstd_allowed and uses_zstd(found.region.read_bytes()):
+                if not zstd_allowed and (found.region is not None or found.data is not None) and uses_zstd(
+                        found.data if found.data is not None else found.region.read_bytes()):  # type: ignore[union-attr]
                     raise UnsupportedCompressionTypeError("zstd-compressed data needs Fetch v10 or later (KIP-110)")
                 read.append((partition, found.visible_end))
-                length = found.region.length if found.region is not None else 0
+                records: bytes | Deferred
+                if found.data is not None:  # from the remote tier: bytes in memory
+                    records, length = found.data, len(found.data)
+                elif found.region is not None:
+                    records, length = Deferred(found.region, found.region.length), found.region.length
+                else:
+                    records, length = b"", 0
                 total += length
                 budget -= length
                 entry.update(high_watermark=found.high_watermark, last_stable_offset=found.last_stable_offset,
-                             log_start_offset=found.log_start_offset,
-                             records=Deferred(found.region, length) if found.region is not None else b"")
+                             log_start_offset=found.log_start_offset, records=records)
                 if found.aborted is not None:  # read_committed: the transactions to skip in what is sent
                     entry["aborted_transactions"] = [{"producer_id": pid, "first_offset": first}
                                                      for pid, first in found.aborted]
@@ -144,7 +150,8 @@ async def _fetch_once(owners: Owners, context: RequestContext, body: Any, hints:
                 leader = hints.for_error(name, part.partition, exc.code) if name is not None else None
                 if leader is not None:
                     entry["current_leader"] = leader  # KIP-951, v12+ (tagged)
-                if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE and partition is not None:
+                if exc.code in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE) \
+                        and partition is not None:
                     entry.update(high_watermark=partition.high_watermark,
                                  last_stable_offset=partition.last_stable_offset,
                                  log_start_offset=partition.log.log_start_offset)

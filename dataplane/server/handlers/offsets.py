@@ -2,9 +2,10 @@
 
 The special timestamps: -1 latest (the high watermark), -2 earliest, -3 the record
 with the highest timestamp (KIP-734, v7+), -4 earliest *local* (v8+, KIP-1005) and
--5 latest *tiered* (v9+). With no tiered storage the local log is the whole log, so
-earliest-local is the log start offset and nothing is tiered: -5 answers offset -1.
-v10 adds a timeout for remote lookups, which never happen here.
+-5 latest *tiered* (v9+): the first offset on the leader's local disk, and the last offset the remote tier
+holds (decision 0032). Without tiering the local log is the whole log, so earliest-local is the log start
+offset and nothing is tiered: -5 answers offset -1. v10 adds a timeout for remote lookups; a timestamp
+lookup reads the local log only, so none happen here.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ async def list_offsets(owners: Owners, request: Request, context: RequestContext
                 if part.timestamp == LATEST_TIMESTAMP:  # consumers see up to the high watermark (read_committed: LSO)
                     end = partition.last_stable_offset if committed else partition.high_watermark
                     entry.update(offset=end, leader_epoch=partition.leader_epoch)
-                elif part.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                elif part.timestamp == EARLIEST_TIMESTAMP:
                     entry.update(offset=partition.log.log_start_offset, leader_epoch=partition.leader_epoch)
-                elif part.timestamp == LATEST_TIERED_TIMESTAMP:
-                    pass  # nothing is tiered: offset -1, as Kafka answers without remote storage
+                elif part.timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                    entry.update(offset=partition.log.local_log_start_offset, leader_epoch=partition.leader_epoch)
+                elif part.timestamp == LATEST_TIERED_TIMESTAMP:  # -1 when nothing is tiered, as Kafka answers
+                    tiered = partition.log.highest_remote_offset
+                    entry.update(offset=tiered, leader_epoch=partition.leader_epoch if tiered >= 0 else -1)
                 else:
                     found = await partition.offset_for_timestamp(part.timestamp)
                     if found is not None:

@@ -10,6 +10,8 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as WireError
 
 from dataplane.cluster.store import TopicState
+from dataplane.config.tiering import check_tiering
+from dataplane.config.topic import validate_topic_configs
 from dataplane.protocol.answers import ZERO, wire
 from dataplane.protocol.build import build
 from dataplane.protocol.errors import ErrorCode, KafkaError
@@ -37,9 +39,12 @@ async def create_topics(owners: Owners, request: Request, context: RequestContex
             layout = _manual_layout(item)
             if layout is not None:
                 partitions, replication = len(layout), len(layout[0])
-            topic = await owners.admin.create_topic(item.name, partitions, replication,
-                                              {c.name: c.value for c in item.configs if c.value is not None},
-                                              validate_only=body.validate_only, assignments=layout, refresh=False)
+            configs = {c.name: c.value for c in item.configs if c.value is not None}
+            check_tiering(validate_topic_configs(configs), owners.metadata.cluster_defaults,
+                          remote_storage_configured=owners.config.remote_storage)
+            topic = await owners.admin.create_topic(item.name, partitions, replication, configs,
+                                                    validate_only=body.validate_only, assignments=layout,
+                                                    refresh=False)
             created = created or not body.validate_only
             entry.update(topic_id=topic.topic_id, num_partitions=len(topic.partitions),
                          replication_factor=len(topic.partitions[0].replicas) if topic.partitions else -1)

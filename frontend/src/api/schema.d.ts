@@ -142,14 +142,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Who the caller is, and the tenants and roles it has. */
+        /** @description Who the caller is, the tenants and roles it has, and the tenant it last chose. */
         get: operations["me_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /** @description Remember the tenant the user chose (sign-in lands there next time). Signed-in users only. */
+        patch: operations["me_partial_update"];
         trace?: never;
     };
     "/api/v1/tenants/": {
@@ -284,6 +285,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/audit-events/facets/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The actions, target types and actor types present in the tenant's trail (for filter choices). */
+        get: operations["tenants_audit_events_facets_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/clusters/": {
         parameters: {
             query?: never;
@@ -291,6 +309,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The page of clusters, each with brokers up of total, throughput in and out, and storage used (from
+         *     what the control plane holds: no call to the clusters, so one that is down cannot slow the list).
+         */
         get: operations["tenants_clusters_list"];
         put?: never;
         post: operations["tenants_clusters_create"];
@@ -595,6 +617,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/reports/kinds/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Every report kind with its parameters (name, type, required, default, help, choices, bounds), result
+         *     columns and default chart: what a form needs to offer them.
+         */
+        get: operations["tenants_clusters_reports_kinds_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/": {
         parameters: {
             query?: never;
@@ -602,6 +644,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The page of topics, each with its size, records, replication health and produce rate (one batched
+         *     round to the cluster for the page, cached briefly; null where unknown).
+         */
         get: operations["tenants_clusters_topics_list"];
         put?: never;
         post: operations["tenants_clusters_topics_create"];
@@ -936,6 +982,26 @@ export interface paths {
         head?: never;
         /** @description Members of a tenant and their roles; only owners change them. People join by accepting an invitation. */
         patch: operations["tenants_members_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/tenants/{tenant_slug}/principals/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Every principal an ACL or quota may name in this tenant, with its name: ``User:*``, the service accounts,
+         *     the members (the console's principal picker).
+         */
+        get: operations["tenants_principals_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/tenants/{tenant_slug}/service-accounts/": {
@@ -2000,6 +2066,8 @@ export interface components {
             /** Format: uuid */
             readonly id: string;
             readonly principal: string;
+            /** @description The principal's name: the service account's, the member's e-mail (or username), 'All principals' for User:*; null when the tenant has no such principal (any more). */
+            readonly principal_name: string | null;
             readonly resource_type: components["schemas"]["ResourceTypeEnum"];
             readonly pattern_type: components["schemas"]["PatternTypeEnum"];
             readonly resource_name: string;
@@ -2010,6 +2078,7 @@ export interface components {
             readonly created_at: string;
         };
         AclWriteRequest: {
+            /** @description A principal of this tenant: 'User:sa-<service account id>', 'User:u-<user id>' or 'User:*' (everyone); GET …/principals lists them with their names. */
             principal: string;
             resource_type: components["schemas"]["ResourceTypeEnum"];
             /** @default LITERAL */
@@ -2037,12 +2106,16 @@ export interface components {
             readonly owner: {
                 [key: string]: string;
             };
+            /** @description The owner's name: the service account's, or the member's e-mail (or username); null when the owner is no longer in the tenant. */
+            readonly owner_name: string | null;
             readonly principal: string;
             /**
              * Format: uuid
              * @description The one cluster this key reaches (its id); null: every cluster of the tenant.
              */
             readonly cluster: string | null;
+            /** @description The scoped cluster's name; null: every cluster. */
+            readonly cluster_name: string | null;
             /** @description How the key authenticates to the tenant's Kafka clusters (username = key id, password = secret). Keys made before SCRAM credentials were derived have PLAIN only. */
             readonly sasl_mechanisms: string[];
             /** Format: date-time */
@@ -2070,6 +2143,10 @@ export interface components {
         ApiKeyUpdateRequest: {
             description: string;
         };
+        /**
+         * @description An audit row as the console shows it: names beside the ids and one readable sentence; times in ``data``
+         *     as ISO 8601. Names come from ``context["namer"]`` (one per page) or one made for the row's tenant.
+         */
         AuditEvent: {
             /** Format: uuid */
             readonly id: string;
@@ -2083,6 +2160,17 @@ export interface components {
             readonly count: number;
             /** Format: date-time */
             readonly created_at: string;
+            /** @description The actor's name (account name, member's e-mail). */
+            readonly actor_name: string;
+            /** @description The target's name; null when unknown. */
+            readonly target_name: string | null;
+            /** @description One readable sentence: who did what to which. */
+            readonly summary: string;
+        };
+        AuditFacets: {
+            actions: string[];
+            target_types: string[];
+            actor_types: string[];
         };
         /**
          * @description * `true` - true
@@ -2119,6 +2207,8 @@ export interface components {
             /** Format: uuid */
             readonly id: string;
             readonly principal: string | null;
+            /** @description The principal's name: the service account's, the member's e-mail (or username), 'All principals' for User:*; null when the tenant has no such principal (any more). Null too for the default quota (principal null). */
+            readonly principal_name: string | null;
             readonly client_id: string | null;
             readonly producer_byte_rate: number | null;
             readonly consumer_byte_rate: number | null;
@@ -2153,6 +2243,10 @@ export interface components {
             /** @description Open connections at once, per broker. */
             max_connections?: number | null;
         };
+        /**
+         * @description A cluster; the figures (brokers up, rates, storage) come from ``context["figures"]``
+         *     (``selectors.cluster_figures``), null when unknown.
+         */
         Cluster: {
             /** Format: uuid */
             readonly id: string;
@@ -2171,6 +2265,32 @@ export interface components {
             readonly created_at: string;
             /** Format: date-time */
             readonly updated_at: string;
+            /** @description Brokers running and registered, as of the last reconcile; null before the first. */
+            readonly brokers_up: number | null;
+            /** @description Brokers the cluster is to have (its spec). */
+            readonly brokers_total: number;
+            /**
+             * Format: double
+             * @description Bytes produced per second, all brokers, over the last sampled minute; null: no sample in 5 min.
+             */
+            readonly bytes_in_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Bytes sent to consumers per second, over the last sampled minute; null: no recent sample.
+             */
+            readonly bytes_out_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Records produced per second, over the last sampled minute; null: no recent sample.
+             */
+            readonly records_in_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Records consumed (committed) per second, over the last sampled minute; null: no recent sample.
+             */
+            readonly records_out_per_sec: number | null;
+            /** @description Bytes on disk, all brokers and replicas, at the last sample; null: not measured yet. */
+            readonly storage_bytes: number | null;
         };
         ClusterWriteRequest: {
             name: string;
@@ -2236,15 +2356,29 @@ export interface components {
             members: {
                 [key: string]: unknown;
             }[];
+            /** @description Every partition the group committed to or a member owns; lag null where it never committed. */
             partitions: components["schemas"]["PartitionLag"][];
-            total_lag: number;
+            /** @description The known lags summed; null when partitions exist and none has a commit. */
+            total_lag: number | null;
+            /** @description Rows in partitions. */
+            partition_count: number;
+            /** @description Partitions never committed (lag unknown). */
+            uncommitted_partitions: number;
+            topics: string[];
         };
         GroupSummary: {
             group_id: string;
             state: string;
             protocol_type: string;
             members: number;
-            total_lag: number;
+            /** @description The known lags summed; null when the group has partitions and none has a committed offset (unknown, not zero). */
+            total_lag: number | null;
+            /** @description Partitions the group committed to or a member owns. */
+            partition_count: number;
+            /** @description Of those, partitions never committed: their lag is unknown (not in total_lag). */
+            uncommitted_partitions: number;
+            /** @description Topics of those partitions. */
+            topics: string[];
         };
         Health: {
             status: string;
@@ -2313,12 +2447,16 @@ export interface components {
             readonly owner: {
                 [key: string]: string;
             };
+            /** @description The owner's name: the service account's, or the member's e-mail (or username); null when the owner is no longer in the tenant. */
+            readonly owner_name: string | null;
             readonly principal: string;
             /**
              * Format: uuid
              * @description The one cluster this key reaches (its id); null: every cluster of the tenant.
              */
             readonly cluster: string | null;
+            /** @description The scoped cluster's name; null: every cluster. */
+            readonly cluster_name: string | null;
             /** @description How the key authenticates to the tenant's Kafka clusters (username = key id, password = secret). Keys made before SCRAM credentials were derived have PLAIN only. */
             readonly sasl_mechanisms: string[];
             /** Format: date-time */
@@ -2583,6 +2721,8 @@ export interface components {
             principal: string;
             api_key: string | null;
             tenants: components["schemas"]["Tenant"][];
+            /** @description The tenant to land on after sign-in: the one last chosen (PATCH me), or an API key's own; null: none yet (or no longer a member there). */
+            last_tenant: string | null;
         };
         Membership: {
             /** Format: uuid */
@@ -2864,6 +3004,7 @@ export interface components {
             new_password: string;
         };
         PatchedAclWriteRequest: {
+            /** @description A principal of this tenant: 'User:sa-<service account id>', 'User:u-<user id>' or 'User:*' (everyone); GET …/principals lists them with their names. */
             principal?: string;
             resource_type?: components["schemas"]["ResourceTypeEnum"];
             /** @default LITERAL */
@@ -2907,6 +3048,10 @@ export interface components {
             plan: components["schemas"]["PlanEnum"];
             broker_count?: number | null;
             max_partitions?: number | null;
+        };
+        PatchedMeUpdateRequest: {
+            /** @description The slug of the tenant the user chose. */
+            last_tenant?: string;
         };
         PatchedMembershipUpdateRequest: {
             role?: components["schemas"]["RoleEnum"];
@@ -2965,6 +3110,22 @@ export interface components {
          * @enum {string}
          */
         PlanEnum: "basic" | "standard" | "dedicated";
+        Principal: {
+            /** @description What an ACL or quota names: 'User:sa-<id>', 'User:u-<id>', 'User:*'. */
+            principal: string;
+            kind: components["schemas"]["PrincipalKindEnum"];
+            id: string;
+            /** @description The account's name, the member's e-mail (or username), 'All principals'. */
+            name: string;
+            email: string | null;
+        };
+        /**
+         * @description * `wildcard` - wildcard
+         *     * `service_account` - service_account
+         *     * `user` - user
+         * @enum {string}
+         */
+        PrincipalKindEnum: "wildcard" | "service_account" | "user";
         ProduceBatchEntryRequest: {
             /** @description Omit to partition by key (murmur2, as the Java client). */
             partition_id?: number | null;
@@ -3009,9 +3170,16 @@ export interface components {
              *     * `JSON` - JSON
              *     * `STRING` - STRING
              */
-            type?: components["schemas"]["TypeEnum"];
+            type?: components["schemas"]["ProduceDataTypeEnum"];
             data?: unknown;
         };
+        /**
+         * @description * `BINARY` - BINARY
+         *     * `JSON` - JSON
+         *     * `STRING` - STRING
+         * @enum {string}
+         */
+        ProduceDataTypeEnum: "BINARY" | "JSON" | "STRING";
         ProduceHeaderRequest: {
             name: string;
             /** @description base64 */
@@ -3111,6 +3279,18 @@ export interface components {
             /** @description Finished runs kept with their results (default 50); older ones are deleted (as are runs older than SLUICE_REPORT_RESULT_DAYS). */
             keep_runs?: number;
         };
+        /** @description A report kind as a form offers it (fields made in ``get_fields``: ``label`` is a serializer attribute). */
+        ReportKind: {
+            kind: string;
+            label: string;
+            description: string;
+            parameters: components["schemas"]["ReportParameter"][];
+            /** @description The result's columns; null for sql (the query's own). */
+            columns: string[] | null;
+            default_chart: {
+                [key: string]: unknown;
+            };
+        };
         /**
          * @description * `sql` - Spark SQL over topic views
          *     * `throughput` - Records and bytes per time window
@@ -3121,6 +3301,34 @@ export interface components {
          * @enum {string}
          */
         ReportKindEnum: "sql" | "throughput" | "top_keys" | "value_size_histogram" | "json_aggregate" | "consumer_lag";
+        /**
+         * @description One parameter of a kind (fields made in ``get_fields``: ``required`` and ``help`` would shadow the
+         *     serializer's own attributes as class attributes).
+         */
+        ReportParameter: {
+            name: string;
+            type: components["schemas"]["ReportParameterTypeEnum"];
+            required: boolean;
+            /** @description Used when the parameter is left out. */
+            default: unknown;
+            help: string;
+            choices: string[] | null;
+            minimum: number | null;
+            maximum: number | null;
+        };
+        /**
+         * @description * `string` - string
+         *     * `integer` - integer
+         *     * `topic` - topic
+         *     * `topics` - topics
+         *     * `sql` - sql
+         *     * `window` - window
+         *     * `json_path` - json_path
+         *     * `choice_list` - choice_list
+         *     * `offsets` - offsets
+         * @enum {string}
+         */
+        ReportParameterTypeEnum: "string" | "integer" | "topic" | "topics" | "sql" | "window" | "json_path" | "choice_list" | "offsets";
         ReportRun: {
             /** Format: uuid */
             readonly id: string;
@@ -3151,6 +3359,15 @@ export interface components {
              * @description When the run and its result are deleted (null while it runs, or when results never expire by age); sooner if its report gets more than keep_runs newer runs.
              */
             readonly expires_at: string | null;
+            /** @description queued (waiting for a worker), starting (running, Spark has no job yet), running (Spark's jobs under way: see progress), done (succeeded, failed or cancelled). */
+            readonly stage: components["schemas"]["StageEnum"];
+            /** @description Milliseconds since the run started (while it runs), or its duration once finished; null while queued. */
+            readonly elapsed_ms: number | null;
+            /**
+             * Format: double
+             * @description Spark tasks done of all its tasks so far, 0-100, while running (jobs are planned as the query goes, so it can step back); 100 once succeeded; null when unknown (queued, no job yet, failed, cancelled).
+             */
+            readonly progress_percent: number | null;
         };
         /**
          * @description * `queued` - Queued
@@ -3170,12 +3387,27 @@ export interface components {
             /** @default true */
             dry_run: boolean;
         };
+        ResetPartition: {
+            topic: string;
+            partition: number;
+            /** @description The group's commit; null: never committed. */
+            current_offset: number | null;
+            /** @description Where the group will start (clamped to the log). */
+            new_offset: number;
+            log_start_offset: number;
+            log_end_offset: number;
+            /** @description Null: never committed (unknown). */
+            lag_before: number | null;
+            lag_after: number;
+            /** @description lag_after - lag_before: negative skips records, positive re-reads them; null when lag_before is unknown. */
+            lag_delta: number | null;
+            /** @description new_offset - current_offset. */
+            offset_delta: number | null;
+        };
         ResetPlan: {
             group_id: string;
             dry_run: boolean;
-            partitions: {
-                [key: string]: unknown;
-            }[];
+            partitions: components["schemas"]["ResetPartition"][];
         };
         /**
          * @description * `TOPIC` - TOPIC
@@ -3235,6 +3467,8 @@ export interface components {
             /** @default member */
             role: components["schemas"]["ServiceAccountRoleEnum"];
         };
+        /** @enum {string} */
+        StageEnum: "queued" | "starting" | "running" | "done";
         /**
          * @description * `New` - New
          *     * `PendingProposal` - Pending Proposal
@@ -3302,6 +3536,10 @@ export interface components {
          * @enum {string}
          */
         ToEnum: "earliest" | "latest" | "timestamp" | "offset" | "shift-by";
+        /**
+         * @description A topic; the figures (size, records, replication health, rate) come from ``context["figures"]`` (the
+         *     list and the detail view give them) and are null when unknown.
+         */
         Topic: {
             readonly name: string;
             /** Format: uuid */
@@ -3318,6 +3556,26 @@ export interface components {
             readonly created_at: string;
             /** Format: date-time */
             readonly updated_at: string;
+            /** @description Bytes on disk, all replicas; null: unknown. */
+            readonly size_bytes: number | null;
+            /** @description Records in the log: the sum over partitions of end - start offset; null: unknown. */
+            readonly record_count: number | null;
+            /** @description Partitions whose in-sync replicas are fewer than their replicas; null: unknown. */
+            readonly under_replicated_partitions: number | null;
+            /** @description Partitions without a leader; null: unknown. */
+            readonly offline_partitions: number | null;
+            /**
+             * Format: double
+             * @description Bytes produced per second over the last sampled minute; null: no sample in the last 5 minutes.
+             */
+            readonly bytes_in_per_sec: number | null;
+            /**
+             * Format: double
+             * @description Records produced per second over the last sampled minute; null: no recent sample.
+             */
+            readonly records_in_per_sec: number | null;
+            /** @description Bytes in the remote tier (object storage) for a tiered topic; null: not tiered, or unknown. */
+            readonly remote_size_bytes: number | null;
         };
         TopicCreateRequest: {
             name: string;
@@ -3374,13 +3632,6 @@ export interface components {
          * @enum {string}
          */
         TriggerEnum: "manual" | "schedule";
-        /**
-         * @description * `BINARY` - BINARY
-         *     * `JSON` - JSON
-         *     * `STRING` - STRING
-         * @enum {string}
-         */
-        TypeEnum: "BINARY" | "JSON" | "STRING";
         UpdateConfigRequest: {
             value: string | null;
         };
@@ -3702,6 +3953,29 @@ export interface operations {
             };
         };
     };
+    me_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedMeUpdateRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+        };
+    };
     tenants_list: {
         parameters: {
             query?: {
@@ -3995,16 +4269,34 @@ export interface operations {
     tenants_audit_events_list: {
         parameters: {
             query?: {
+                /** @description Exactly this action, e.g. topic.create. */
                 action?: string;
+                /** @description Actions starting with this, e.g. 'topic.' or 'security.'. */
+                action_prefix?: string;
+                /** @description Actor id, name (substring) or Kafka principal. */
+                actor?: string;
                 actor_id?: string;
+                /**
+                 * @description * `user` - user
+                 *     * `service_account` - service_account
+                 *     * `system` - system
+                 *     * `principal` - principal
+                 *     * `api_key` - api_key
+                 */
+                actor_type?: "api_key" | "principal" | "service_account" | "system" | "user";
                 /** @description Number of results to return per page. */
                 limit?: number;
                 /** @description The initial index from which to return the results. */
                 offset?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
+                /** @description Rows at or after this ISO 8601 time. */
                 since?: string;
+                /** @description The target's id as rows carry it (a topic's is '<cluster id>/<name>'). */
+                target_id?: string;
+                /** @description e.g. topic, acl, cluster, api_key, service_account. */
                 target_type?: string;
+                /** @description Rows before this ISO 8601 time (after since). */
                 until?: string;
             };
             header?: never;
@@ -4043,6 +4335,27 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditEvent"];
+                };
+            };
+        };
+    };
+    tenants_audit_events_facets_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditFacets"];
                 };
             };
         };
@@ -4917,6 +5230,28 @@ export interface operations {
             };
         };
     };
+    tenants_clusters_reports_kinds_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                cluster_pk: string;
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReportKind"][];
+                };
+            };
+        };
+    };
     tenants_clusters_topics_list: {
         parameters: {
             query?: {
@@ -5680,6 +6015,27 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Membership"];
+                };
+            };
+        };
+    };
+    tenants_principals_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Principal"][];
                 };
             };
         };

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 import trustme
 
-from controlplane.agent.processes import BrokerProcesses, BrokerSecrets, NodeSpec, TlsFiles
+from controlplane.agent.processes import (
+    BrokerProcesses,
+    BrokerSecrets,
+    NodeSpec,
+    RemoteStorage,
+    TlsFiles,
+    _broker_env,
+)
 from controlplane.clusters.credentials import INTERNAL_PRINCIPAL
 from dataplane.server.config import BrokerConfig, settings_from_file
 
@@ -145,3 +152,30 @@ def test_client_settings_and_status_name_tls_and_its_ca(settings: Any, tmp_path:
     assert options["kafka.security.protocol"] == "SASL_SSL" and options["kafka.ssl.ca.location"] == files.ca
     settings.SLUICE_TLS_CA = None  # a self-signed certificate is its own CA
     assert client_config(cluster, bootstrap="b:1")["ssl.ca.location"] == files.certificate
+
+
+REMOTE = RemoteStorage(endpoint="http://127.0.0.1:9000", bucket="tier", prefix="prod", region="eu-west-1",
+                       access_key="AK", secret_key="SK", task_interval_ms=500)
+
+
+def test_a_node_whose_plan_may_tier_gets_the_hosts_object_store(tmp_path: Path) -> None:
+    spec = dataclasses.replace(_spec(True), tiered_storage=True)
+    path = tmp_path / "broker.toml"
+    path.write_text(spec.config_toml(tmp_path / "data", SECRETS, remote=REMOTE))
+    config = BrokerConfig(**{name: value for name, (_, value) in settings_from_file(path).items()})
+    assert (config.remote_storage_endpoint, config.remote_storage_bucket, config.remote_storage_prefix,
+            config.remote_storage_region) == ("http://127.0.0.1:9000", "tier", "prod", "eu-west-1")
+    assert (config.remote_storage_access_key, config.remote_storage_secret_key) == ("AK", "SK")
+    assert config.remote_log_manager_interval_ms == 500
+    assert "SK" not in repr(REMOTE) and "SK" not in repr(config)
+    # A plan without tiering, or a host without a store: no remote settings at all.
+    assert "remote.storage" not in _spec(True).config_toml(tmp_path, SECRETS, remote=REMOTE)
+    assert "remote.storage" not in spec.config_toml(tmp_path, SECRETS, remote=None)
+
+
+def test_a_broker_never_inherits_the_agents_object_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLUICE_REMOTE_STORAGE_ENDPOINT", "http://127.0.0.1:9000")
+    monkeypatch.setenv("SLUICE_REMOTE_STORAGE_SECRET_KEY", "SK")
+    env = _broker_env()
+    assert not [name for name in env if name.startswith("SLUICE_REMOTE_STORAGE_")]
+    assert env["PYTHONUNBUFFERED"] == "1"

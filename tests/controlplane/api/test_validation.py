@@ -29,6 +29,40 @@ def _post(world: TenantWorld, url: str, body: dict[str, Any]) -> tuple[int, dict
     return response.status_code, response.json()
 
 
+TIERED = {"remote.storage.enable": "true"}
+STORE = {"endpoint": "http://127.0.0.1:9", "bucket": "tier", "prefix": "", "region": "us-east-1", "access_key": "a",
+         "secret_key": "s"}
+
+
+@pytest.mark.parametrize(("configs", "field", "words"), [
+    ({**TIERED, "cleanup.policy": "compact"}, "configs.remote.storage.enable", "compacted"),
+    ({**TIERED, "retention.ms": 1000, "local.retention.ms": 2000}, "configs.local.retention.ms", "more than"),
+    ({**TIERED, "retention.bytes": 1000, "local.retention.bytes": -1}, "configs.local.retention.bytes", "not be -1"),
+    ({**TIERED, "local.retention.ms": -3}, "configs.local.retention.ms", ""),
+])
+def test_bad_tiering_configs_are_400_with_kafkas_reason(world_a: TenantWorld, topics_url: str, settings: Any,
+                                                         configs: dict[str, Any], field: str, words: str) -> None:
+    settings.SLUICE_REMOTE_STORAGE = STORE
+    status, error = _post(world_a, topics_url, {"name": "tiered", "configs": configs})
+    assert status == 400 and field in error["extra"]["fields"], error
+    assert words in " ".join(error["extra"]["fields"][field])
+    assert not Topic.objects.exists()
+
+
+def test_tiering_needs_the_deployments_object_store_and_cannot_be_turned_off(
+        world_a: TenantWorld, topics_url: str, settings: Any) -> None:
+    settings.SLUICE_REMOTE_STORAGE = {**STORE, "endpoint": "", "bucket": ""}
+    status, error = _post(world_a, topics_url, {"name": "tiered", "configs": TIERED})
+    assert status == 400 and "no object store" in error["extra"]["fields"]["configs.remote.storage.enable"][0]
+    settings.SLUICE_REMOTE_STORAGE = STORE
+    status, topic = _post(world_a, topics_url, {"name": "tiered", "configs": {**TIERED, "local.retention.ms": 60000}})
+    assert status == 201 and topic["configs"]["remote.storage.enable"] == "true", topic
+    off = world_a.client(Role.MEMBER).patch(f"{topics_url}/tiered", {"configs": {"remote.storage.enable": "false"}},
+                                            format="json")
+    assert off.status_code == 400 and "not supported" in str(off.json()["extra"]["fields"])
+    assert Topic.objects.get(name="tiered").configs["remote.storage.enable"] == "true"
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"name": ""}, "name"),
     ({"name": "."}, "name"),

@@ -162,3 +162,20 @@ def test_a_broker_runs_from_the_file_alone(tmp_path: Path) -> None:
         assert ("sluice_connections_open", ()) in scrape(metrics_port)
     finally:
         assert broker.stop() == 0
+
+
+def test_remote_storage_settings_from_the_environment_flags_and_file(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent passes SLUICE_REMOTE_STORAGE_*: they beat the file, flags beat them."""
+    config_file = tmp_path / "broker.toml"
+    config_file.write_text('node.id = 1\nlog.dirs = "/d"\nremote.storage.bucket = "from-file"\n'
+                           'remote.storage.prefix = "file-prefix"\n')
+    monkeypatch.setenv("DATABASE_URL", "postgresql://env/db")
+    monkeypatch.setenv("SLUICE_REMOTE_STORAGE_ENDPOINT", "http://127.0.0.1:9000")
+    monkeypatch.setenv("SLUICE_REMOTE_STORAGE_BUCKET", "from-env")
+    monkeypatch.setenv("SLUICE_REMOTE_STORAGE_SECRET_KEY", "s3cret")
+    config = broker_config(build_parser().parse_args(["broker", "--config", str(config_file),
+                                                      "--remote-storage-prefix", "flag-prefix"]))
+    assert (config.remote_storage_endpoint, config.remote_storage_bucket, config.remote_storage_prefix) == (
+        "http://127.0.0.1:9000", "from-env", "flag-prefix")
+    assert config.remote_storage and config.remote_storage_secret_key == "s3cret"

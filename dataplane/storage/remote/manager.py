@@ -1,0 +1,436 @@
+"""The remote log manager: uploads closed segments, enforces total retention, serves remote reads.
+
+One per broker, owned by the broker (built only when remote storage is configured), with its own thread
+(``remote-log-manager``) that every ``interval_ms`` goes over the partitions the broker hosts with
+``remote.storage.enable=true``:
+
+* **leaders** list their partition directory in the store (the source of truth, :mod:`metadata`), upload each
+  closed segment whose offsets all lie below the high watermark and the last stable offset, in order (data
+  objects first, the metadata object last: the commit point), then record the highest uploaded offset in the log
+  (which lets local retention delete the local copy); then total retention (``retention.ms``/``.bytes`` over
+  remote plus local) deletes the oldest remote segments, the log start offset moving past them first (persisted),
+  their metadata objects next and their data last; losers of an overlap and old orphans are cleaned up too;
+* **followers** re-list now and then, so their own local retention knows what is uploaded;
+* the **controller** deletes the objects of topics that no longer exist (a topic directory carries the topic
+  id, which is never reused, so a directory whose id the metadata store does not know is garbage; a fresh read of
+  the store's topic ids after the listing makes a just-created topic safe).
+
+Any store failure is retried with backoff per partition; nothing local is deleted that is not uploaded, so
+produce goes on while the store is away. Remote reads (fetches below the local log start) run on the fetch
+executor (``remote-fetch`` threads) through the :class:`RemoteLogReader`.
+
+Thread-safety: the public methods are safe from any thread. Per-partition state is guarded by its own lock; the
+logs are thread-safe themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dataplane.storage.log import Log, SegmentCopy
+from dataplane.storage.remote.layout import (
+    METADATA_KIND,
+    PartitionPath,
+    RemoteSegment,
+    new_upload_id,
+    parse_topic_dir,
+    topic_root,
+)
+from dataplane.storage.remote.metadata import (
+    ORPHAN_GRACE_MS,
+    ChainEntry,
+    RemoteChain,
+    orphans,
+    retention_victims,
+    select_chain,
+    split_listing,
+)
+from dataplane.storage.remote.reader import ReaderSettings, RemoteLogReader, SegmentObjects
+from dataplane.storage.remote.store import ObjectStore, RemoteStorageError
+from dataplane.storage.txn_index import AbortedTxn
+
+log = logging.getLogger(__name__)
+_TXN_ENTRY = struct.Struct(">hqqqq")
+LOSER_GRACE_MS = 60_000  # a reader may still be reading a segment that just lost an overlap
+MAX_BACKOFF_MS = 30_000
+FOLLOWER_REFRESH_PASSES = 5  # followers re-list every this many passes
+SWEEP_PASSES = 10  # the controller looks for deleted topics' objects every this many passes
+HOOK_ENV = "SLUICE_TIER_TEST_HOOKS"  # tests: a directory; see _hook
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class TieredPartition:
+    """A hosted partition of a tiered topic, as the broker sees it when the manager's pass starts."""
+
+    topic: str
+    partition: int
+    topic_id: str  # hex
+    log: Log
+    leader: bool
+    follower: bool
+    leader_epoch: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredState:
+    """What a follower below its leader's local log start takes from the remote tier (KIP-405)."""
+
+    next_offset: int
+    epochs: tuple[tuple[int, int], ...]
+    producer_snapshot: bytes | None
+    highest_remote: int
+    remote_start: int
+
+
+@dataclass
+class _PartitionState:
+    path: PartitionPath
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    segments: dict[str, RemoteSegment] = field(default_factory=dict)  # upload id -> metadata read
+    chain: RemoteChain = field(default_factory=lambda: RemoteChain(()))
+    losers: list[RemoteSegment] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    listed: bool = False
+    failures: int = 0
+    retry_at: float = 0.0
+    passes: int = 0
+
+
+class RemoteLogManager:
+    """Every tiered partition of one broker (see the module docstring). Owned by the broker."""
+
+    def __init__(self, store: ObjectStore, *, prefix: str, cluster_id: str, interval_ms: int,
+                 partitions: Callable[[], Sequence[TieredPartition]],
+                 topic_id: Callable[[str], str | None],
+                 live_topic_ids: Callable[[], set[str]] | None = None,
+                 is_controller: Callable[[], bool] = lambda: False,
+                 reader: ReaderSettings | None = None, fetch_threads: int = 4,
+                 time_ms: Callable[[], int] = _now_ms) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.cluster_id = cluster_id
+        self.interval_ms = interval_ms
+        self._partitions = partitions
+        self._topic_id = topic_id
+        self._live_topic_ids = live_topic_ids
+        self._is_controller = is_controller
+        self._time = time_ms
+        self.reader = RemoteLogReader(store, reader)
+        self.fetch_executor = ThreadPoolExecutor(max(1, fetch_threads), "remote-fetch")
+        self._lock = threading.Lock()
+        self._states: dict[tuple[str, str, int], _PartitionState] = {}
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._passes = 0
+        hooks = os.environ.get(HOOK_ENV)
+        self._hooks = Path(hooks) if hooks else None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        log.info("remote tier: bucket %s at %s, prefix %r, every %d ms", getattr(self.store, "bucket", "?"),
+                 getattr(getattr(self.store, "settings", None), "endpoint", "?"), self.prefix, self.interval_ms)
+        self._thread = threading.Thread(target=self._run, name="remote-log-manager", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+        self.fetch_executor.shutdown(wait=False, cancel_futures=True)
+        self.reader.close()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("remote log manager pass failed")
+            self._wake.wait(self.interval_ms / 1000)
+            self._wake.clear()
+
+    # ------------------------------------------------------------------ one pass
+
+    def run_once(self) -> None:
+        """One pass over every tiered partition (the thread's loop; tests call it directly)."""
+        self._passes += 1
+        now = time.monotonic()
+        hosted = list(self._partitions())
+        for p in hosted:
+            if self._stop.is_set():
+                return
+            if not (p.leader or p.follower) or p.log.closed or not p.log.config.remote_storage:
+                continue
+            state = self._state(p.topic, p.topic_id, p.partition)
+            if now < state.retry_at:
+                continue
+            state.passes += 1
+            try:
+                if p.leader:
+                    self._lead(p, state)
+                elif state.passes % FOLLOWER_REFRESH_PASSES == 1 or not state.listed:
+                    self._refresh(state)
+                    p.log.set_highest_remote_offset(state.chain.highest_offset)
+                    p.log.remote_size_bytes = state.chain.size_in_bytes
+                    p.log.delete_old_segments()
+                state.failures = 0
+                state.retry_at = 0.0
+            except RemoteStorageError as exc:
+                state.failures += 1
+                delay = min(MAX_BACKOFF_MS, self.interval_ms * 2 ** min(state.failures, 10)) / 1000
+                state.retry_at = time.monotonic() + delay
+                log.warning("remote tier of %s-%d: %s (retrying in %.1f s)", p.topic, p.partition, exc, delay)
+        if self._live_topic_ids is not None and self._passes % SWEEP_PASSES == 1 and self._is_controller():
+            try:
+                self.sweep_deleted_topics()
+            except RemoteStorageError as exc:
+                log.warning("remote tier: deleting the objects of deleted topics failed: %s (will retry)", exc)
+
+    def _state(self, topic: str, topic_id: str, partition: int) -> _PartitionState:
+        key = (topic, topic_id, partition)
+        with self._lock:
+            found = self._states.get(key)
+            if found is None:
+                found = self._states[key] = _PartitionState(
+                    PartitionPath(self.prefix, self.cluster_id, topic, topic_id, partition))
+            return found
+
+    def _refresh(self, state: _PartitionState) -> RemoteChain:
+        """List the partition directory and read the metadata objects not read before: the chain."""
+        with state.lock:
+            listing = split_listing(self.store.list_objects(state.path.key_prefix), state.path.key_prefix)
+            for upload_id, info in listing.metadata.items():
+                if upload_id not in state.segments:
+                    try:
+                        state.segments[upload_id] = RemoteSegment.from_json(self.store.get(info.key))
+                    except ValueError as exc:
+                        log.warning("ignoring %s: %s", info.key, exc)
+                    except RemoteStorageError as exc:
+                        if not exc.missing:  # deleted since the listing: forget it
+                            raise
+            for gone in set(state.segments) - set(listing.metadata):
+                del state.segments[gone]
+            state.chain, state.losers = select_chain(state.segments.values())
+            state.orphans = orphans(listing, self._time(), ORPHAN_GRACE_MS)
+            state.listed = True
+            return state.chain
+
+    def _lead(self, p: TieredPartition, state: _PartitionState) -> None:
+        self._refresh(state)
+        p.log.set_highest_remote_offset(state.chain.highest_offset)
+        upper = min(p.high_watermark, p.log.first_unstable_offset(p.high_watermark))
+        while not self._stop.is_set():
+            copy = p.log.next_upload(upper)
+            if copy is None:
+                break
+            self._upload(p, state, copy)
+        self._retention(p, state)
+        p.log.delete_old_segments()  # local retention, now that more is uploaded
+        self._cleanup(state)
+        p.log.remote_size_bytes = state.chain.size_in_bytes
+
+    def _upload(self, p: TieredPartition, state: _PartitionState, copy: SegmentCopy) -> None:
+        """Data objects, then the metadata object; the log learns the new highest remote offset last."""
+        upload_id = new_upload_id()
+        path = state.path
+        segment = RemoteSegment(copy.base_offset, copy.end_offset, upload_id, copy.max_timestamp,
+                                copy.offset_of_max_timestamp, copy.size, p.leader_epoch, copy.epochs,
+                                self._time(), has_snapshot=copy.producer_snapshot is not None)
+        try:
+            with os.fdopen(copy.log_fd, "rb", closefd=True) as source:
+                self.store.put_file(segment.key(path, "log"), source, copy.size)  # a sealed segment: fixed size
+        except OSError as exc:
+            raise RemoteStorageError(f"reading segment {copy.base_offset} for upload: {exc}") from exc
+        self.store.put_bytes(segment.key(path, "index"), copy.offset_index)
+        self.store.put_bytes(segment.key(path, "timeindex"), copy.time_index)
+        self.store.put_bytes(segment.key(path, "snapshot"), copy.producer_snapshot or b"")
+        self.store.put_bytes(segment.key(path, "epochs"), _epochs_bytes(copy.epochs))
+        self.store.put_bytes(segment.key(path, "txnindex"), _txn_bytes(copy.aborted))
+        self._hook("upload", copy.base_offset)
+        self.store.put_bytes(segment.metadata_key(path), segment.to_json())
+        with state.lock:
+            state.segments[upload_id] = segment
+            state.chain, state.losers = select_chain(state.segments.values())
+        p.log.set_highest_remote_offset(copy.end_offset)
+        log.info("uploaded %s-%d [%d, %d] (%d bytes) as %s", p.topic, p.partition, copy.base_offset,
+                 copy.end_offset, copy.size, upload_id)
+
+    def _retention(self, p: TieredPartition, state: _PartitionState) -> None:
+        config = p.log.config
+        victims = retention_victims(state.chain, log_start=p.log.log_start_offset, now_ms=self._time(),
+                                    retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
+                                    local_only_bytes=p.log.local_only_bytes())
+        if not victims:
+            return
+        new_start = victims[-1].end + 1
+        if new_start > p.log.log_start_offset:
+            # The start moves (persisted) before any object goes: a crash leaves objects below the start,
+            # which the next pass deletes, never a start pointing at deleted data.
+            p.log.delete_records_before(min(new_start, p.log.log_end_offset))
+        self._delete_segments(state, [v.segment for v in victims])
+        log.info("remote retention of %s-%d: deleted %d segments, log start now %d", p.topic, p.partition,
+                 len(victims), p.log.log_start_offset)
+
+    def _cleanup(self, state: _PartitionState) -> None:
+        now = self._time()
+        losers = [s for s in state.losers if now - s.uploaded_at_ms >= LOSER_GRACE_MS]
+        if losers:
+            self._delete_segments(state, losers)
+        if state.orphans:
+            self.store.delete_many(state.orphans)
+            state.orphans = []
+
+    def _delete_segments(self, state: _PartitionState, segments: Sequence[RemoteSegment]) -> None:
+        """Metadata objects first (the segment stops existing), data objects after (then only garbage)."""
+        path = state.path
+        self.store.delete_many([s.metadata_key(path) for s in segments])
+        with state.lock:
+            for s in segments:
+                state.segments.pop(s.upload_id, None)
+            state.chain, state.losers = select_chain(state.segments.values())
+        self._hook("delete", segments[0].base_offset)
+        self.store.delete_many([key for s in segments for key in s.data_keys(path)])
+
+    def sweep_deleted_topics(self) -> int:
+        """Delete every object of topics the metadata store no longer has; the number of topics swept.
+
+        One flat listing of the cluster's objects, grouped by topic directory (delimiter listings are not
+        supported alike by every S3-compatible server: s3rver answers none).
+        """
+        assert self._live_topic_ids is not None
+        root = topic_root(self.prefix, self.cluster_id)
+        by_dir: dict[str, list[str]] = {}
+        for info in self.store.list_objects(root):
+            by_dir.setdefault(info.key[len(root):].split("/", 1)[0], []).append(info.key)
+        if not by_dir:
+            return 0
+        live = self._live_topic_ids()  # read after the listing: a topic created meanwhile is in it
+        swept = 0
+        for name, keys in by_dir.items():
+            parsed = parse_topic_dir(name)
+            if parsed is None or parsed[1] in live:
+                continue
+            self.store.delete_many([k for k in keys if k.endswith("." + METADATA_KIND)])
+            self.store.delete_many([k for k in keys if not k.endswith("." + METADATA_KIND)])
+            with self._lock:
+                for key in [k for k in self._states if k[1] == parsed[1]]:
+                    del self._states[key]
+            log.info("deleted the %d remote objects of deleted topic %s (id %s)", len(keys), *parsed)
+            swept += 1
+        return swept
+
+    # ------------------------------------------------------------------ reads (fetch executor threads)
+
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int, upper: int,
+             committed: bool = False) -> tuple[bytes, tuple[AbortedTxn, ...]]:
+        """Whole batches from the remote segment holding ``offset`` (blocking: call on the fetch executor).
+
+        Returns the bytes (empty when nothing lies below ``upper`` there) and, if ``committed``, the aborted
+        transactions overlapping them. Raises RemoteStorageError.
+        """
+        topic_id = self._topic_id(topic)
+        if topic_id is None:
+            raise RemoteStorageError(f"topic {topic} is not known")
+        state = self._state(topic, topic_id, partition)
+        entry = state.chain.covering(offset)
+        if entry is None:
+            entry = self._refresh(state).find(offset)
+        if entry is None:
+            return b"", ()
+        seg = self._objects(state.path, entry)
+        try:
+            data, next_offset = self.reader.read(seg, max(offset, entry.start), max_bytes, upper)
+        except RemoteStorageError as exc:
+            if not exc.missing:
+                raise
+            self._refresh(state)  # deleted by retention or cleanup meanwhile: the next fetch sees the new chain
+            raise
+        aborted: tuple[AbortedTxn, ...] = ()
+        if committed and data:
+            aborted = tuple(self.reader.aborted(seg, offset, next_offset))
+        return data, aborted
+
+    @staticmethod
+    def _objects(path: PartitionPath, entry: ChainEntry) -> SegmentObjects:
+        s = entry.segment
+        return SegmentObjects(s.key(path, "log"), s.key(path, "index"), s.key(path, "txnindex"), s.base_offset,
+                              s.end_offset, s.size)
+
+    def restore_state(self, topic: str, partition: int, leader_local_start: int) -> RestoredState:
+        """For a follower below its leader's local log start: the remote segment holding the offset just below
+        it, with its leader epochs and producer snapshot (blocking). Raises RemoteStorageError when the remote
+        tier does not hold that offset (yet)."""
+        topic_id = self._topic_id(topic)
+        if topic_id is None:
+            raise RemoteStorageError(f"topic {topic} is not known")
+        state = self._state(topic, topic_id, partition)
+        chain = self._refresh(state)
+        entry = chain.covering(leader_local_start - 1)
+        if entry is None:
+            raise RemoteStorageError(f"the remote tier of {topic}-{partition} holds no segment with offset "
+                                     f"{leader_local_start - 1}")
+        seg = entry.segment
+        epochs = _parse_epochs(self.store.get(seg.key(state.path, "epochs")))
+        snapshot = self.store.get(seg.key(state.path, "snapshot")) if seg.has_snapshot else None
+        # Every epoch up to the segment's end: those of earlier segments come from the chain's metadata.
+        lineage: dict[int, int] = {}
+        for e in chain.entries:
+            if e.end > seg.end_offset:
+                break
+            for epoch, start in e.segment.epochs:
+                lineage.setdefault(epoch, start)
+        for epoch, start in epochs:
+            lineage.setdefault(epoch, start)
+        return RestoredState(seg.end_offset + 1, tuple(sorted(lineage.items(), key=lambda x: x[1])),
+                             snapshot or None, chain.highest_offset, chain.start_offset)
+
+    def remote_size(self, topic: str, partition: int) -> int:
+        with self._lock:
+            states = [s for (t, _, p), s in self._states.items() if t == topic and p == partition]
+        return sum(s.chain.size_in_bytes for s in states)
+
+    def _hook(self, what: str, base: int) -> None:
+        """Tests only (``SLUICE_TIER_TEST_HOOKS``): announce the step and wait while ``<dir>/hold-<what>`` is
+        there, so a test can kill the broker between the data and metadata objects, or between deletions."""
+        if self._hooks is None:
+            return
+        (self._hooks / f"{what}-{base}").touch()
+        while (self._hooks / f"hold-{what}").exists() and not self._stop.is_set():
+            time.sleep(0.05)
+
+
+def _epochs_bytes(epochs: Sequence[tuple[int, int]]) -> bytes:
+    """Kafka's leader-epoch-checkpoint text format (version 0, count, ``epoch startOffset`` lines)."""
+    return ("\n".join(["0", str(len(epochs)), *(f"{e} {s}" for e, s in epochs)]) + "\n").encode()
+
+
+def _parse_epochs(data: bytes) -> tuple[tuple[int, int], ...]:
+    lines = data.decode().split("\n")
+    with contextlib.suppress(ValueError, IndexError):
+        n = int(lines[1])
+        return tuple((int(line.split()[0]), int(line.split()[1])) for line in lines[2 : 2 + n])
+    raise RemoteStorageError("a remote leader-epoch checkpoint that cannot be read")
+
+
+def _txn_bytes(aborted: Sequence[AbortedTxn]) -> bytes:
+    return b"".join(_TXN_ENTRY.pack(0, *t) for t in aborted)
