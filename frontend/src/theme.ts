@@ -24,11 +24,13 @@ export const resolver: CSSVariablesResolver = () => ({
   variables: {},
   light: {
     "--mantine-color-dimmed": "var(--mantine-color-gray-7)",
+    "--mantine-color-error": "#b3261e",
     "--mantine-color-anchor": "var(--mantine-color-indigo-8)",
     ...Object.fromEntries(Object.entries(LIGHT_TEXT).map(([c, v]) => [`--mantine-color-${c}-light-color`, v])),
   },
   dark: {
     "--mantine-color-dimmed": "var(--mantine-color-dark-1)",
+    "--mantine-color-error": "#ffb4ab",
     "--mantine-color-anchor": "var(--mantine-color-indigo-3)",
     ...Object.fromEntries(Object.keys(LIGHT_TEXT).map((c) => [`--mantine-color-${c}-light-color`, `var(--mantine-color-${c}-2)`])),
     "--mantine-color-gray-light-color": "var(--mantine-color-gray-3)",

@@ -306,7 +306,7 @@ def test_viewer_sees_no_produce_or_delete_controls(page: Page, rest_stack: RestS
     page.goto(f"/t/{stack.tenant}/clusters/{stack.cluster_pk}/topics/{topic}")
     browse = page.get_by_role("region", name="Browse messages")
     expect(browse.get_by_role("button", name="Read")).to_be_disabled()
-    expect(page.get_by_role("note").filter(has_text="READ")).to_be_visible()
+    expect(page.get_by_role("note").filter(has_text="needs an ACL allowing READ")).to_be_visible()
     check_page(page, "viewer-topic-no-acl")
 
     for operation in ("READ", "DESCRIBE", "DESCRIBE_CONFIGS"):
