@@ -49,6 +49,9 @@ describe("units", () => {
   it("config values by their unit suffix", () => {
     expect(configValue("retention.ms", "604800000")).toBe("7 d");
     expect(configValue("retention.ms", "-1")).toBe("unlimited");
+    expect(configValue("local.retention.ms", "-2")).toBe("as retention.ms");
+    expect(configValue("local.retention.bytes", "-2")).toBe("as retention.bytes");
+    expect(configValue("local.retention.bytes", "1048576")).toBe(bytes(1048576));
     expect(configValue("segment.bytes", "1073741824")).toBe("1 GiB");
     expect(configValue("cleanup.policy", "delete")).toBe("delete");
     expect(configValue("min.insync.replicas", "1")).toBe("1");

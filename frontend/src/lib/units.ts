@@ -95,6 +95,7 @@ export function configValue(name: string, value: string | null | undefined): str
   if (value == null) return MISSING;
   if (!/^-?\d+(\.\d+)?$/.test(value)) return value;
   const n = Number(value);
+  if (n === -2 && /^local\.retention\./.test(name)) return `as ${name.replace(/^local\./, "")}`;
   if (n === -1 && /\.(ms|bytes)$|retention/.test(name)) return "unlimited";
   if (/\.ms$/.test(name)) return `${duration(n)}`;
   if (/\.bytes$|\.size$|buffer\.bytes$/.test(name)) return bytes(n);

@@ -72,7 +72,9 @@ export function TopicPage() {
         <SimpleGrid cols={{ base: 3, md: 6 }} mb="md" data-testid="topic-facts">
           <Stat label="Partitions" value={count(t.partitions)} />
           <Stat label="Replication" value={String(t.replication_factor)} />
-          <Stat label="Size" value={bytes(num(t, "size_bytes"))} />
+          <Stat label={num(t, "remote_size_bytes") == null ? "Size" : "Size (local + remote)"}
+            value={num(t, "remote_size_bytes") == null ? bytes(num(t, "size_bytes"))
+              : `${bytes(num(t, "size_bytes"))} + ${bytes(num(t, "remote_size_bytes"))}`} />
           <Stat label="Records" value={count(num(t, "record_count"))} />
           <Stat label="In" value={rate(num(t, "records_in_per_sec"))} />
           <Stat label="Under-replicated" value={count(num(t, "under_replicated_partitions"))} />

@@ -47,7 +47,7 @@ export function TopicsPage() {
     col.accessor("name", { header: "Name", cell: (c) => <Anchor component={Link} to={`/t/${slug}/clusters/${cluster}/topics/${encodeURIComponent(c.getValue())}`}>{c.getValue()}</Anchor> }),
     col.accessor("partitions", { header: "Partitions", cell: (c) => count(c.getValue()) }),
     col.accessor("replication_factor", { header: "Replication", enableSorting: false }),
-    col.display({ id: "size", header: "Size", cell: (c) => bytes(num(c.row.original, "size_bytes")) }),
+    col.display({ id: "size", header: "Size", cell: (c) => <TopicSize topic={c.row.original} /> }),
     col.display({ id: "records", header: "Records", cell: (c) => count(num(c.row.original, "record_count"), { short: true }) }),
     col.display({ id: "rate", header: "In", cell: (c) => rate(num(c.row.original, "records_in_per_sec")) }),
     col.display({ id: "urp", header: "Under-replicated", cell: (c) => <UnderReplicated topic={c.row.original} /> }),
@@ -81,6 +81,18 @@ export function TopicsPage() {
 }
 
 /** Under-replicated (and offline) partitions: a count that is 0 when healthy, a badge when not. */
+/** Bytes on the brokers' disks; a tiered topic's remote-tier bytes on a second line. */
+function TopicSize({ topic }: { topic: Schemas["Topic"] }) {
+  const remote = num(topic, "remote_size_bytes");
+  if (remote == null) return <>{bytes(num(topic, "size_bytes"))}</>;
+  return (
+    <Stack gap={0}>
+      <span>{bytes(num(topic, "size_bytes"))}</span>
+      <Text size="xs" className="muted">{`+ ${bytes(remote)} tiered`}</Text>
+    </Stack>
+  );
+}
+
 function UnderReplicated({ topic }: { topic: Schemas["Topic"] }) {
   const under = num(topic, "under_replicated_partitions");
   const offline = num(topic, "offline_partitions");
