@@ -71,7 +71,7 @@ test: $(STAMP) chromium kcat console-test $(OBJECTSTORE)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(MYPY_ENV) $(BIN)/mypy dataplane controlplane sluice
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
 
 # Long fault runs: every slow test, the whole multi-host suite (hosts are network namespaces, so root only; one
 # test at a time, each runs a stack over several hosts), then the cluster fault scenarios (transactions included)
