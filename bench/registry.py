@@ -17,7 +17,9 @@ The same Avro schemas are registered on both (one per subject). Then, with the l
   ``POST /subjects/{s}`` (lookup): requests/s from N connections (closed loop), and p50/p99 at a paced
   1,000 req/s (open loop, latency from each request's due time);
 * REST v2 Avro produce, 100 records/request by ``value_schema_id`` (records/s): Karapace's REST proxy against
-  Sluice's ``/kafka/v2/clusters/{id}/topics/{t}``; a Sluice that refuses Avro prints "not measurable yet".
+  Sluice's ``/kafka/v2/clusters/{id}/topics/{t}``; a Sluice that refuses Avro prints "not measurable yet". Then
+  Sluice's binary produce of the same records (no schema) as the in-run baseline of what schemas cost, with the
+  server's CPU per record for each.
 
 Goals (issue): the three registry paths at >= 2x Karapace's requests/s and p99 <= 20 ms at 1,000 req/s; Avro
 produce at >= 5x Karapace's records/s. Every process started here is killed by pid on exit.
