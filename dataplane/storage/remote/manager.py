@@ -19,8 +19,11 @@ Any store failure is retried with backoff per partition; nothing local is delete
 produce goes on while the store is away. Remote reads (fetches below the local log start) run on the fetch
 executor (``remote-fetch`` threads) through the :class:`RemoteLogReader`.
 
-Thread-safety: the public methods are safe from any thread. Per-partition state is guarded by its own lock; the
-logs are thread-safe themselves.
+Threads: the manager's loop (``remote-log-manager``), which hands each due partition to one of the
+``remote-partition`` workers; their data objects upload on ``remote-upload`` threads; remote reads run on
+``remote-fetch`` threads. The public methods are safe from any thread. A partition is served by one worker at a
+time (a pass waits for all of them); its state is also guarded by its own lock against readers; the logs are
+thread-safe themselves.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,7 +71,8 @@ LEADER_RELIST_SECONDS = 60.0  # a leader re-lists this often (it tracks its own 
 SWEEP_PASSES = 10  # the controller looks for deleted topics' objects every this many passes
 HOOK_ENV = "SLUICE_TIER_TEST_HOOKS"  # tests: a directory; see _hook
 UPLOADS_IN_FLIGHT = 4  # segments of one partition whose data objects upload together (commits stay in order)
-UPLOAD_THREADS = 12
+UPLOAD_THREADS = 16
+PARTITION_WORKERS = 4  # partitions served at once in a pass
 
 
 def _now_ms() -> int:
@@ -138,6 +142,7 @@ class RemoteLogManager:
         self.reader = RemoteLogReader(store, reader)
         self.fetch_executor = ThreadPoolExecutor(max(1, fetch_threads), "remote-fetch")
         self._uploads = ThreadPoolExecutor(UPLOAD_THREADS, "remote-upload")
+        self._workers = ThreadPoolExecutor(PARTITION_WORKERS, "remote-partition")
         self._lock = threading.Lock()
         self._states: dict[tuple[str, str, int], _PartitionState] = {}
         self._stop = threading.Event()
@@ -163,6 +168,7 @@ class RemoteLogManager:
             self._thread = None
         self.fetch_executor.shutdown(wait=False, cancel_futures=True)
         self._uploads.shutdown(wait=False, cancel_futures=True)
+        self._workers.shutdown(wait=False, cancel_futures=True)
         self.reader.close()
 
     def wakeup(self) -> None:
@@ -180,39 +186,50 @@ class RemoteLogManager:
     # ------------------------------------------------------------------ one pass
 
     def run_once(self) -> None:
-        """One pass over every tiered partition (the thread's loop; tests call it directly)."""
+        """One pass over every tiered partition (the thread's loop; tests call it directly). Partitions are
+        served by PARTITION_WORKERS threads, so one partition's uploads do not hold up the others'."""
         self._passes += 1
         now = time.monotonic()
-        hosted = list(self._partitions())
-        for p in hosted:
-            if self._stop.is_set():
-                return
+        due: list[tuple[TieredPartition, _PartitionState]] = []
+        for p in self._partitions():
             if not (p.leader or p.follower) or p.log.closed or not p.log.config.remote_storage:
                 continue
             state = self._state(p.topic, p.topic_id, p.partition)
-            if now < state.retry_at:
-                continue
-            state.passes += 1
-            try:
-                if p.leader:
-                    self._lead(p, state)
-                elif state.passes % FOLLOWER_REFRESH_PASSES == 1 or not state.listed:
-                    self._refresh(state)
-                    p.log.set_highest_remote_offset(state.chain.highest_offset)
-                    p.log.remote_size_bytes = state.chain.size_in_bytes
-                    p.log.delete_old_segments()
-                state.failures = 0
-                state.retry_at = 0.0
-            except RemoteStorageError as exc:
-                state.failures += 1
-                delay = min(MAX_BACKOFF_MS, self.interval_ms * 2 ** min(state.failures, 10)) / 1000
-                state.retry_at = time.monotonic() + delay
-                log.warning("remote tier of %s-%d: %s (retrying in %.1f s)", p.topic, p.partition, exc, delay)
+            if now >= state.retry_at:
+                due.append((p, state))
+        if self._stop.is_set():
+            return
+        for done in [self._workers.submit(self._serve, p, state) for p, state in due]:
+            with contextlib.suppress(CancelledError):  # stopping
+                done.result()
         if self._live_topic_ids is not None and self._passes % SWEEP_PASSES == 1 and self._is_controller():
             try:
                 self.sweep_deleted_topics()
             except RemoteStorageError as exc:
                 log.warning("remote tier: deleting the objects of deleted topics failed: %s (will retry)", exc)
+
+    def _serve(self, p: TieredPartition, state: _PartitionState) -> None:
+        """One partition's share of a pass (a worker thread; a partition is served by one worker at a time)."""
+        if self._stop.is_set():
+            return
+        state.passes += 1
+        try:
+            if p.leader:
+                self._lead(p, state)
+            elif state.passes % FOLLOWER_REFRESH_PASSES == 1 or not state.listed:
+                self._refresh(state)
+                p.log.set_highest_remote_offset(state.chain.highest_offset)
+                p.log.remote_size_bytes = state.chain.size_in_bytes
+                p.log.delete_old_segments()
+            state.failures = 0
+            state.retry_at = 0.0
+        except RemoteStorageError as exc:
+            state.failures += 1
+            delay = min(MAX_BACKOFF_MS, self.interval_ms * 2 ** min(state.failures, 10)) / 1000
+            state.retry_at = time.monotonic() + delay
+            log.warning("remote tier of %s-%d: %s (retrying in %.1f s)", p.topic, p.partition, exc, delay)
+        except Exception:
+            log.exception("remote tier of %s-%d failed a pass", p.topic, p.partition)
 
     def _state(self, topic: str, topic_id: str, partition: int) -> _PartitionState:
         key = (topic, topic_id, partition)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dataplane.client.admin import ClusterAdmin
 from sluice.objectstore import ObjectStoreServer
 from tests.dataplane.tiered.conftest import (
     EARLIEST_LOCAL,
@@ -76,6 +77,38 @@ def test_follower_below_the_leaders_local_start_rebuilds_from_the_remote_tier(
                    retry_on=(AssertionError,))
         got = consume_all(two.bootstrap, topic, 3200)
         assert [o for o, _, _ in got] == list(range(3200))
+        assert [(k, v) for _, k, v in got] == sent
+    finally:
+        one.stop(signal.SIGKILL)
+        two.stop(signal.SIGKILL)
+
+
+def test_reassigning_a_tiered_partition_to_a_new_broker(tmp_path: Path, object_store: ObjectStoreServer,
+                                                        prefix: str) -> None:
+    """A new replica starts below the leader's local log start: it rebuilds from the remote tier, joins the ISR,
+    the reassignment completes, and the new broker then serves the whole log alone."""
+    cluster = f"tier-{uuid.uuid4().hex[:12]}"
+    common = [*remote_args(object_store, prefix), "--broker-session-timeout-ms", "3000"]
+    one = BrokerProcess(tmp_path / "one", cluster, extra_args=common)
+    two = BrokerProcess(tmp_path / "two", cluster, extra_args=[*common, "--node-id", "2"])
+    one.start()
+    two.start()
+    try:
+        topic = f"tiered-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": one.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1]], config=TIERED)])[topic].result(30)
+        sent = produce(one.bootstrap, topic, 3000)
+        wait_until(lambda: list_offset(one.port, topic, EARLIEST_LOCAL) > 2000, "the leader's local start past 2000")
+        reassign = ClusterAdmin(one.bootstrap)
+        assert reassign.alter_reassignments({(topic, 0): [2]}) == {(topic, 0): None}
+        wait_until(lambda: not reassign.list_reassignments(), "the reassignment to finish", timeout=90,
+                   detail=lambda: two.output()[-4000:])
+        assert "rebuilding" in two.output()
+        wait_until(lambda: admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader == 2,
+                   "broker 2 leading")
+        one.stop(signal.SIGKILL)
+        got = consume_all(two.bootstrap, topic, 3000)
+        assert [o for o, _, _ in got] == list(range(3000))
         assert [(k, v) for _, k, v in got] == sent
     finally:
         one.stop(signal.SIGKILL)

@@ -76,7 +76,7 @@ def test_leader_killed_mid_upload_or_deletion_loses_nothing_and_reads_nothing_tw
     try:
         create_topic(broker.bootstrap, topic, configs)
         sent = produce(broker.bootstrap, topic, 3000)
-        wait_until(lambda: list(hooks.glob(f"{step}-*")), f"the broker held in its {step}",
+        wait_until(lambda: list(hooks.glob(f"{step}-*")), f"the broker held in its {step}", timeout=120,
                    detail=lambda: broker.output()[-3000:])
         broker.stop(signal.SIGKILL)
     finally:
@@ -90,14 +90,14 @@ def test_leader_killed_mid_upload_or_deletion_loses_nothing_and_reads_nothing_tw
             keys = [o.key for o in s3(object_store).list_objects(f"{prefix}/")]
             assert any(k.endswith(".log") for k in keys)
             wait_until(lambda: list_offset(port, topic, EARLIEST_LOCAL) > 2000, "uploads after the restart",
-                       detail=lambda: broker.output()[-3000:])
+                       timeout=120, detail=lambda: broker.output()[-3000:])
             assert list_offset(port, topic, EARLIEST) == 0
             got = consume_all(broker.bootstrap, topic, 3000)
             assert [o for o, _, _ in got] == list(range(3000))
             assert [(k, v) for _, k, v in got] == sent
         else:
             wait_until(lambda: list_offset(port, topic, EARLIEST) > 0, "remote retention after the restart",
-                       detail=lambda: broker.output()[-3000:])
+                       timeout=120, detail=lambda: broker.output()[-3000:])
             start = list_offset(port, topic, EARLIEST)
             got = consume_all(broker.bootstrap, topic, 3000, start=start)
             first = got[0][0]
