@@ -1,8 +1,9 @@
 import { Fieldset, SimpleGrid, TextInput } from "@mantine/core";
+import { memo } from "react";
 import type { FilterFields } from "../lib/filters";
 
 /** The filter inputs shared by browse and live tail; the server applies them (JMESPath). */
-export function FilterInputs({ fields, onChange }: { fields: FilterFields; onChange: (fields: FilterFields) => void }) {
+export const FilterInputs = memo(function FilterInputs({ fields, onChange }: { fields: FilterFields; onChange: (fields: FilterFields) => void }) {
   const field = (name: keyof FilterFields, label: string, placeholder = "") => (
     <TextInput size="xs" label={label} value={fields[name] ?? ""} placeholder={placeholder}
       onChange={(e) => onChange({ ...fields, [name]: e.currentTarget.value })} />
@@ -19,4 +20,4 @@ export function FilterInputs({ fields, onChange }: { fields: FilterFields; onCha
       </SimpleGrid>
     </Fieldset>
   );
-}
+});

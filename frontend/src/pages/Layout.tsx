@@ -27,22 +27,24 @@ export function Layout() {
   useEffect(() => {
     if (slug && me.data?.tenants.some((t) => t.slug === slug)) rememberTenant(slug, me.data);
   }, [slug, me.data]);
-  if (me.isPending) return <Loading what="your account" />;
   if (me.error instanceof ApiError && [401, 403].includes(me.error.status)) return <Navigate to="/login" replace />;
   if (me.error) return <ErrorText error={me.error} />;
-  const tenants = me.data.tenants;
-  if (!slug) {
+  // With a tenant in the URL the frame and the page render while /me loads, so the page's own requests start at
+  // once (the topics page's first rows came a round trip later when the page waited for /me).
+  if (me.isPending && !slug) return <Loading what="your account" />;
+  const tenants = me.data?.tenants ?? [];
+  if (!slug && me.data) {
     const landing = landingTenant(me.data);
     if (landing) return <Navigate to={`/t/${landing}/clusters`} replace />;
     return <main style={{ padding: "2rem" }}><p>You are not a member of any tenant yet.</p><MyInvitations /></main>;
   }
-  if (!tenants.some((t) => t.slug === slug)) return <main style={{ padding: "2rem" }}><ErrorText error={`No tenant "${slug}" among yours.`} /></main>;
+  if (me.data && !tenants.some((t) => t.slug === slug)) return <main style={{ padding: "2rem" }}><ErrorText error={`No tenant "${slug}" among yours.`} /></main>;
   const signOut = async () => {
     await unwrap(api.POST("/api/v1/auth/logout/")).catch(() => undefined);
     queryClient.clear();
     navigate("/login", { replace: true });
   };
-  const role = tenants.find((t) => t.slug === slug)?.role;
+  const role = tenants.find((t) => t.slug === slug)?.role ?? "…";
   return (
     <AppShell header={{ height: 56 }} navbar={{ width: 232, breakpoint: "sm", collapsed: { mobile: !opened } }} padding="md">
       <AppShell.Header>
@@ -51,9 +53,9 @@ export function Layout() {
           <Text component={Link} to={`/t/${slug}/clusters`} fw={700} size="lg" c="inherit" td="none" className="brand">Sluice</Text>
           <NativeSelect aria-label="Tenant" size="xs" value={slug} style={{ maxWidth: 240 }}
             onChange={(e) => navigate(`/t/${e.currentTarget.value}/clusters`)}
-            data={tenants.map((t) => ({ value: t.slug, label: `${t.name} (${t.role})` }))} />
+            data={tenants.length ? tenants.map((t) => ({ value: t.slug, label: `${t.name} (${t.role})` })) : [{ value: slug ?? "", label: slug ?? "" }]} />
           <Group gap="sm" ml="auto" wrap="nowrap">
-            <Text size="sm" visibleFrom="md" truncate maw={220}>{me.data.display}</Text>
+            <Text size="sm" visibleFrom="md" truncate maw={220}>{me.data?.display}</Text>
             <Badge variant="light" color="gray" radius="sm" style={{ textTransform: "none" }} data-testid="role">{role}</Badge>
             <ColorSchemeToggle />
             <Button variant="default" size="xs" onClick={signOut}>Sign out</Button>
@@ -62,7 +64,7 @@ export function Layout() {
       </AppShell.Header>
       <AppShell.Navbar>
         <ScrollArea type="auto" p="xs">
-          <Sidebar slug={slug} isUser={me.data.type === "user"} />
+          <Sidebar slug={slug ?? ""} isUser={me.data?.type === "user"} />
         </ScrollArea>
       </AppShell.Navbar>
       <AppShell.Main>
