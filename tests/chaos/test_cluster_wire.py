@@ -97,20 +97,24 @@ def latest_and_epoch(node: Node, topic: str) -> tuple[int, int]:
 
 
 def leader_and_epoch(cluster: Cluster, topic: str) -> tuple[Node, int]:
-    """The partition's leader as the metadata names it, once that is a running broker.
+    """The partition's leader as the metadata names it, once that broker answers as the leader.
 
-    Right after a failover one broker's metadata cache may still name the dead leader for a moment (each
-    broker refreshes on its own NOTIFY); asking that dead node would be a test race, not a finding.
+    Right after a failover one broker's metadata cache may still name the dead leader for a moment, and the named
+    new leader may not have taken leadership yet (it answers NOT_LEADER, epoch -1): each broker refreshes on its
+    own NOTIFY. Asking either too early would be a test race, not a finding.
     """
-    found: list[Node] = []
+    found: list[tuple[Node, int]] = []
 
     def live_leader() -> bool:
         node = cluster.nodes.get(cluster.metadata().topics[topic].partitions[0].leader)
-        found[:] = [node] if node is not None and node.running else []
+        if node is None or not node.running:
+            return False
+        epoch = latest_and_epoch(node, topic)[1]
+        found[:] = [(node, epoch)] if epoch >= 0 else []
         return bool(found)
 
-    cluster.wait_until(live_leader, f"a running leader of {topic} in the metadata")
-    return found[0], latest_and_epoch(found[0], topic)[1]
+    cluster.wait_until(live_leader, f"a running leader of {topic} that answers as its leader")
+    return found[0]
 
 
 def offsets_for_epoch(node: Node, topic: str, current: int, epoch: int) -> tuple[int, int, int]:

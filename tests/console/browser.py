@@ -119,3 +119,15 @@ def create_user(env: dict[str, str], username: str, password: str, email: str) -
                    capture_output=True, timeout=120)
 
 
+
+
+def open_drawer(page: Page, name: str) -> None:
+    """Open a create form (a drawer) from its page-header button by keyboard: focus, then Enter.
+
+    Known defect (issue 31): a real mouse click on these page-header buttons sometimes leaves Chromium's renderer
+    spinning in JavaScript (about 1 in 10 under load; not yet narrowed down). Keyboard activation never does, so the
+    journeys test the forms this way until the freeze is found and fixed.
+    """
+    button = page.get_by_role("button", name=name)
+    button.focus()
+    button.press("Enter")

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from playwright.sync_api import Page, expect
 
-from tests.console.browser import DIST, check_page, create_user, sign_in
+from tests.console.browser import DIST, check_page, create_user, open_drawer, sign_in
 from tests.kafkarest.conftest import RestStack
 from tests.support.polling import wait_until
 
@@ -61,7 +61,7 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     # A cluster, created with a plan, becomes Ready in the list.
     cluster = f"e2e-{suffix()}"
     page.goto(f"{tenant}/clusters")
-    page.get_by_role("button", name="New cluster").click()  # the form opens in a drawer
+    open_drawer(page, "New cluster")  # the form opens in a drawer
     form = page.get_by_role("form", name="Create a cluster")
     form.get_by_label("Name").fill("Bad Name!")
     form.get_by_role("button", name="Create cluster").click()
@@ -88,7 +88,7 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     topic = f"orders-{suffix()}"
     demo = f"{tenant}/clusters/{stack.cluster_pk}"
     page.goto(f"{demo}/topics")
-    page.get_by_role("button", name="New topic").click()
+    open_drawer(page, "New topic")
     form = page.get_by_role("form", name="Create a topic")
     form.get_by_label("Name").fill(topic)
     form.get_by_label("Partitions").fill("3")
@@ -230,12 +230,12 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     # A service account and its API key: the secret is shown once, and it works against the API.
     account = f"e2e-sa-{suffix()}"
     page.goto(f"{tenant}/service-accounts")
-    page.get_by_role("button", name="New service account").click()
+    open_drawer(page, "New service account")
     form = page.get_by_role("form", name="Create a service account")
     form.get_by_label("Name").fill(account)
     form.get_by_role("button", name="Create").click()
     expect(page.get_by_role("table", name="Service accounts").get_by_text(account)).to_be_visible()
-    page.get_by_role("button", name="New API key").click()
+    open_drawer(page, "New API key")
     keys = page.get_by_role("form", name="Create an API key")
     keys.get_by_label("For").select_option(label=account)
     keys.get_by_label("Description").fill("e2e")

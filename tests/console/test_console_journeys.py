@@ -176,7 +176,7 @@ def test_topic_configs_in_units_with_defaults_and_separate_actions(page: Page, r
     expect(retention.get_by_role("cell").nth(1)).not_to_have_text("—")  # the overridden config's default
     # "Edit" and "Reset to default" are two controls, not "EditReset to default".
     expect(retention.get_by_role("button", name="Edit retention.ms")).to_have_text("Edit")
-    expect(retention.get_by_role("button", name="Reset retention.ms to default")).to_have_text("Reset to default")
+    expect(retention.get_by_role("button", name="Reset to default: retention.ms")).to_have_text("Reset to default")
     segment = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="segment.bytes", exact=True))
     expect(segment.get_by_role("cell").nth(0)).to_contain_text(re.compile(r"^\d+(\.\d+)? (B|KiB|MiB|GiB)"))
     check_page(page, "topic-configs-units")

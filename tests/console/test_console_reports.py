@@ -17,7 +17,7 @@ import uuid
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.console.browser import check_page, create_user, sign_in
+from tests.console.browser import check_page, create_user, open_drawer, sign_in
 from tests.console.test_console_e2e import kafka_produce
 from tests.kafkarest.conftest import RestStack
 
@@ -50,7 +50,7 @@ def test_report_run_chart_table_and_csv(page: Page, rest_stack: RestStack) -> No
     page.goto(reports)  # (with one cluster the tenant's Reports link goes straight here too)
     expect(page.get_by_role("heading", name="Reports", exact=True)).to_be_visible()
 
-    page.get_by_role("button", name="New report").click()  # the form opens in a drawer
+    open_drawer(page, "New report")  # the form opens in a drawer
     form = page.get_by_role("form", name="Create a report")
     form.get_by_role("button", name="Create report").click()  # the browser's rules first
     expect(form.get_by_text("Choose the topic to read.")).to_be_visible()

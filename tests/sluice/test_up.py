@@ -251,7 +251,7 @@ COMPONENTS = ("web", "worker", "reports-worker", "beat", "agent")
 CELERY_BANNER = re.compile(r"-------------- |\[config\]|\[queues\]|\.> |celery@|transport:")
 INFO = re.compile(r"\bINFO\b")
 # Before the banner: where things are, a progress line per component, cluster states, one-line errors.
-START_LINE = re.compile(r"^(sluice: .*|starting [\w-]+ … done|migrating the database … done|cluster \S+: .*|)$")
+START_LINE = re.compile(r"^(sluice: .*|starting [\w -]+ … done|migrating the database … done|cluster \S+: .*|)$")
 
 
 def _assert_quiet_start(banner: str, var: Path) -> None:
@@ -261,7 +261,7 @@ def _assert_quiet_start(banner: str, var: Path) -> None:
     assert [line for line in banner.splitlines() if INFO.search(line) or CELERY_BANNER.search(line)] == [], banner
     assert [line for line in before if not START_LINE.match(line)] == [], banner
     assert len(before) < 40, banner
-    for name in ("postgres", "redis", *COMPONENTS):
+    for name in ("postgres", "redis", "the object store", *COMPONENTS):
         assert f"starting {name} … done" in before, banner
     assert f"  Logs        {var / 'log'}/: " in banner, banner
 
@@ -273,7 +273,7 @@ def _assert_clean_stop(after: str) -> None:
     assert [line for line in lines if INFO.search(line) or CELERY_BANNER.search(line)] == [], after
     assert lines and lines[-1] == "sluice: stopped", after
     stops = [line for line in lines[:-1] if line and not line.startswith("cluster ")]
-    order = ("agent", "beat", "reports-worker", "worker", "web", "redis", "postgres")
+    order = ("agent", "beat", "reports-worker", "worker", "web", "the object store", "redis", "postgres")
     assert [line.split(" … ")[0] for line in stops] == [f"stopping {name}" for name in order], after
     assert all(line.split(" … ")[1] for line in stops), after  # each line says how it ended
 

@@ -94,9 +94,11 @@ export function FormDrawer({ opened, onClose, title, children }: { opened: boole
 
 /** Toasts: the result of an action, where the user looks next (top right), gone by themselves. */
 export const toast = {
-  ok: (message: string) => notifications.show({ message, color: "green", withBorder: true, role: "status" }),
+  ok: (message: string) =>
+    notifications.show({ message, color: "green", withBorder: true, role: "status", closeButtonProps: { "aria-label": "Dismiss" } }),
   error: (error: unknown) =>
-    notifications.show({ message: error instanceof Error ? error.message : String(error), color: "red", withBorder: true, autoClose: 8000 }),
+    notifications.show({ message: error instanceof Error ? error.message : String(error), color: "red", withBorder: true, autoClose: 8000,
+      closeButtonProps: { "aria-label": "Dismiss" } }),
 };
 
 /** A destructive button that asks first, in a dialog: the action runs only after an explicit confirmation. When

@@ -68,10 +68,10 @@ export function Layout() {
         </ScrollArea>
       </AppShell.Navbar>
       <AppShell.Main>
-        <main key={location.pathname.split("/").slice(0, 5).join("/")} style={{ minWidth: 0 }}>
+        <div key={location.pathname.split("/").slice(0, 5).join("/")} style={{ minWidth: 0 }}>
           <MyInvitations />
           <Outlet />
-        </main>
+        </div>
       </AppShell.Main>
     </AppShell>
   );

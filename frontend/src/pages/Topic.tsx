@@ -242,7 +242,7 @@ function ConfigRow({ config, canEdit, showActions, onSave }: {
             <Group gap="xs" wrap="nowrap">
               <Button size="compact-xs" variant="default" aria-label={`Edit ${config.name}`} onClick={() => setEditing(true)}>Edit</Button>
               {!config.is_default && (
-                <Button size="compact-xs" variant="subtle" color="red" aria-label={`Reset ${config.name} to default`} onClick={() => save(null)}>Reset to default</Button>
+                <Button size="compact-xs" variant="subtle" color="red" aria-label={`Reset to default: ${config.name}`} onClick={() => save(null)}>Reset to default</Button>
               )}
             </Group>
           )}
