@@ -2,14 +2,13 @@
 // with its parameters or a Spark SQL query, a time range, a schedule and a chart. Rules are checked by zod
 // first; what only the server knows (an unknown topic, invalid SQL) comes back as field errors shown there.
 import { zodResolver } from "@hookform/resolvers/zod";
-import { Anchor, Button, Checkbox, Fieldset, Group, Input, NativeSelect, SimpleGrid, Stack, Text, Textarea, TextInput } from "@mantine/core";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
-import { type ReactNode, useState } from "react";
+import type { ReactNode } from "react";
 import { type FieldErrors, type UseFormRegister, useForm } from "react-hook-form";
 import { Link, Navigate, useNavigate, useParams } from "react-router";
 import { api, ApiError, type Schemas, unwrap } from "../api/client";
-import { Badge, DataTable, ErrorText, FormDrawer, Loading, PageHeader, when } from "../components/ui";
+import { Badge, DataTable, ErrorText, Loading, when } from "../components/ui";
 import {
   AGGREGATES, emptyReport, type FormField, formFieldOf, KINDS, type ReportForm, reportSchema, type ReportValues, toRequest,
 } from "../lib/reportForm";
@@ -59,53 +58,44 @@ export function ReportsPage() {
     })),
     refetchInterval: 5000,
   });
-  const [creating, setCreating] = useState(false);
   const columns = [
-    col.accessor("name", { header: "Name", cell: (x) => <Anchor component={Link} to={x.row.original.id}>{x.getValue()}</Anchor> }),
+    col.accessor("name", { header: "Name", cell: (x) => <Link to={x.row.original.id}>{x.getValue()}</Link> }),
     col.accessor("kind", { header: "Kind", cell: (x) => KINDS.find((k) => k.value === x.getValue())?.label ?? x.getValue() }),
     col.accessor((r) => (r.params as { topic?: string; topics?: string[] })?.topic ?? (r.params as { topics?: string[] })?.topics?.join(", ") ?? "",
       { id: "topics", header: "Reads" }),
     col.accessor("schedule", { header: "Schedule", enableSorting: false, cell: (x) => scheduleText(x.getValue()) }),
     col.accessor((r) => (r.last_run?.status as string | undefined) ?? "", {
-      id: "last_run", header: "Last run", cell: (x) => x.getValue() ? <Group gap="xs"><RunStatus status={x.getValue()} /> {when(x.row.original.last_run?.queued_at as string)}</Group> : "never",
+      id: "last_run", header: "Last run", cell: (x) => x.getValue() ? <><RunStatus status={x.getValue()} /> {when(x.row.original.last_run?.queued_at as string)}</> : "never",
     }),
     col.accessor("created_by", { header: "Created by" }),
   ];
   return (
     <>
-      <PageHeader title="Reports" description="Questions about this cluster's topics, answered by Spark: throughput, top keys, lag, sizes, JSON aggregates or SQL; run now or on a schedule."
-        actions={can("member") && <Button onClick={() => setCreating(true)}>New report</Button>} />
-      {!can("member") && <Text size="sm" className="muted" role="note" mb="sm">{ROLE_NOTE}</Text>}
-      <ErrorText error={reports.error} />
-      <DataTable caption="Reports" data={reports.data?.results} loading={reports.isPending} columns={columns} rowId={(r) => r.id} empty="No reports yet." />
-      {can("member") && (
-        <FormDrawer opened={creating} onClose={() => setCreating(false)} title="Create a report">
-          <CreateReport slug={slug} cluster={cluster} />
-        </FormDrawer>
-      )}
+      <h1>Reports</h1>
+      {can("member") ? <CreateReport slug={slug} cluster={cluster} /> : <p className="muted" role="note">{ROLE_NOTE}</p>}
+      {reports.isPending ? <Loading what="reports" /> : <ErrorText error={reports.error} />}
+      {reports.data && <DataTable caption="Reports" data={reports.data.results} columns={columns} rowId={(r) => r.id} empty="No reports yet." />}
     </>
   );
 }
 
 function Problem({ errors, name }: { errors: FieldErrors<ReportForm>; name: FormField }) {
   const message = errors[name]?.message;
-  return message ? <Text size="xs" role="alert" className="error" id={`${name}-error`}>{String(message)}</Text> : null;
+  return message ? <span role="alert" className="error" id={`${name}-error`}>{String(message)}</span> : null;
 }
 
 function Field({ label, name, errors, children }: { label: string; name: FormField; errors: FieldErrors<ReportForm>; children: ReactNode }) {
   return (
-    <Stack gap={2} className="field">
-      <Input.Label htmlFor={`report-${name}`}>{label}</Input.Label>
+    <div className="stack field">
+      <label htmlFor={`report-${name}`}>{label}</label>
       {children}
       <Problem errors={errors} name={name} />
-    </Stack>
+    </div>
   );
 }
 
-/** A text field with its label and its problem under it (Mantine links them: aria-describedby, aria-invalid). */
-function input(register: UseFormRegister<ReportForm>, name: FormField, errors: FieldErrors<ReportForm>, extra: Record<string, unknown> = {}, label = "") {
-  const message = errors[name]?.message;
-  return <TextInput id={`report-${name}`} label={label} {...register(name)} error={message ? String(message) : undefined} errorProps={{ role: "alert" }} {...extra} />;
+function input(register: UseFormRegister<ReportForm>, name: FormField, errors: FieldErrors<ReportForm>, extra: Record<string, unknown> = {}) {
+  return <input id={`report-${name}`} {...register(name)} aria-invalid={!!errors[name]} aria-describedby={errors[name] ? `${name}-error` : undefined} {...extra} />;
 }
 
 export function CreateReport({ slug, cluster }: { slug: string; cluster: string }) {
@@ -144,90 +134,98 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
   const shownAtField = create.error instanceof ApiError && (create.error.code === "report_exists"
     || Object.keys(create.error.fields).some((f) => formFieldOf(f, kind)));
   return (
-    <form className="report-form" aria-label="Create a report" noValidate onSubmit={handleSubmit((form) => create.mutate(form))}>
-      <Stack>
-      <SimpleGrid cols={{ base: 1, sm: 2 }}>
-        {input(register, "name", errors, {}, "Name")}
+    <form className="stack report-form" aria-label="Create a report" noValidate onSubmit={handleSubmit((form) => create.mutate(form))}>
+      <h2>Create a report</h2>
+      <div className="inline-form">
+        <Field label="Name" name="name" errors={errors}>{input(register, "name", errors)}</Field>
         <Field label="Kind" name="kind" errors={errors}>
-          <NativeSelect id="report-kind" {...register("kind")}>{KINDS.map((k) => <option key={k.value} value={k.value}>{k.label}</option>)}</NativeSelect>
+          <select id="report-kind" {...register("kind")}>{KINDS.map((k) => <option key={k.value} value={k.value}>{k.label}</option>)}</select>
         </Field>
-        {input(register, "description", errors, {}, "Description")}
-      </SimpleGrid>
-      <Fieldset legend="Parameters"><SimpleGrid cols={{ base: 1, sm: 2 }}>
-        {kind !== "sql" && input(register, "topic", errors, { list: "report-topics", autoComplete: "off" }, "Topic")}
+        <Field label="Description" name="description" errors={errors}>{input(register, "description", errors)}</Field>
+      </div>
+      <fieldset className="inline">
+        <legend>Parameters</legend>
+        {kind !== "sql" && (
+          <Field label="Topic" name="topic" errors={errors}>{input(register, "topic", errors, { list: "report-topics", autoComplete: "off" })}</Field>
+        )}
         <datalist id="report-topics">{topics.data?.results.map((t) => <option key={t.name} value={t.name} />)}</datalist>
-        {(kind === "throughput" || kind === "consumer_lag") && input(register, "window", errors, { placeholder: "1 minute" }, "Window")}
-        {kind === "top_keys" && input(register, "limit", errors, { inputMode: "numeric" }, "How many keys")}
-        {kind === "value_size_histogram" && input(register, "bucket_bytes", errors, { inputMode: "numeric" }, "Bucket width (bytes)")}
+        {(kind === "throughput" || kind === "consumer_lag") && (
+          <Field label="Window" name="window" errors={errors}>{input(register, "window", errors, { placeholder: "1 minute" })}</Field>
+        )}
+        {kind === "top_keys" && <Field label="How many keys" name="limit" errors={errors}>{input(register, "limit", errors, { inputMode: "numeric" })}</Field>}
+        {kind === "value_size_histogram" && (
+          <Field label="Bucket width (bytes)" name="bucket_bytes" errors={errors}>{input(register, "bucket_bytes", errors, { inputMode: "numeric" })}</Field>
+        )}
         {kind === "json_aggregate" && (
           <>
-            {input(register, "field", errors, { placeholder: "$.total" }, "JSON field")}
-            {input(register, "group_by", errors, { placeholder: "$.region (optional)" }, "Group by (JSON field)")}
-            <Fieldset legend="Aggregates" variant="unstyled" aria-describedby={errors.functions ? "functions-error" : undefined}>
-              <Group gap="sm">{AGGREGATES.map((f) => <Checkbox key={f} value={f} label={f} {...register("functions")} />)}</Group>
+            <Field label="JSON field" name="field" errors={errors}>{input(register, "field", errors, { placeholder: "$.total" })}</Field>
+            <Field label="Group by (JSON field)" name="group_by" errors={errors}>{input(register, "group_by", errors, { placeholder: "$.region (optional)" })}</Field>
+            <fieldset className="inline" aria-describedby={errors.functions ? "functions-error" : undefined}>
+              <legend>Aggregates</legend>
+              {AGGREGATES.map((f) => <label key={f}><input type="checkbox" value={f} {...register("functions")} /> {f}</label>)}
               <Problem errors={errors} name="functions" />
-            </Fieldset>
+            </fieldset>
           </>
         )}
-        {kind === "consumer_lag" && input(register, "group", errors, {}, "Consumer group")}
+        {kind === "consumer_lag" && <Field label="Consumer group" name="group" errors={errors}>{input(register, "group", errors)}</Field>}
         {kind === "sql" && (
           <>
-            {input(register, "topics", errors, { placeholder: "orders, payments" }, "Topics (comma-separated)")}
+            <Field label="Topics (comma-separated)" name="topics" errors={errors}>{input(register, "topics", errors, { placeholder: "orders, payments" })}</Field>
             <Field label="Spark SQL" name="sql" errors={errors}>
-              <Textarea id="report-sql" autosize minRows={4} {...register("sql")} aria-invalid={!!errors.sql}
-                styles={{ input: { fontFamily: "var(--mantine-font-family-monospace)" } }}
+              <textarea id="report-sql" rows={4} cols={60} {...register("sql")} aria-invalid={!!errors.sql}
                 placeholder="SELECT key_str, count(*) AS n FROM orders GROUP BY key_str" />
             </Field>
-            {input(register, "starting_offsets", errors, { placeholder: "earliest" }, "Starting offsets")}
-            {input(register, "ending_offsets", errors, { placeholder: "latest" }, "Ending offsets")}
-            <Text size="xs" className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str.</Text>
+            <Field label="Starting offsets" name="starting_offsets" errors={errors}>{input(register, "starting_offsets", errors, { placeholder: "earliest" })}</Field>
+            <Field label="Ending offsets" name="ending_offsets" errors={errors}>{input(register, "ending_offsets", errors, { placeholder: "latest" })}</Field>
+            <p className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str.</p>
           </>
         )}
-      </SimpleGrid></Fieldset>
-      <Fieldset legend="Records"><SimpleGrid cols={{ base: 1, sm: 2 }}>
+      </fieldset>
+      <fieldset className="inline">
+        <legend>Records</legend>
         <Field label="Time range" name="range_mode" errors={errors}>
-          <NativeSelect id="report-range_mode" {...register("range_mode")}>
+          <select id="report-range_mode" {...register("range_mode")}>
             <option value="all">Every record</option>
             <option value="last">The last N minutes</option>
             <option value="between">Between two times</option>
-          </NativeSelect>
+          </select>
         </Field>
-        {range === "last" && input(register, "last_minutes", errors, { inputMode: "numeric" }, "Minutes")}
+        {range === "last" && <Field label="Minutes" name="last_minutes" errors={errors}>{input(register, "last_minutes", errors, { inputMode: "numeric" })}</Field>}
         {range === "between" && (
           <>
-            {input(register, "start", errors, { type: "datetime-local", step: 1 }, "From")}
-            {input(register, "end", errors, { type: "datetime-local", step: 1 }, "Until")}
+            <Field label="From" name="start" errors={errors}>{input(register, "start", errors, { type: "datetime-local", step: 1 })}</Field>
+            <Field label="Until" name="end" errors={errors}>{input(register, "end", errors, { type: "datetime-local", step: 1 })}</Field>
           </>
         )}
-      </SimpleGrid></Fieldset>
-      <Fieldset legend="Schedule and chart"><SimpleGrid cols={{ base: 1, sm: 2 }}>
+      </fieldset>
+      <fieldset className="inline">
+        <legend>Schedule and chart</legend>
         <Field label="Schedule" name="schedule_mode" errors={errors}>
-          <NativeSelect id="report-schedule_mode" {...register("schedule_mode")}>
+          <select id="report-schedule_mode" {...register("schedule_mode")}>
             <option value="none">Only when run</option>
             <option value="interval">Every N seconds</option>
             <option value="cron">Cron (UTC)</option>
-          </NativeSelect>
+          </select>
         </Field>
-        {schedule === "interval" && input(register, "interval_seconds", errors, { inputMode: "numeric" }, "Seconds")}
-        {schedule === "cron" && input(register, "cron", errors, { placeholder: "*/5 * * * *" }, "Cron")}
+        {schedule === "interval" && <Field label="Seconds" name="interval_seconds" errors={errors}>{input(register, "interval_seconds", errors, { inputMode: "numeric" })}</Field>}
+        {schedule === "cron" && <Field label="Cron" name="cron" errors={errors}>{input(register, "cron", errors, { placeholder: "*/5 * * * *" })}</Field>}
         <Field label="Chart" name="chart_kind" errors={errors}>
-          <NativeSelect id="report-chart_kind" {...register("chart_kind")}>
+          <select id="report-chart_kind" {...register("chart_kind")}>
             <option value="default">The kind's default</option>
             <option value="line">Line</option>
             <option value="bar">Bar</option>
             <option value="table">Table only</option>
-          </NativeSelect>
+          </select>
         </Field>
         {(chart === "line" || chart === "bar") && (
           <>
-            {input(register, "chart_x", errors, {}, "X column")}
-            {input(register, "chart_y", errors, { placeholder: "records, bytes" }, "Y columns")}
+            <Field label="X column" name="chart_x" errors={errors}>{input(register, "chart_x", errors)}</Field>
+            <Field label="Y columns" name="chart_y" errors={errors}>{input(register, "chart_y", errors, { placeholder: "records, bytes" })}</Field>
           </>
         )}
-      </SimpleGrid></Fieldset>
+      </fieldset>
+      <div><button type="submit" disabled={create.isPending}>Create report</button></div>
       {!shownAtField && <ErrorText error={create.error} />}
-      <Group justify="flex-end"><Button type="submit" loading={create.isPending}>Create report</Button></Group>
-      </Stack>
     </form>
   );
 }
