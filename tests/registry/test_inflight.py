@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -14,17 +15,22 @@ from controlplane.registry.asgi import _inflight, _shared
 def test_concurrent_misses_of_one_key_share_one_read() -> None:
     calls: list[str] = []
     release = threading.Event()
+    both_started: list[Callable[[], None]] = []  # the loop's way to say "both reads are under way"
 
     def read(name: str) -> str:
         calls.append(name)
+        if len(calls) == 2:
+            both_started[0]()
         assert release.wait(10)
         return f"answer of {name}"
 
     async def scenario() -> tuple[list[str], list[str]]:
+        started = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        both_started.append(lambda: loop.call_soon_threadsafe(started.set))
         same = [asyncio.ensure_future(_shared(("answer", 1, "s"), lambda: read("s"))) for _ in range(50)]
         other = asyncio.ensure_future(_shared(("answer", 2, "s"), lambda: read("s@2")))  # another generation
-        while len(calls) < 2:  # both reads are under way; every request is waiting on one of them
-            await asyncio.sleep(0.001)
+        await asyncio.wait_for(started.wait(), 10)  # both reads under way: every request waits on one of them
         release.set()
         answers = await asyncio.gather(*same, other)
         again = await _shared(("answer", 1, "s"), lambda: read("s again"))  # nothing in flight: a read of its own
