@@ -16,7 +16,7 @@ Pure functions over values; no I/O. Safe from any thread.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dataplane.storage.remote.layout import METADATA_KIND, RemoteSegment, parse_name
@@ -143,16 +143,3 @@ def retention_victims(chain: RemoteChain, *, log_start: int, now_ms: int, retent
         doomed.append(entry)
         total -= s.size
     return doomed
-
-
-def segment_epochs(entries: Sequence[tuple[int, int]], base: int, end: int) -> tuple[tuple[int, int], ...]:
-    """The leader epochs of offsets ``[base, end]`` from a log's epoch entries ``(epoch, start offset)``."""
-    found: list[tuple[int, int]] = []
-    for i, (epoch, start) in enumerate(entries):
-        nxt = entries[i + 1][1] if i + 1 < len(entries) else None
-        if nxt is not None and nxt <= base:
-            continue
-        if start > end:
-            break
-        found.append((epoch, max(start, base)))
-    return tuple(found)
