@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
@@ -86,17 +86,26 @@ def produce(bootstrap: str, topic: str, count: int, *, start: int = 0, size: int
     return sent
 
 
+class LogStartMoved(Exception):
+    """The consumer's position fell below the log start (retention deleted what it was about to read)."""
+
+
 def consume_all(bootstrap: str, topic: str, end: int, *, start: int = 0,
                 timeout: float = 90) -> list[tuple[int, bytes, bytes]]:
-    """Every record of partition 0 from ``start`` to ``end`` (exclusive), as (offset, key, value)."""
+    """Every record of partition 0 from ``start`` to ``end`` (exclusive), as (offset, key, value).
+
+    Raises ``LogStartMoved`` when retention deletes the records ahead of the consumer while it reads (the consumer
+    never resets its position silently, so a gap can never pass for a complete read)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "fetch.max.bytes": 64 * 1024, "message.max.bytes": 64 * 1024,
-                         "max.partition.fetch.bytes": 16 * 1024})
+                         "max.partition.fetch.bytes": 16 * 1024, "auto.offset.reset": "error"})
     consumer.assign([TopicPartition(topic, 0, start)])
     got: list[tuple[int, bytes, bytes]] = []
     try:
         def done() -> bool:
             for msg in consumer.consume(500, 1.0):
+                if msg.error() is not None and msg.error().code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise LogStartMoved(str(msg.error()))
                 assert msg.error() is None, msg.error()
                 got.append((msg.offset(), msg.key(), msg.value()))
             return bool(got) and got[-1][0] >= end - 1
