@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -82,6 +83,25 @@ def overflow(page: Page) -> int:
     return int(page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth"))
 
 
+# The innermost elements whose right edge passes the window's, as "tag.class[aria-label]" (to name the culprit).
+_STICKING_OUT = """() => {
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.getBoundingClientRect().right <= window.innerWidth + 0.5) continue;
+    if ([...el.children].some((c) => c.getBoundingClientRect().right > window.innerWidth + 0.5)) continue;
+    const label = el.getAttribute('aria-label') || el.getAttribute('data-testid') || '';
+    out.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')}${label ? `[${label}]` : ''}`
+             + ` right=${Math.round(el.getBoundingClientRect().right)}`);
+    if (out.length >= 5) break;
+  }
+  return out;
+}"""
+
+
+def sticking_out(page: Page) -> list[str]:
+    return list(page.evaluate(_STICKING_OUT))
+
+
 def check_page(page: Page, name: str) -> None:
     """Every page the suite visits, in light and in dark: a screenshot kept under var/test-artifacts/console/
     (``name.png`` and ``name-dark.png``), axe-core clean of serious and critical violations, and no sideways overflow
@@ -92,10 +112,13 @@ def check_page(page: Page, name: str) -> None:
     try:
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": viewport["height"] if viewport else 900})
-            # Layout settles within a frame; poll rather than sleep.
-            page.wait_for_function("() => new Promise((r) => requestAnimationFrame(() => r(true)))")
-            wide = overflow(page)
-            assert wide <= 0, f"{name}: the page overflows a {width} px window by {wide} px"
+            # Charts follow a new width a few frames later (their ResizeObserver): poll, never sleep.
+            try:
+                page.wait_for_function("() => document.documentElement.scrollWidth <= window.innerWidth",
+                                       timeout=5_000)
+            except PlaywrightTimeoutError:
+                raise AssertionError(f"{name}: the page overflows a {width} px window by {overflow(page)} px: "
+                                     f"{', '.join(sticking_out(page))}") from None
         page.set_viewport_size({"width": WIDTHS[0], "height": viewport["height"] if viewport else 900})
         for scheme in SCHEMES:
             set_scheme(page, scheme)
@@ -122,12 +145,5 @@ def create_user(env: dict[str, str], username: str, password: str, email: str) -
 
 
 def open_drawer(page: Page, name: str) -> None:
-    """Open a create form (a drawer) from its page-header button by keyboard: focus, then Enter.
-
-    Known defect (issue 31): a real mouse click on these page-header buttons sometimes leaves Chromium's renderer
-    spinning in JavaScript (about 1 in 10 under load; not yet narrowed down). Keyboard activation never does, so the
-    journeys test the forms this way until the freeze is found and fixed.
-    """
-    button = page.get_by_role("button", name=name)
-    button.focus()
-    button.press("Enter")
+    """Open a create form (a drawer) from its page-header button, with the mouse as a user does."""
+    page.get_by_role("button", name=name).click()

@@ -1,4 +1,4 @@
-import { Fieldset, SimpleGrid, TextInput } from "@mantine/core";
+import { Button, Fieldset, Group, SimpleGrid, TextInput } from "@mantine/core";
 import { memo } from "react";
 import type { FilterFields } from "../lib/filters";
 
@@ -18,6 +18,11 @@ export const FilterInputs = memo(function FilterInputs({ fields, onChange }: { f
         {field("jsonValue", "equals", "paid")}
         {field("expression", "JMESPath", "partition == `0`")}
       </SimpleGrid>
+      {Object.values(fields).some(Boolean) && (
+        <Group justify="flex-end" mt={4}>
+          <Button size="compact-xs" variant="subtle" onClick={() => onChange({})}>Clear filters</Button>
+        </Group>
+      )}
     </Fieldset>
   );
 });

@@ -1,4 +1,5 @@
-import { render, screen } from "@testing-library/react";
+import { act, render, screen } from "@testing-library/react";
+import { Profiler } from "react";
 import userEvent from "@testing-library/user-event";
 import { conditionTone, ConfirmButton, DataTable, Prose, ReadyBadge } from "./ui";
 
@@ -44,6 +45,23 @@ describe("DataTable", () => {
     await userEvent.click(screen.getByRole("button", { name: /N$/ }));
     expect(change).toHaveBeenCalled();
     expect(screen.getAllByRole("row").slice(1).map((r) => r.textContent)).toEqual(["b2", "a1"]);  // as given
+  });
+
+  it("renders once while its data loads, not in a loop", async () => {
+    // A new [] per render for missing data made the table's row model change on every render, and its page-index
+    // reset (a state update queued in a microtask) render again: an endless render loop that froze the tab when a
+    // click (a synchronous update) landed while the list was loading.
+    let commits = 0;
+    const table = () => (
+      <Profiler id="table" onRender={() => { commits += 1; }}>
+        <DataTable caption="Things" data={undefined} columns={columns} loading />
+      </Profiler>
+    );
+    const { rerender } = render(table());
+    await act(() => new Promise((resolve) => setTimeout(resolve, 10)));
+    rerender(table());  // the parent renders again (a click's state change, say)
+    await act(() => new Promise((resolve) => setTimeout(resolve, 50)));
+    expect(commits).toBeLessThanOrEqual(3);
   });
 
   it("says when it is empty", () => {

@@ -240,6 +240,8 @@ export function Pager({ page, pages, onPage, total }: { page: number; pages: num
   );
 }
 
+const NO_ROWS: never[] = [];
+
 /** A table. Sorting is client-side unless ``sorting``/``onSortingChange`` are given (then the server sorts);
  * ``pageSize`` pages the rows on the client; ``loading`` shows a loading row instead of the empty state. */
 export function DataTable<T>({
@@ -261,7 +263,7 @@ export function DataTable<T>({
   const [localSorting, setLocalSorting] = useState<SortingState>([]);
   const [pageIndex, setPageIndex] = useState(0);
   const manual = onSortingChange !== undefined;
-  const rows = data ?? [];
+  const rows = data ?? NO_ROWS;  // one array for "no data": a new [] per render would change the row model each time
   const table = useReactTable({
     data: rows,
     columns,
@@ -272,7 +274,10 @@ export function DataTable<T>({
     getRowId: rowId ? (row) => rowId(row) : undefined,
     getCoreRowModel: getCoreRowModel(),
     getSortedRowModel: getSortedRowModel(),
-    ...(pageSize ? { getPaginationRowModel: getPaginationRowModel(), autoResetPageIndex: false } : {}),
+    // The page index is ours (state above); the table's own reset is a state update queued whenever a row model
+    // changes, which with a changing row model renders again and again (a frozen tab when a click lands mid-load).
+    autoResetPageIndex: false,
+    ...(pageSize ? { getPaginationRowModel: getPaginationRowModel() } : {}),
   });
   const pages = pageSize ? Math.max(1, Math.ceil(rows.length / pageSize)) : 1;
   const shown = table.getRowModel().rows;
