@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -67,13 +68,69 @@ def serious_violations(page: Page) -> list[dict[str, Any]]:
             for v in result if v["impact"] in ("serious", "critical")]
 
 
+# The widths the console's layouts must hold at: a 1,280 px window and a small laptop's 1,024 px.
+WIDTHS = (1280, 1024)
+SCHEMES = ("light", "dark")
+
+
+def set_scheme(page: Page, scheme: str) -> None:
+    """The colour scheme Mantine renders (its CSS keys on this attribute; the toggle sets the same one)."""
+    page.evaluate("(s) => document.documentElement.setAttribute('data-mantine-color-scheme', s)", scheme)
+
+
+def overflow(page: Page) -> int:
+    """How many pixels the page is wider than the window (0 when nothing sticks out sideways)."""
+    return int(page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth"))
+
+
+# The innermost elements whose right edge passes the window's, as "tag.class[aria-label]" (to name the culprit).
+_STICKING_OUT = """() => {
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.getBoundingClientRect().right <= window.innerWidth + 0.5) continue;
+    if ([...el.children].some((c) => c.getBoundingClientRect().right > window.innerWidth + 0.5)) continue;
+    const label = el.getAttribute('aria-label') || el.getAttribute('data-testid') || '';
+    out.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')}${label ? `[${label}]` : ''}`
+             + ` right=${Math.round(el.getBoundingClientRect().right)}`);
+    if (out.length >= 5) break;
+  }
+  return out;
+}"""
+
+
+def sticking_out(page: Page) -> list[str]:
+    return list(page.evaluate(_STICKING_OUT))
+
+
 def check_page(page: Page, name: str) -> None:
-    """Every page the suite visits: a screenshot kept under var/test-artifacts/console/, and axe-core clean of
-    serious and critical violations."""
+    """Every page the suite visits, in light and in dark: a screenshot kept under var/test-artifacts/console/
+    (``name.png`` and ``name-dark.png``), axe-core clean of serious and critical violations, and no sideways overflow
+    at 1,280 and 1,024 px wide."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    violations = serious_violations(page)
-    assert not violations, f"{name}: accessibility violations {json.dumps(violations, indent=1)}"
+    before = page.evaluate("() => document.documentElement.getAttribute('data-mantine-color-scheme')") or "light"
+    viewport = page.viewport_size
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": viewport["height"] if viewport else 900})
+            # Charts follow a new width a few frames later (their ResizeObserver): poll, never sleep.
+            try:
+                page.wait_for_function("() => document.documentElement.scrollWidth <= window.innerWidth",
+                                       timeout=5_000)
+            except PlaywrightTimeoutError:
+                raise AssertionError(f"{name}: the page overflows a {width} px window by {overflow(page)} px: "
+                                     f"{', '.join(sticking_out(page))}") from None
+        page.set_viewport_size({"width": WIDTHS[0], "height": viewport["height"] if viewport else 900})
+        for scheme in SCHEMES:
+            set_scheme(page, scheme)
+            page.wait_for_function("() => new Promise((r) => requestAnimationFrame(() => r(true)))")
+            suffix = "" if scheme == "light" else f"-{scheme}"
+            page.screenshot(path=str(ARTIFACTS / f"{name}{suffix}.png"), full_page=True)
+            violations = serious_violations(page)
+            assert not violations, f"{name} ({scheme}): accessibility violations {json.dumps(violations, indent=1)}"
+    finally:
+        set_scheme(page, before)
+        if viewport:
+            page.set_viewport_size(viewport)
 
 
 def create_user(env: dict[str, str], username: str, password: str, email: str) -> None:
@@ -85,3 +142,8 @@ def create_user(env: dict[str, str], username: str, password: str, email: str) -
                    capture_output=True, timeout=120)
 
 
+
+
+def open_drawer(page: Page, name: str) -> None:
+    """Open a create form (a drawer) from its page-header button, with the mouse as a user does."""
+    page.get_by_role("button", name=name).click()

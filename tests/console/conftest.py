@@ -39,6 +39,9 @@ def context(browser: Browser, rest_stack: RestStack) -> Iterator[BrowserContext]
 def page(context: BrowserContext, request: pytest.FixtureRequest) -> Iterator[Page]:
     """A tab; when the test fails, the page it failed on is kept as var/test-artifacts/console/failed-<test>.png."""
     page = context.new_page()
+    # The page's own errors go to the test's captured output, shown with a failure.
+    page.on("pageerror", lambda error: print(f"page error: {error}"))
+    page.on("console", lambda message: message.type == "error" and print(f"console error: {message.text[:300]}"))
     yield page
     if request.node.stash.get(FAILED, False):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
-from tests.console.browser import DIST, check_page, create_user, sign_in
+from tests.console.browser import DIST, check_page, create_user, open_drawer, sign_in
 from tests.kafkarest.conftest import RestStack
 from tests.support.polling import wait_until
 
@@ -53,6 +53,53 @@ def test_sign_in_refusal_and_sign_out(page: Page, rest_stack: RestStack) -> None
     expect(page).to_have_url(re.compile(r"/login$"))  # the session is gone on the server too
 
 
+def test_a_click_while_the_list_loads_opens_the_form(page: Page, rest_stack: RestStack) -> None:
+    """The topic list's request held back: the "New topic" click (a synchronous update) lands while the table has
+    no data. It once sent the table into an endless render loop that froze the tab."""
+    sign_in(page, rest_stack.base, rest_stack.username, rest_stack.password)
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route(re.compile(r"/api/v1/tenants/[^/]+/clusters/[^/]+/topics/\?"), hold)
+    with page.expect_request(re.compile(r"/topics/\?")):
+        page.goto(f"/t/{rest_stack.tenant}/clusters/{rest_stack.cluster_pk}/topics")
+    expect(page.get_by_role("table", name="Topics")).to_contain_text("Loading")
+    page.get_by_role("button", name="New topic").click()
+    expect(page.get_by_role("form", name="Create a topic")).to_be_visible()
+    for route in held:
+        route.continue_()
+    page.unroute(re.compile(r"/api/v1/tenants/[^/]+/clusters/[^/]+/topics/\?"))
+    page.keyboard.press("Escape")
+    expect(page.get_by_test_id("topic-count")).to_have_text(re.compile(r"\d+ topics?"))
+
+
+def test_a_group_that_never_committed_shows_no_commit_not_a_lag_of_0(page: Page, rest_stack: RestStack) -> None:
+    stack = rest_stack
+    topic = f"uncommitted-{suffix()}"
+    stack.create_topic(topic, 2)
+    kafka_produce(stack, topic, [("a", "1"), ("b", "2")])
+    group = f"e2e-idle-{suffix()}"
+    consumer = Consumer({**stack.kafka, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    try:
+        def assigned() -> bool:
+            consumer.poll(0.5)
+            return len(consumer.assignment()) == 2
+        wait_until(assigned, "the member's assignment")
+        sign_in(page, stack.base, stack.username, stack.password)
+        page.goto(f"/t/{stack.tenant}/clusters/{stack.cluster_pk}/consumer-groups/{group}")
+        # The member owns both partitions and committed neither: their lag is unknown, not 0.
+        lag = page.get_by_role("table", name="Lag per partition")
+        expect(lag.get_by_role("row").filter(has_text=topic)).to_have_count(2)
+        expect(lag.get_by_text("no commit")).to_have_count(2)
+        expect(page.get_by_test_id("total-lag")).to_have_text("no commit")
+    finally:
+        consumer.close()
+
+
 def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     stack = rest_stack
     sign_in(page, stack.base, stack.username, stack.password)
@@ -61,6 +108,7 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     # A cluster, created with a plan, becomes Ready in the list.
     cluster = f"e2e-{suffix()}"
     page.goto(f"{tenant}/clusters")
+    open_drawer(page, "New cluster")  # the form opens in a drawer
     form = page.get_by_role("form", name="Create a cluster")
     form.get_by_label("Name").fill("Bad Name!")
     form.get_by_role("button", name="Create cluster").click()
@@ -87,18 +135,23 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     topic = f"orders-{suffix()}"
     demo = f"{tenant}/clusters/{stack.cluster_pk}"
     page.goto(f"{demo}/topics")
+    open_drawer(page, "New topic")
     form = page.get_by_role("form", name="Create a topic")
     form.get_by_label("Name").fill(topic)
     form.get_by_label("Partitions").fill("3")
     form.get_by_role("button", name="Create topic").click()
     page.get_by_label("Search topics").fill(topic[:10])
     expect(page.get_by_role("link", name=topic)).to_be_visible()
-    expect(page.get_by_test_id("topic-count")).to_have_text("1 topics")
+    expect(page.get_by_test_id("topic-count")).to_have_text("1 topic")  # not "1 topics"
     check_page(page, "topics")
     stack.wait_for_leaders(topic, 3)
 
-    # Produce from the UI: JSON value, key, a header, a chosen partition.
+    # The topic opens on its newest records: none yet, and no Read needed to know it.
     page.get_by_role("link", name=topic).click()
+    browse = page.get_by_role("region", name="Browse messages")
+    expect(browse.get_by_test_id("record-count")).to_have_text("0 records")
+    # Produce from the UI (in a drawer): JSON value, key, a header, a chosen partition.
+    page.get_by_role("button", name="Produce a message").click()
     produce = page.get_by_role("region", name="Produce a message")
     produce.get_by_label("Key", exact=True).fill("order-1")
     produce.get_by_label("Partition").select_option("1")
@@ -112,17 +165,26 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     produce.get_by_label("Header value").fill("t-42")
     produce.get_by_role("button", name="Produce").click()
     expect(produce.get_by_role("status")).to_have_text("Produced to partition 1 at offset 0.")
+    page.keyboard.press("Escape")  # closes the drawer
+    expect(produce).to_have_count(0)
 
-    # ... and see it when browsing, with filters applied by the server.
-    browse = page.get_by_role("region", name="Browse messages")
-    browse.get_by_label("From").select_option("earliest")
-    browse.get_by_role("button", name="Read").click()
+    # The produce refreshed the list: the record is there without pressing Read ("1 record", not "1 records").
     record = browse.get_by_test_id("record")
     expect(record).to_have_count(1)
+    expect(browse.get_by_test_id("record-count")).to_have_text("1 record")
     expect(record).to_contain_text("order-1")
     expect(record).to_contain_text('"status": "paid"')
     expect(record).to_contain_text("t-42")
     check_page(page, "topic-messages")
+    # The record drawer: the record whole, with copy buttons.
+    record.get_by_role("button", name="Open record 1:0").click()
+    drawer = page.get_by_test_id("record-drawer")
+    expect(drawer).to_contain_text("order-1")
+    expect(drawer).to_contain_text("trace")
+    expect(drawer.get_by_role("button", name="Copy value")).to_be_visible()
+    check_page(page, "record-drawer")
+    page.keyboard.press("Escape")
+    expect(drawer).to_have_count(0)
     browse.get_by_label("JSON field").fill("status")
     browse.get_by_label("equals").fill("refunded")
     browse.get_by_role("button", name="Read").click()
@@ -170,6 +232,18 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     expect(tail.get_by_test_id("record").first).to_contain_text("while-paused")
     expect(tail.get_by_test_id("record")).to_have_count(3)  # no gap, no duplicate
 
+    # Back on Messages: the filters are kept for the visit (still one paid record); cleared and read, the newest
+    # records, newest first across partitions.
+    page.get_by_role("tab", name="Messages").click()
+    expect(browse.get_by_label("equals")).to_have_value("paid")
+    expect(browse.get_by_test_id("record")).to_have_count(1)
+    browse.get_by_role("button", name="Clear filters").click()
+    expect(browse.get_by_label("equals")).to_have_value("")
+    browse.get_by_role("button", name="Read").click()
+    expect(browse.get_by_test_id("record")).to_have_count(3)
+    expect(browse.get_by_test_id("record").first).to_contain_text("while-paused")
+    expect(browse.get_by_test_id("record").last).to_contain_text("order-1")
+
     # Partitions with leader, ISR and offsets; configs with their defaults, an edit and a refused one.
     page.get_by_role("tab", name="Partitions").click()
     partitions = page.get_by_role("table", name="Partitions")
@@ -198,15 +272,21 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     reset = page.get_by_role("region", name="Reset offsets")
     reset.get_by_role("button", name="Preview (dry run)").click()
     expect(reset.get_by_role("status")).to_contain_text("Preview — nothing changed")
+    # The preview is a table (topic, partition, current -> new), not raw JSON.
+    plan = reset.get_by_role("table", name="Offset reset plan")
+    expect(plan.get_by_role("row").filter(has_text=topic).first).to_be_visible()
+    expect(reset.get_by_role("status")).not_to_contain_text('"new_offset"')
     expect(page.get_by_test_id("total-lag")).not_to_have_text("0")  # a preview changes nothing
 
     # A service account and its API key: the secret is shown once, and it works against the API.
     account = f"e2e-sa-{suffix()}"
     page.goto(f"{tenant}/service-accounts")
+    open_drawer(page, "New service account")
     form = page.get_by_role("form", name="Create a service account")
     form.get_by_label("Name").fill(account)
     form.get_by_role("button", name="Create").click()
     expect(page.get_by_role("table", name="Service accounts").get_by_text(account)).to_be_visible()
+    open_drawer(page, "New API key")
     keys = page.get_by_role("form", name="Create an API key")
     keys.get_by_label("For").select_option(label=account)
     keys.get_by_label("Description").fill("e2e")
@@ -217,31 +297,36 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     # as from its own Kafka clients.
     answer = stack.request("GET", f"/kafka/v3/clusters/{stack.cluster_id}/topics/{topic}", key=f"{key_id}:{secret}")
     assert answer.status == 404 and json.loads(answer.body)["error_code"] == 40401, answer.body
-    check_page(page, "service-accounts")
+    check_page(page, "api-key-created")
     page.reload()
     expect(page.get_by_text(secret)).to_have_count(0)  # shown once
     key_row = page.get_by_role("row").filter(has_text=key_id)
+    expect(key_row).to_contain_text(account)  # the key's owner by name
+    check_page(page, "service-accounts")
     key_row.get_by_role("button", name="Revoke").click()
-    key_row.get_by_role("button", name="Confirm revoke").click()
+    page.get_by_role("dialog").get_by_role("button", name="Confirm revoke").click()
     expect(key_row).to_contain_text("revoked")
     # The REST Proxy remembers a key for up to 2 s (controlplane.tenancy.authentication.CACHE_SECONDS).
     wait_until(lambda: stack.request("GET", f"/kafka/v3/clusters/{stack.cluster_id}/topics/{topic}",
                                      key=f"{key_id}:{secret}").status == 401, "the revoked key to be refused")
 
     # ACLs through the producer wizard, then deleted.
-    principal = page.get_by_role("row").filter(has_text=account).locator("code").inner_text()
+    principal = (page.get_by_role("table", name="Service accounts").get_by_role("row").filter(has_text=account)
+                 .locator("code").inner_text())
     page.goto(f"{demo}/acls")
+    page.get_by_role("button", name="Grant access").click()
     wizard = page.get_by_role("form", name="Create ACLs")
     wizard.get_by_label("Principal").fill(principal)
     wizard.get_by_label("Topic", exact=True).fill(topic)
     wizard.get_by_role("button", name="Create").click()
-    expect(wizard.get_by_role("status")).to_have_text("2 ACLs created.")
+    expect(page.get_by_text("2 ACLs created.")).to_be_visible()  # a toast; the drawer closed
+    expect(wizard).to_have_count(0)
     rows = page.get_by_role("table", name="ACLs").get_by_role("row").filter(has_text=principal)
     expect(rows).to_have_count(2)
     check_page(page, "acls")
     for left in (1, 0):
         rows.first.get_by_role("button", name="Delete").click()
-        rows.first.get_by_role("button", name="Confirm delete").click()
+        page.get_by_role("dialog").get_by_role("button", name="Confirm delete").click()
         expect(rows).to_have_count(left)
 
     page.goto(f"{tenant}/members")
@@ -250,7 +335,11 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     check_page(page, "members")
     page.goto(f"{tenant}/audit")
     expect(page.get_by_role("table", name="Audit events").get_by_text("topic.create").first).to_be_visible()
-    check_page(page, "audit")
+    check_page(page, "audit")  # (fits 1,024 px: it overflowed to 1,784 px with raw JSON details)
+    assert "{" not in page.get_by_role("table", name="Audit events").inner_text()  # details in words, not JSON
+    page.get_by_label("Action").select_option("topic.")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"action_prefix=topic\."))
 
 
 def test_viewer_sees_no_produce_or_delete_controls(page: Page, rest_stack: RestStack) -> None:
@@ -263,23 +352,31 @@ def test_viewer_sees_no_produce_or_delete_controls(page: Page, rest_stack: RestS
     kafka_produce(stack, topic, [("k", "seen by a viewer")])
     # A viewer reads as its own principal, so the cluster's ACLs must let it (roles and ACLs compose); its Configs
     # tab needs DESCRIBE_CONFIGS, as kafka-configs --describe does.
+    sign_in(page, stack.base, name, "viewer-pass-1")
+    # Without a READ ACL, Read is not offered (disabled, with the reason), rather than failing when pressed.
+    page.goto(f"/t/{stack.tenant}/clusters/{stack.cluster_pk}/topics/{topic}")
+    browse = page.get_by_role("region", name="Browse messages")
+    expect(browse.get_by_role("button", name="Read")).to_be_disabled()
+    expect(page.get_by_role("note").filter(has_text="needs an ACL allowing READ")).to_be_visible()
+    check_page(page, "viewer-topic-no-acl")
+
     for operation in ("READ", "DESCRIBE", "DESCRIBE_CONFIGS"):
         answer = stack.request("POST", f"/kafka/v3/clusters/{stack.cluster_id}/acls", {
             "resource_type": "TOPIC", "resource_name": topic, "pattern_type": "LITERAL",
             "principal": member["principal"], "host": "*", "operation": operation, "permission": "ALLOW"})
         assert answer.status == 201, (answer.status, answer.body[:300])
-
-    sign_in(page, stack.base, name, "viewer-pass-1")
+    page.goto(f"/t/{stack.tenant}/clusters")
     expect(page.get_by_test_id("role")).to_have_text("viewer")
     expect(page.get_by_role("form", name="Create a cluster")).to_have_count(0)
     page.goto(f"/t/{stack.tenant}/clusters/{stack.cluster_pk}/topics")
     expect(page.get_by_role("link", name="demo", exact=True)).to_be_visible()
     expect(page.get_by_role("form", name="Create a topic")).to_have_count(0)
     page.goto(f"/t/{stack.tenant}/clusters/{stack.cluster_pk}/topics/{topic}")
-    browse = page.get_by_role("region", name="Browse messages")
+    expect(browse.get_by_role("button", name="Read")).to_be_enabled()
 
     def read_back() -> bool:  # the ACLs reach the cluster with the next reconcile pass
-        browse.get_by_role("button", name="Read").click()
+        if not browse.get_by_test_id("record").count():  # read on open; again while the ACLs are on their way
+            browse.get_by_role("button", name="Read").click()
         try:
             expect(browse.get_by_test_id("record")).to_contain_text("seen by a viewer", timeout=3000)
         except AssertionError:

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.console.browser import check_page, create_user, sign_in
+from tests.console.browser import check_page, create_user, open_drawer, sign_in
 from tests.console.test_console_e2e import kafka_produce
 from tests.kafkarest.conftest import RestStack
 
@@ -50,6 +50,7 @@ def test_report_run_chart_table_and_csv(page: Page, rest_stack: RestStack) -> No
     page.goto(reports)  # (with one cluster the tenant's Reports link goes straight here too)
     expect(page.get_by_role("heading", name="Reports", exact=True)).to_be_visible()
 
+    open_drawer(page, "New report")  # the form opens in a drawer
     form = page.get_by_role("form", name="Create a report")
     form.get_by_role("button", name="Create report").click()  # the browser's rules first
     expect(form.get_by_text("Choose the topic to read.")).to_be_visible()
@@ -59,13 +60,16 @@ def test_report_run_chart_table_and_csv(page: Page, rest_stack: RestStack) -> No
     form.get_by_label("How many keys").fill("2")
     form.get_by_label("Topic").fill("no-such-topic")
     form.get_by_role("button", name="Create report").click()  # then the server's, shown at the same field
-    expect(page.locator("#topic-error")).to_contain_text("unknown topic 'no-such-topic'")
+    expect(page.locator("#report-topic-error")).to_contain_text("unknown topic 'no-such-topic'")
     expect(form.get_by_label("Topic")).to_have_attribute("aria-invalid", "true")
     check_page(page, "reports")
     form.get_by_label("Topic").fill(topic)
     form.get_by_role("button", name="Create report").click()
 
     expect(page.get_by_role("heading", name=name)).to_be_visible()
+    # Parameters in words, not raw JSON.
+    expect(page.get_by_text("How many keys")).to_be_visible()
+    expect(page.locator("main")).not_to_contain_text('{"topic"')
     page.get_by_role("button", name="Run now").click()
     runs = page.get_by_role("table", name="Runs")
     expect(runs.get_by_test_id("run-status").first).to_have_text(re.compile("queued|running|succeeded"))
@@ -139,13 +143,16 @@ def test_member_without_write_acl_sees_produce_disabled_with_the_reason(page: Pa
     name, password, member = add_user(stack, "member")
     sign_in(page, stack.base, name, password)
     page.goto(f"/t/{stack.tenant}/clusters/{stack.cluster_pk}/topics/{topic}")
+    page.get_by_role("button", name="Produce a message").click()
     produce = page.get_by_role("region", name="Produce a message")
     expect(produce.get_by_role("note")).to_contain_text(f"WRITE on topic '{topic}'")
     expect(produce.get_by_role("note")).to_contain_text(member["principal"])
     button = produce.get_by_role("button", name="Produce")
     expect(button).to_be_disabled()
     expect(button).to_have_attribute("title", re.compile("needs an ACL allowing WRITE"))
+    page.keyboard.press("Escape")
     expect(page.get_by_role("button", name="Delete topic")).to_be_visible()  # the role allows that one
+    page.get_by_role("button", name="Produce a message").click()
     check_page(page, "member-produce-disabled")
     # An admin grants the ACL: the page offers producing again (it asks again every 10 s).
     answer = stack.request("POST", f"/kafka/v3/clusters/{stack.cluster_id}/acls", {

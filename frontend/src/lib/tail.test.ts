@@ -1,4 +1,4 @@
-import { prependBounded, TailConnection, type TailRecord, type TailState } from "./tail";
+import { mergeNewest, newestFirst, prependBounded, TailConnection, type TailRecord, type TailState } from "./tail";
 
 /** A WebSocket double driven by the test: it records what the client sends and lets the test push frames. */
 class FakeSocket {
@@ -95,5 +95,22 @@ describe("prependBounded", () => {
   it("puts the newest first and keeps at most the capacity", () => {
     expect(prependBounded([3, 2, 1], [4, 5, 6], 4)).toEqual([6, 5, 4, 3]);
     expect(prependBounded([], [1, 2, 3, 4, 5], 2)).toEqual([5, 4]);
+  });
+});
+
+describe("newest first across partitions", () => {
+  const at = (partition: number, offset: number, timestamp: number): TailRecord => ({ ...record(partition, offset), timestamp });
+
+  it("orders a backlog that came partition by partition by time, newest on top", () => {
+    // The server's backlog: partition 0's records, then partition 1's, each oldest first.
+    const backlog = [at(0, 0, 100), at(0, 1, 300), at(1, 0, 200), at(1, 1, 400)];
+    expect(newestFirst(backlog).map((r) => `${r.partition}:${r.offset}`)).toEqual(["1:1", "0:1", "1:0", "0:0"]);
+  });
+
+  it("keeps the newest within capacity as batches arrive", () => {
+    let shown: TailRecord[] = [];
+    shown = mergeNewest(shown, [at(0, 0, 100), at(0, 1, 300), at(1, 0, 200)], 3);
+    shown = mergeNewest(shown, [at(1, 1, 400)], 3);
+    expect(shown.map((r) => `${r.partition}:${r.offset}`)).toEqual(["1:1", "0:1", "1:0"]);
   });
 });

@@ -164,3 +164,18 @@ export function prependBounded<T>(current: T[], arrived: T[], capacity: number):
   const newest = arrived.slice(-capacity).reverse();
   return newest.concat(current.slice(0, Math.max(0, capacity - newest.length)));
 }
+
+/** Newest first across partitions: by timestamp, then offset (both descending), then partition. The tail sends a
+ * backlog partition by partition; shown in that order, partition 0's old records sat above partition 1's new ones. */
+export function byNewest<T extends Pick<TailRecord, "timestamp" | "offset" | "partition">>(a: T, b: T): number {
+  return b.timestamp - a.timestamp || b.offset - a.offset || a.partition - b.partition;
+}
+
+export function newestFirst<T extends Pick<TailRecord, "timestamp" | "offset" | "partition">>(records: T[]): T[] {
+  return [...records].sort(byNewest);
+}
+
+/** The live view's list after a batch arrives: newest first across partitions, at most ``capacity`` kept. */
+export function mergeNewest<T extends Pick<TailRecord, "timestamp" | "offset" | "partition">>(current: T[], arrived: T[], capacity: number): T[] {
+  return newestFirst(arrived.concat(current)).slice(0, capacity);
+}

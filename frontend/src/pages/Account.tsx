@@ -5,7 +5,8 @@ import { useState } from "react";
 import { useForm } from "react-hook-form";
 import { z } from "zod";
 import { api, unwrap } from "../api/client";
-import { ErrorText } from "../components/ui";
+import { Button, Group, Stack, Text, TextInput } from "@mantine/core";
+import { ErrorText, PageHeader, Section } from "../components/ui";
 
 const schema = z
   .object({
@@ -32,34 +33,23 @@ export function AccountPage() {
     }
   });
   return (
-    <section>
-      <h1>Your account</h1>
-      <h2>Change password</h2>
-      <form onSubmit={submit} noValidate className="stack">
-        <label>
-          Current password
-          <input type="password" autoComplete="current-password" {...register("current_password")}
-            aria-invalid={!!formState.errors.current_password} />
-        </label>
-        <ErrorText error={formState.errors.current_password?.message} />
-        <label>
-          New password
-          <input type="password" autoComplete="new-password" {...register("new_password")}
-            aria-invalid={!!formState.errors.new_password} />
-        </label>
-        <ErrorText error={formState.errors.new_password?.message} />
-        <label>
-          Repeat new password
-          <input type="password" autoComplete="new-password" {...register("confirm")}
-            aria-invalid={!!formState.errors.confirm} />
-        </label>
-        <ErrorText error={formState.errors.confirm?.message} />
-        <ErrorText error={error} />
-        {done && <p role="status">Password changed. Your other sessions are signed out.</p>}
-        <button type="submit" disabled={formState.isSubmitting}>
-          Change password
-        </button>
-      </form>
-    </section>
+    <>
+      <PageHeader title="Your account" />
+      <Section title="Change password">
+        <form onSubmit={submit} noValidate>
+          <Stack maw={420}>
+            <TextInput label="Current password" type="password" autoComplete="current-password" {...register("current_password")}
+              error={formState.errors.current_password?.message} />
+            <TextInput label="New password" type="password" autoComplete="new-password" {...register("new_password")}
+              error={formState.errors.new_password?.message} />
+            <TextInput label="Repeat new password" type="password" autoComplete="new-password" {...register("confirm")}
+              error={formState.errors.confirm?.message} />
+            <ErrorText error={error} />
+            {done && <Text size="sm" role="status">Password changed. Your other sessions are signed out.</Text>}
+            <Group><Button type="submit" loading={formState.isSubmitting}>Change password</Button></Group>
+          </Stack>
+        </form>
+      </Section>
+    </>
   );
 }

@@ -3,6 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useNavigate } from "react-router";
 import { api, unwrap } from "../api/client";
+import { Button, Group, Paper, Stack, Text, Title } from "@mantine/core";
 import { ErrorText, when } from "../components/ui";
 
 export function MyInvitations() {
@@ -28,20 +29,20 @@ export function MyInvitations() {
   });
   if (!invitations.data?.results.length) return <ErrorText error={invitations.error} />;
   return (
-    <section aria-label="Your invitations" className="invitations">
-      <h2>Your invitations</h2>
-      <ul>
+    <Paper component="section" aria-label="Your invitations" withBorder p="sm" mb="md">
+      <Stack gap="xs">
+        <Title order={2} size="h4">Your invitations</Title>
         {invitations.data.results.map((i) => (
-          <li key={i.id}>
-            <span>
+          <Group key={i.id} gap="sm" wrap="wrap">
+            <Text size="sm">
               {i.invited_by} invited you to <strong>{i.tenant_name || i.tenant}</strong> as {i.role} (until {when(i.expires_at)}).
-            </span>{" "}
-            <button type="button" disabled={accept.isPending} onClick={() => accept.mutate(i.id)}>Accept</button>{" "}
-            <button type="button" disabled={decline.isPending} onClick={() => decline.mutate(i.id)}>Decline</button>
-          </li>
+            </Text>
+            <Button size="xs" disabled={accept.isPending} onClick={() => accept.mutate(i.id)}>Accept</Button>
+            <Button size="xs" variant="default" disabled={decline.isPending} onClick={() => decline.mutate(i.id)}>Decline</Button>
+          </Group>
         ))}
-      </ul>
-      <ErrorText error={accept.error ?? decline.error} />
-    </section>
+        <ErrorText error={accept.error ?? decline.error} />
+      </Stack>
+    </Paper>
   );
 }

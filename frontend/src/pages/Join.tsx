@@ -8,7 +8,9 @@ import { useForm } from "react-hook-form";
 import { Link, useLocation, useNavigate } from "react-router";
 import { z } from "zod";
 import { api, unwrap } from "../api/client";
+import { Anchor, Button, Stack, Text, TextInput } from "@mantine/core";
 import { ErrorText } from "../components/ui";
+import { AuthCard } from "./SignIn";
 
 const schema = z
   .object({
@@ -36,37 +38,24 @@ export function Join() {
     }
   });
   return (
-    <main className="signin">
-      <h1>Join Sluice</h1>
+    <AuthCard title="Join Sluice">
       {!token ? (
         <ErrorText error="This invitation link is incomplete: open the whole link you were sent." />
       ) : (
         <form onSubmit={submit} noValidate>
-          <p>You were invited. Choose a username and password for your new account.</p>
-          <label>
-            Username
-            <input autoComplete="username" {...register("username")} aria-invalid={!!formState.errors.username} />
-          </label>
-          <ErrorText error={formState.errors.username?.message} />
-          <label>
-            Password
-            <input type="password" autoComplete="new-password" {...register("password")} aria-invalid={!!formState.errors.password} />
-          </label>
-          <ErrorText error={formState.errors.password?.message} />
-          <label>
-            Repeat password
-            <input type="password" autoComplete="new-password" {...register("confirm")} aria-invalid={!!formState.errors.confirm} />
-          </label>
-          <ErrorText error={formState.errors.confirm?.message} />
-          <ErrorText error={error} />
-          <button type="submit" disabled={formState.isSubmitting}>
-            Create account and join
-          </button>
+          <Stack>
+            <Text size="sm">You were invited. Choose a username and password for your new account.</Text>
+            <TextInput label="Username" autoComplete="username" {...register("username")} error={formState.errors.username?.message} />
+            <TextInput label="Password" type="password" autoComplete="new-password" {...register("password")} error={formState.errors.password?.message} />
+            <TextInput label="Repeat password" type="password" autoComplete="new-password" {...register("confirm")} error={formState.errors.confirm?.message} />
+            <ErrorText error={error} />
+            <Button type="submit" loading={formState.isSubmitting}>Create account and join</Button>
+          </Stack>
         </form>
       )}
-      <p>
-        Have an account with the invited address? <Link to="/login">Sign in</Link> and accept the invitation there.
-      </p>
-    </main>
+      <Text size="sm" mt="md">
+        Have an account with the invited address? <Anchor component={Link} to="/login">Sign in</Anchor> and accept the invitation there.
+      </Text>
+    </AuthCard>
   );
 }

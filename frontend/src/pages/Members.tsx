@@ -1,9 +1,10 @@
+import { Button, Group, NativeSelect, Stack, Text, TextInput } from "@mantine/core";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
 import { useState } from "react";
 import { api, type Role, type Schemas, unwrap } from "../api/client";
 import { API_DEFAULTS } from "../api/defaults";
-import { ConfirmButton, DataTable, ErrorText, Loading, when } from "../components/ui";
+import { Badge, ConfirmButton, CopyButton, DataTable, ErrorText, FormDrawer, Loading, PageHeader, Section, toast, when } from "../components/ui";
 import { useTenant } from "../session";
 
 const col = createColumnHelper<Schemas["Membership"]>();
@@ -27,31 +28,34 @@ export function MembersPage() {
     onSettled: refresh,
   });
   const owner = can("owner");
+  const [inviting, setInviting] = useState(false);
   return (
     <>
-      <h1>Members and roles</h1>
-      <p className="muted">Viewers read; members also produce and manage topics; admins manage clusters, ACLs, service accounts and every key; owners invite members and manage roles. An invited person joins when they accept, signed in with the invited address, or, without an account, through the invitation’s one-time link.</p>
-      {owner && <Invite slug={slug} onDone={() => queryClient.invalidateQueries({ queryKey: ["invitations", slug] })} />}
+      <PageHeader title="Members and roles"
+        description="Viewers read; members also produce and manage topics; admins manage clusters, ACLs, service accounts and every key; owners invite members and manage roles."
+        actions={owner && <Button onClick={() => setInviting(true)}>Invite a member</Button>} />
       {can("admin") && <PendingInvitations slug={slug} owner={owner} />}
-      {members.isPending ? <Loading what="members" /> : <ErrorText error={members.error ?? change.error ?? remove.error} />}
-      {members.data && (
-        <DataTable caption="Members" data={members.data.results} rowId={(m) => m.id} columns={[
-          col.accessor("username", { header: "User" }),
-          col.accessor("email", { header: "Email" }),
-          col.accessor("role", {
-            header: "Role", cell: (x) => owner ? (
-              <select aria-label={`Role of ${x.row.original.username}`} value={x.getValue()} onChange={(e) => change.mutate({ id: x.row.original.id, role: e.target.value as Role })}>
-                {ROLES.map((r) => <option key={r}>{r}</option>)}
-              </select>
-            ) : x.getValue(),
-          }),
-          col.accessor("principal", { header: "Principal" }),
-          col.accessor("created_at", { header: "Since", cell: (x) => when(x.getValue()) }),
-          col.display({
-            id: "actions", header: "Actions",
-            cell: (x) => owner && <ConfirmButton label="Remove" question={`Remove ${x.row.original.username} from the tenant?`} onConfirm={() => remove.mutate(x.row.original.id)} />,
-          }),
-        ]} />
+      <ErrorText error={members.error ?? change.error ?? remove.error} />
+      <DataTable caption="Members" data={members.data?.results} loading={members.isPending} rowId={(m) => m.id} columns={[
+        col.accessor("username", { header: "User" }),
+        col.accessor("email", { header: "Email" }),
+        col.accessor("role", {
+          header: "Role", cell: (x) => owner ? (
+            <NativeSelect size="xs" aria-label={`Role of ${x.row.original.username}`} value={x.getValue()} w={120}
+              onChange={(e) => change.mutate({ id: x.row.original.id, role: e.currentTarget.value as Role })} data={ROLES} />
+          ) : <Badge tone="neutral">{x.getValue()}</Badge>,
+        }),
+        col.accessor("principal", { header: "Principal", cell: (x) => <code>{x.getValue()}</code> }),
+        col.accessor("created_at", { header: "Since", cell: (x) => when(x.getValue()) }),
+        ...(owner ? [col.display({
+          id: "actions", header: "Actions",
+          cell: (x) => <ConfirmButton label="Remove" question={`Remove ${x.row.original.username} from the tenant?`} onConfirm={() => remove.mutate(x.row.original.id)} />,
+        })] : []),
+      ]} />
+      {owner && (
+        <FormDrawer opened={inviting} onClose={() => setInviting(false)} title="Invite a member">
+          <Invite slug={slug} onDone={() => queryClient.invalidateQueries({ queryKey: ["invitations", slug] })} />
+        </FormDrawer>
       )}
     </>
   );
@@ -63,24 +67,28 @@ function Invite({ slug, onDone }: { slug: string; onDone: () => void }) {
   const [sent, setSent] = useState<Schemas["InvitationCreated"] | null>(null);
   const invite = useMutation({
     mutationFn: () => unwrap(api.POST("/api/v1/tenants/{tenant_slug}/invitations/", { params: { path: { tenant_slug: slug } }, body: { email, role } })),
-    onSuccess: (invitation) => { setSent(invitation); setEmail(""); onDone(); },
+    onSuccess: (invitation) => { setSent(invitation); setEmail(""); toast.ok(`Invited ${invitation.email}.`); onDone(); },
   });
   return (
-    <form className="inline-form" aria-label="Invite a member" onSubmit={(e) => { e.preventDefault(); setSent(null); invite.mutate(); }}>
-      <h2>Invite a member</h2>
-      <label>Email <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} /></label>
-      <label>Role <select aria-label="Role" value={role} onChange={(e) => setRole(e.target.value as Role)}>{ROLES.map((r) => <option key={r}>{r}</option>)}</select></label>
-      <button type="submit" disabled={invite.isPending}>Invite</button>
-      {sent && (
-        <div role="status" className="stack">
-          <p>
-            Invited {sent.email}{sent.emailed ? " (the link was e-mailed to them)" : ""}. With an account of that address they accept signed
-            in; without one, this link (shown only now, for one use) lets them choose a username and password:
-          </p>
-          <input readOnly aria-label="Invitation link" value={sent.join_url} onFocus={(e) => e.target.select()} />
-        </div>
-      )}
-      <ErrorText error={invite.error} />
+    <form aria-label="Invite a member" onSubmit={(e) => { e.preventDefault(); setSent(null); invite.mutate(); }}>
+      <Stack>
+        <TextInput label="Email" type="email" value={email} onChange={(e) => setEmail(e.currentTarget.value)} data-autofocus />
+        <NativeSelect label="Role" value={role} onChange={(e) => setRole(e.currentTarget.value as Role)} data={ROLES} />
+        <ErrorText error={invite.error} />
+        <Group justify="flex-end"><Button type="submit" loading={invite.isPending}>Invite</Button></Group>
+        {sent && (
+          <Stack role="status" gap="xs" className="secret">
+            <Text size="sm">
+              Invited {sent.email}{sent.emailed ? " (the link was e-mailed to them)" : ""}. With an account of that address they accept signed
+              in; without one, this link (shown only now, for one use) lets them choose a username and password:
+            </Text>
+            <Group gap="xs" wrap="nowrap">
+              <TextInput readOnly aria-label="Invitation link" value={sent.join_url} onFocus={(e) => e.currentTarget.select()} style={{ flex: 1 }} />
+              <CopyButton value={sent.join_url} label="Copy invitation link" />
+            </Group>
+          </Stack>
+        )}
+      </Stack>
     </form>
   );
 }
@@ -103,6 +111,7 @@ function PendingInvitations({ slug, owner }: { slug: string; owner: boolean }) {
   if (invitations.error || revoke.error) return <ErrorText error={invitations.error ?? revoke.error} />;
   if (!invitations.data.results.length) return null;
   return (
+    <Section title="Pending invitations">
     <DataTable caption="Pending invitations" data={invitations.data.results} rowId={(i) => i.id} columns={[
       invitationCol.accessor("email", { header: "Email" }),
       invitationCol.accessor("role", { header: "Role" }),
@@ -114,5 +123,6 @@ function PendingInvitations({ slug, owner }: { slug: string; owner: boolean }) {
         cell: (x) => owner && <ConfirmButton label="Revoke" question={`Revoke the invitation of ${x.row.original.email}?`} onConfirm={() => revoke.mutate(x.row.original.id)} />,
       }),
     ]} />
+    </Section>
   );
 }

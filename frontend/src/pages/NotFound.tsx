@@ -1,11 +1,12 @@
+import { Anchor, Stack, Text, Title } from "@mantine/core";
 import { Link, useRouteError } from "react-router";
 
 export function NotFound() {
   return (
-    <>
-      <h1>Page not found</h1>
-      <p><Link to="/">Back to your clusters</Link></p>
-    </>
+    <Stack gap="sm">
+      <Title order={1}>Page not found</Title>
+      <Anchor component={Link} to="/">Back to your clusters</Anchor>
+    </Stack>
   );
 }
 
@@ -13,10 +14,10 @@ export function NotFound() {
 export function RouteError() {
   const error = useRouteError();
   return (
-    <main>
-      <h1>Something went wrong on this page</h1>
-      <p role="alert" className="error">{error instanceof Error ? error.message : String(error)}</p>
-      <p><Link to="/">Back to your clusters</Link></p>
-    </main>
+    <Stack component="main" gap="sm" p="xl">
+      <Title order={1}>Something went wrong on this page</Title>
+      <Text role="alert" className="error">{error instanceof Error ? error.message : String(error)}</Text>
+      <Anchor component={Link} to="/">Back to your clusters</Anchor>
+    </Stack>
   );
 }

@@ -1,12 +1,16 @@
 // One report: its definition, schedule (changed in place), "run now", the run history (status, duration,
 // records scanned, the error; cancel while queued or running), and the chosen run's result — a chart from the
 // result's chart description (recharts, lazy), a paginated table, CSV and JSON downloads.
+import { Anchor, Breadcrumbs, Button, Group, NativeSelect, Progress, Stack, Text, TextInput } from "@mantine/core";
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
 import { lazy, Suspense, useState } from "react";
 import { Link, useNavigate, useParams, useSearchParams } from "react-router";
 import { api, type Schemas, unwrap } from "../api/client";
-import { ConfirmButton, DataTable, ErrorText, Loading, when } from "../components/ui";
+import { ConfirmButton, DataTable, ErrorText, Facts, Loading, PageHeader, Pager, Prose, Section, toast, when } from "../components/ui";
+import { chartText, paramPairs, progressOf, timeRangeText } from "../lib/reportText";
+import { count, duration as human, MISSING, plural } from "../lib/units";
+import { str } from "../lib/extra";
 import { chartFrom } from "../lib/reportChart";
 import { KINDS, scheduleOf } from "../lib/reportForm";
 import { useTenant } from "../session";
@@ -22,8 +26,22 @@ const resultCol = createColumnHelper<Row>();
 const ACTIVE = ["queued", "running"];
 
 function duration(ms: number | null | undefined): string {
-  if (ms == null) return "—";
-  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+  return human(ms);
+}
+
+/** A run's progress: a bar while queued or running (the stage and percent when the API reports them). */
+function RunProgress({ run }: { run: Schemas["ReportRun"] }) {
+  if (!ACTIVE.includes(run.status)) return <>{MISSING}</>;
+  const percent = progressOf(run as unknown as { status: string } & Record<string, unknown>);
+  const stage = str(run, "stage") ?? run.status;
+  return (
+    <Stack gap={2} miw={120}>
+      <Progress.Root>
+        <Progress.Section value={percent ?? 100} striped animated={percent == null} aria-label={`Progress of the run: ${percent == null ? stage : `${Math.round(percent)}%`}`} />
+      </Progress.Root>
+      <Text size="xs" className="muted">{stage}{percent != null ? ` · ${Math.round(percent)}%` : ""}</Text>
+    </Stack>
+  );
 }
 
 export function ReportPage() {
@@ -75,54 +93,56 @@ export function ReportPage() {
   const chosen = list.find((run) => run.id === params.get("run")) ?? list.find((run) => run.status === "succeeded");
   return (
     <>
-      <p className="crumbs"><Link to={`/t/${slug}/clusters/${cluster}/reports`}>Reports</Link> / <strong>{r.name}</strong></p>
-      <h1>{r.name}</h1>
-      {r.description && <p>{r.description}</p>}
-      <dl className="facts">
-        <dt>Kind</dt><dd>{KINDS.find((k) => k.value === r.kind)?.label ?? r.kind}</dd>
-        <dt>Parameters</dt><dd><code>{JSON.stringify(r.params)}</code></dd>
-        <dt>Time range</dt><dd>{r.time_range && Object.keys(r.time_range as object).length ? <code>{JSON.stringify(r.time_range)}</code> : "every record"}</dd>
-        <dt>Chart</dt><dd><code>{JSON.stringify(r.chart)}</code></dd>
-        <dt>Schedule</dt><dd data-testid="schedule">{scheduleText(r.schedule)}</dd>
-        <dt>Created</dt><dd>{when(r.created_at)} by {r.created_by}</dd>
-      </dl>
-      {member ? (
-        <div className="toolbar">
-          <button type="button" onClick={() => runNow.mutate()} disabled={runNow.isPending}>Run now</button>
-          <ConfirmButton label="Delete report" question={`Delete report ${r.name}, its schedule and its results?`} onConfirm={() => remove.mutate()} />
-        </div>
-      ) : <p className="muted" role="note">{ROLE_NOTE}</p>}
+      <Breadcrumbs mb="xs"><Anchor component={Link} to={`/t/${slug}/clusters/${cluster}/reports`} size="sm">Reports</Anchor><Text size="sm">{r.name}</Text></Breadcrumbs>
+      <PageHeader title={r.name} description={r.description ? <Prose text={r.description} /> : undefined}
+        actions={member && (
+          <>
+            <Button onClick={() => runNow.mutate()} loading={runNow.isPending}>Run now</Button>
+            <ConfirmButton size="sm" label="Delete report" question={`Delete report ${r.name}, its schedule and its results?`} onConfirm={() => remove.mutate()} />
+          </>
+        )} />
+      {!member && <Text size="sm" className="muted" role="note" mb="sm">{ROLE_NOTE}</Text>}
       <ErrorText error={runNow.error ?? remove.error} />
+      <Facts items={[
+        ["Kind", KINDS.find((k) => k.value === r.kind)?.label ?? r.kind],
+        ...paramPairs(r.params),
+        ["Records", timeRangeText(r.time_range)],
+        ["Chart", chartText(r.chart)],
+        ["Schedule", <span data-testid="schedule">{scheduleText(r.schedule)}</span>],
+        ["Created", `${when(r.created_at)} by ${r.created_by}`],
+      ]} />
       {member && <Schedule slug={slug} cluster={cluster} report={r} />}
-      <h2>Runs</h2>
+      <Section title="Runs">
       <ErrorText error={runs.error ?? cancel.error} />
-      <DataTable caption="Runs" data={list} rowId={(run) => run.id} empty={runs.isPending ? "Loading runs…" : "No runs yet."} columns={[
+      <DataTable caption="Runs" data={list} rowId={(run) => run.id} loading={runs.isPending} empty="No runs yet." columns={[
         runCol.accessor("queued_at", { header: "Queued", cell: (x) => when(x.getValue()) }),
         runCol.accessor("trigger", { header: "Trigger" }),
         runCol.accessor("status", { header: "Status", cell: (x) => <span data-testid="run-status"><RunStatus status={x.getValue()} /></span> }),
-        runCol.accessor("duration_ms", { header: "Duration", cell: (x) => duration(x.getValue()) }),
-        runCol.accessor("records_scanned", { header: "Records scanned", cell: (x) => x.getValue()?.toLocaleString() ?? "—" }),
-        runCol.accessor("row_count", { header: "Rows", cell: (x) => x.getValue()?.toLocaleString() ?? "—" }),
-        runCol.accessor("error", { header: "Error", enableSorting: false, cell: (x) => x.getValue() ? <span className="error">{x.getValue()}</span> : "" }),
+        runCol.display({ id: "progress", header: "Progress", cell: (x) => <RunProgress run={x.row.original} /> }),
+        runCol.accessor("duration_ms", { header: "Duration", cell: (x) => duration(x.getValue() ?? (x.row.original as unknown as { elapsed_ms?: number }).elapsed_ms) }),
+        runCol.accessor("records_scanned", { header: "Records scanned", cell: (x) => count(x.getValue()) }),
+        runCol.accessor("row_count", { header: "Rows", cell: (x) => count(x.getValue()) }),
+        runCol.accessor("error", { header: "Error", enableSorting: false, cell: (x) => x.getValue() ? <Text size="sm" className="error">{x.getValue()}</Text> : "" }),
         runCol.display({
           id: "actions", header: "Actions", cell: (x) => {
             const run = x.row.original;
             return (
-              <>
+              <Group gap="xs" wrap="nowrap">
                 {run.status === "succeeded" && (
-                  run.id === chosen?.id ? <span className="muted">shown below</span>
-                    : <button type="button" className="link" onClick={() => setParams({ run: run.id }, { replace: true })}>Show result</button>
+                  run.id === chosen?.id ? <Text size="xs" className="muted">shown below</Text>
+                    : <Button size="compact-xs" variant="subtle" onClick={() => setParams({ run: run.id }, { replace: true })}>Show result</Button>
                 )}
                 {member && ACTIVE.includes(run.status) && (
-                  <button type="button" disabled={!!run.cancel_requested_at || cancel.isPending} onClick={() => cancel.mutate(run.id)}>
+                  <Button size="compact-xs" variant="default" disabled={!!run.cancel_requested_at || cancel.isPending} onClick={() => cancel.mutate(run.id)}>
                     {run.cancel_requested_at ? "Cancelling…" : "Cancel"}
-                  </button>
+                  </Button>
                 )}
-              </>
+              </Group>
             );
           },
         }),
       ]} />
+      </Section>
       {chosen?.status === "succeeded" && <Result key={chosen.id} slug={slug} cluster={cluster} report={r} run={chosen} />}
     </>
   );
@@ -140,7 +160,10 @@ function Schedule({ slug, cluster, report }: { slug: string; cluster: string; re
       params: { path: { tenant_slug: slug, cluster_pk: cluster, id: report.id } },
       body: { schedule: scheduleOf({ schedule_mode: mode, interval_seconds: seconds, cron }) },
     })),
-    onSuccess: () => queryClient.invalidateQueries({ queryKey: ["report", slug, cluster, report.id] }),
+    onSuccess: () => {
+      toast.ok("Schedule saved.");
+      queryClient.invalidateQueries({ queryKey: ["report", slug, cluster, report.id] });
+    },
   });
   const submit = () => {
     setProblem(null);
@@ -149,19 +172,20 @@ function Schedule({ slug, cluster, report }: { slug: string; cluster: string; re
     save.mutate();
   };
   return (
-    <form className="inline-form" aria-label="Schedule" onSubmit={(e) => { e.preventDefault(); submit(); }}>
-      <h2>Schedule</h2>
-      <label>Runs <select aria-label="Runs" value={mode} onChange={(e) => setMode(e.target.value as typeof mode)}>
-        <option value="none">Only when run</option>
-        <option value="interval">Every N seconds</option>
-        <option value="cron">Cron (UTC)</option>
-      </select></label>
-      {mode === "interval" && <label>Seconds <input inputMode="numeric" value={seconds} onChange={(e) => setSeconds(e.target.value)} /></label>}
-      {mode === "cron" && <label>Cron <input value={cron} onChange={(e) => setCron(e.target.value)} /></label>}
-      <button type="submit" disabled={save.isPending}>Save schedule</button>
-      <ErrorText error={problem ?? save.error} />
-      {save.isSuccess && <span role="status" className="muted">Saved.</span>}
-    </form>
+    <Section title="Schedule">
+      <form aria-label="Schedule" onSubmit={(e) => { e.preventDefault(); submit(); }}>
+        <Group align="flex-end" gap="sm" wrap="wrap">
+          <NativeSelect label="Runs" value={mode} onChange={(e) => setMode(e.currentTarget.value as typeof mode)}
+            data={[{ value: "none", label: "Only when run" }, { value: "interval", label: "Every N seconds" }, { value: "cron", label: "Cron (UTC)" }]} />
+          {mode === "interval" && <TextInput label="Seconds" inputMode="numeric" value={seconds} onChange={(e) => setSeconds(e.currentTarget.value)}
+            description={/^\d+$/.test(seconds) ? `= ${human(Number(seconds) * 1000)}` : undefined} />}
+          {mode === "cron" && <TextInput label="Cron" value={cron} onChange={(e) => setCron(e.currentTarget.value)} />}
+          <Button type="submit" variant="default" loading={save.isPending}>Save schedule</Button>
+          {save.isSuccess && <Text size="sm" role="status" className="muted">Saved.</Text>}
+        </Group>
+        <ErrorText error={problem ?? save.error} />
+      </form>
+    </Section>
   );
 }
 
@@ -183,13 +207,12 @@ function Result({ slug, cluster, report, run }: { slug: string; cluster: string;
   const spec = data ? chartFrom(data.chart, data.columns, data.results) : null;
   const pages = Math.max(1, Math.ceil((data?.count ?? 0) / RESULT_PAGE));
   return (
-    <section aria-label="Result">
-      <h2>Result of the run queued {when(run.queued_at)}</h2>
-      <div className="toolbar">
-        <span>{(data?.count ?? run.row_count ?? 0).toLocaleString()} rows</span>
-        <a href={download("csv")} download>Download CSV</a>
-        <a href={download("json")} download>Download JSON</a>
-      </div>
+    <Section title={`Result of the run queued ${when(run.queued_at)}`} label="Result">
+      <Group gap="md" mb="xs">
+        <Text size="sm">{plural(data?.count ?? run.row_count ?? 0, "row")}</Text>
+        <Anchor href={download("csv")} download size="sm">Download CSV</Anchor>
+        <Anchor href={download("json")} download size="sm">Download JSON</Anchor>
+      </Group>
       <ErrorText error={result.error} />
       {spec && (
         <Suspense fallback={<Loading what="the chart" />}>
@@ -197,12 +220,8 @@ function Result({ slug, cluster, report, run }: { slug: string; cluster: string;
         </Suspense>
       )}
       {data && <DataTable caption="Result rows" data={data.results} columns={columns} empty="The result has no rows." />}
-      <nav aria-label="Result pages" className="pager">
-        <button type="button" disabled={page === 0} onClick={() => setPage(page - 1)}>Previous</button>
-        <span>Page {page + 1} of {pages}</span>
-        <button type="button" disabled={page + 1 >= pages} onClick={() => setPage(page + 1)}>Next</button>
-      </nav>
-    </section>
+      <Pager page={page} pages={pages} onPage={setPage} />
+    </Section>
   );
 }
 

@@ -51,8 +51,7 @@ describe("CreateReport", () => {
     await userEvent.type(screen.getByLabelText("Topic"), "nope");
     await userEvent.click(screen.getByRole("button", { name: "Create report" }));
     const problem = await screen.findByText("unknown topic 'nope' in cluster 'demo'");
-    expect(problem.id).toBe("topic-error");
-    expect(screen.getByLabelText("Topic")).toHaveAttribute("aria-describedby", "topic-error");
+    expect(screen.getByLabelText("Topic")).toHaveAttribute("aria-describedby", expect.stringContaining(problem.id));
     expect(sent).toEqual([{ name: "keys", description: "", kind: "top_keys", params: { topic: "nope", limit: 10 }, time_range: null, chart: null, schedule: null }]);
     expect(screen.getAllByRole("alert")).toHaveLength(1); // not repeated under the form
   });

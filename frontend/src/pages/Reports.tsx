@@ -2,13 +2,14 @@
 // with its parameters or a Spark SQL query, a time range, a schedule and a chart. Rules are checked by zod
 // first; what only the server knows (an unknown topic, invalid SQL) comes back as field errors shown there.
 import { zodResolver } from "@hookform/resolvers/zod";
+import { Anchor, Button, Checkbox, Fieldset, Group, Input, NativeSelect, SimpleGrid, Stack, Text, Textarea, TextInput } from "@mantine/core";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
-import type { ReactNode } from "react";
+import { type ReactNode, useState } from "react";
 import { type FieldErrors, type UseFormRegister, useForm } from "react-hook-form";
 import { Link, Navigate, useNavigate, useParams } from "react-router";
 import { api, ApiError, type Schemas, unwrap } from "../api/client";
-import { Badge, DataTable, ErrorText, Loading, when } from "../components/ui";
+import { Badge, DataTable, ErrorText, FormDrawer, Loading, PageHeader, when } from "../components/ui";
 import {
   AGGREGATES, emptyReport, type FormField, formFieldOf, KINDS, type ReportForm, reportSchema, type ReportValues, toRequest,
 } from "../lib/reportForm";
@@ -58,44 +59,53 @@ export function ReportsPage() {
     })),
     refetchInterval: 5000,
   });
+  const [creating, setCreating] = useState(false);
   const columns = [
-    col.accessor("name", { header: "Name", cell: (x) => <Link to={x.row.original.id}>{x.getValue()}</Link> }),
+    col.accessor("name", { header: "Name", cell: (x) => <Anchor component={Link} to={x.row.original.id}>{x.getValue()}</Anchor> }),
     col.accessor("kind", { header: "Kind", cell: (x) => KINDS.find((k) => k.value === x.getValue())?.label ?? x.getValue() }),
     col.accessor((r) => (r.params as { topic?: string; topics?: string[] })?.topic ?? (r.params as { topics?: string[] })?.topics?.join(", ") ?? "",
       { id: "topics", header: "Reads" }),
     col.accessor("schedule", { header: "Schedule", enableSorting: false, cell: (x) => scheduleText(x.getValue()) }),
     col.accessor((r) => (r.last_run?.status as string | undefined) ?? "", {
-      id: "last_run", header: "Last run", cell: (x) => x.getValue() ? <><RunStatus status={x.getValue()} /> {when(x.row.original.last_run?.queued_at as string)}</> : "never",
+      id: "last_run", header: "Last run", cell: (x) => x.getValue() ? <Group gap="xs"><RunStatus status={x.getValue()} /> {when(x.row.original.last_run?.queued_at as string)}</Group> : "never",
     }),
     col.accessor("created_by", { header: "Created by" }),
   ];
   return (
     <>
-      <h1>Reports</h1>
-      {can("member") ? <CreateReport slug={slug} cluster={cluster} /> : <p className="muted" role="note">{ROLE_NOTE}</p>}
-      {reports.isPending ? <Loading what="reports" /> : <ErrorText error={reports.error} />}
-      {reports.data && <DataTable caption="Reports" data={reports.data.results} columns={columns} rowId={(r) => r.id} empty="No reports yet." />}
+      <PageHeader title="Reports" description="Questions about this cluster's topics, answered by Spark: throughput, top keys, lag, sizes, JSON aggregates or SQL; run now or on a schedule."
+        actions={can("member") && <Button onClick={() => setCreating(true)}>New report</Button>} />
+      {!can("member") && <Text size="sm" className="muted" role="note" mb="sm">{ROLE_NOTE}</Text>}
+      <ErrorText error={reports.error} />
+      <DataTable caption="Reports" data={reports.data?.results} loading={reports.isPending} columns={columns} rowId={(r) => r.id} empty="No reports yet." />
+      {can("member") && (
+        <FormDrawer opened={creating} onClose={() => setCreating(false)} title="Create a report">
+          <CreateReport slug={slug} cluster={cluster} />
+        </FormDrawer>
+      )}
     </>
   );
 }
 
 function Problem({ errors, name }: { errors: FieldErrors<ReportForm>; name: FormField }) {
   const message = errors[name]?.message;
-  return message ? <span role="alert" className="error" id={`${name}-error`}>{String(message)}</span> : null;
+  return message ? <Text size="xs" role="alert" className="error" id={`${name}-error`}>{String(message)}</Text> : null;
 }
 
 function Field({ label, name, errors, children }: { label: string; name: FormField; errors: FieldErrors<ReportForm>; children: ReactNode }) {
   return (
-    <div className="stack field">
-      <label htmlFor={`report-${name}`}>{label}</label>
+    <Stack gap={2} className="field">
+      <Input.Label htmlFor={`report-${name}`}>{label}</Input.Label>
       {children}
       <Problem errors={errors} name={name} />
-    </div>
+    </Stack>
   );
 }
 
-function input(register: UseFormRegister<ReportForm>, name: FormField, errors: FieldErrors<ReportForm>, extra: Record<string, unknown> = {}) {
-  return <input id={`report-${name}`} {...register(name)} aria-invalid={!!errors[name]} aria-describedby={errors[name] ? `${name}-error` : undefined} {...extra} />;
+/** A text field with its label and its problem under it (Mantine links them: aria-describedby, aria-invalid). */
+function input(register: UseFormRegister<ReportForm>, name: FormField, errors: FieldErrors<ReportForm>, extra: Record<string, unknown> = {}, label = "") {
+  const message = errors[name]?.message;
+  return <TextInput id={`report-${name}`} label={label} {...register(name)} error={message ? String(message) : undefined} errorProps={{ role: "alert" }} {...extra} />;
 }
 
 export function CreateReport({ slug, cluster }: { slug: string; cluster: string }) {
@@ -134,98 +144,90 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
   const shownAtField = create.error instanceof ApiError && (create.error.code === "report_exists"
     || Object.keys(create.error.fields).some((f) => formFieldOf(f, kind)));
   return (
-    <form className="stack report-form" aria-label="Create a report" noValidate onSubmit={handleSubmit((form) => create.mutate(form))}>
-      <h2>Create a report</h2>
-      <div className="inline-form">
-        <Field label="Name" name="name" errors={errors}>{input(register, "name", errors)}</Field>
+    <form className="report-form" aria-label="Create a report" noValidate onSubmit={handleSubmit((form) => create.mutate(form))}>
+      <Stack>
+      <SimpleGrid cols={{ base: 1, sm: 2 }}>
+        {input(register, "name", errors, {}, "Name")}
         <Field label="Kind" name="kind" errors={errors}>
-          <select id="report-kind" {...register("kind")}>{KINDS.map((k) => <option key={k.value} value={k.value}>{k.label}</option>)}</select>
+          <NativeSelect id="report-kind" {...register("kind")}>{KINDS.map((k) => <option key={k.value} value={k.value}>{k.label}</option>)}</NativeSelect>
         </Field>
-        <Field label="Description" name="description" errors={errors}>{input(register, "description", errors)}</Field>
-      </div>
-      <fieldset className="inline">
-        <legend>Parameters</legend>
-        {kind !== "sql" && (
-          <Field label="Topic" name="topic" errors={errors}>{input(register, "topic", errors, { list: "report-topics", autoComplete: "off" })}</Field>
-        )}
+        {input(register, "description", errors, {}, "Description")}
+      </SimpleGrid>
+      <Fieldset legend="Parameters"><SimpleGrid cols={{ base: 1, sm: 2 }}>
+        {kind !== "sql" && input(register, "topic", errors, { list: "report-topics", autoComplete: "off" }, "Topic")}
         <datalist id="report-topics">{topics.data?.results.map((t) => <option key={t.name} value={t.name} />)}</datalist>
-        {(kind === "throughput" || kind === "consumer_lag") && (
-          <Field label="Window" name="window" errors={errors}>{input(register, "window", errors, { placeholder: "1 minute" })}</Field>
-        )}
-        {kind === "top_keys" && <Field label="How many keys" name="limit" errors={errors}>{input(register, "limit", errors, { inputMode: "numeric" })}</Field>}
-        {kind === "value_size_histogram" && (
-          <Field label="Bucket width (bytes)" name="bucket_bytes" errors={errors}>{input(register, "bucket_bytes", errors, { inputMode: "numeric" })}</Field>
-        )}
+        {(kind === "throughput" || kind === "consumer_lag") && input(register, "window", errors, { placeholder: "1 minute" }, "Window")}
+        {kind === "top_keys" && input(register, "limit", errors, { inputMode: "numeric" }, "How many keys")}
+        {kind === "value_size_histogram" && input(register, "bucket_bytes", errors, { inputMode: "numeric" }, "Bucket width (bytes)")}
         {kind === "json_aggregate" && (
           <>
-            <Field label="JSON field" name="field" errors={errors}>{input(register, "field", errors, { placeholder: "$.total" })}</Field>
-            <Field label="Group by (JSON field)" name="group_by" errors={errors}>{input(register, "group_by", errors, { placeholder: "$.region (optional)" })}</Field>
-            <fieldset className="inline" aria-describedby={errors.functions ? "functions-error" : undefined}>
-              <legend>Aggregates</legend>
-              {AGGREGATES.map((f) => <label key={f}><input type="checkbox" value={f} {...register("functions")} /> {f}</label>)}
+            {input(register, "field", errors, { placeholder: "$.total" }, "JSON field")}
+            {input(register, "group_by", errors, { placeholder: "$.region (optional)" }, "Group by (JSON field)")}
+            <Fieldset legend="Aggregates" variant="unstyled" aria-describedby={errors.functions ? "functions-error" : undefined}>
+              <Group gap="sm">{AGGREGATES.map((f) => <Checkbox key={f} value={f} label={f} {...register("functions")} />)}</Group>
               <Problem errors={errors} name="functions" />
-            </fieldset>
+            </Fieldset>
           </>
         )}
-        {kind === "consumer_lag" && <Field label="Consumer group" name="group" errors={errors}>{input(register, "group", errors)}</Field>}
+        {kind === "consumer_lag" && input(register, "group", errors, {}, "Consumer group")}
         {kind === "sql" && (
           <>
-            <Field label="Topics (comma-separated)" name="topics" errors={errors}>{input(register, "topics", errors, { placeholder: "orders, payments" })}</Field>
+            {input(register, "topics", errors, { placeholder: "orders, payments" }, "Topics (comma-separated)")}
             <Field label="Spark SQL" name="sql" errors={errors}>
-              <textarea id="report-sql" rows={4} cols={60} {...register("sql")} aria-invalid={!!errors.sql}
+              <Textarea id="report-sql" autosize minRows={4} {...register("sql")} aria-invalid={!!errors.sql}
+                styles={{ input: { fontFamily: "var(--mantine-font-family-monospace)" } }}
                 placeholder="SELECT key_str, count(*) AS n FROM orders GROUP BY key_str" />
             </Field>
-            <Field label="Starting offsets" name="starting_offsets" errors={errors}>{input(register, "starting_offsets", errors, { placeholder: "earliest" })}</Field>
-            <Field label="Ending offsets" name="ending_offsets" errors={errors}>{input(register, "ending_offsets", errors, { placeholder: "latest" })}</Field>
-            <p className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str.</p>
+            {input(register, "starting_offsets", errors, { placeholder: "earliest" }, "Starting offsets")}
+            {input(register, "ending_offsets", errors, { placeholder: "latest" }, "Ending offsets")}
+            <Text size="xs" className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str.</Text>
           </>
         )}
-      </fieldset>
-      <fieldset className="inline">
-        <legend>Records</legend>
+      </SimpleGrid></Fieldset>
+      <Fieldset legend="Records"><SimpleGrid cols={{ base: 1, sm: 2 }}>
         <Field label="Time range" name="range_mode" errors={errors}>
-          <select id="report-range_mode" {...register("range_mode")}>
+          <NativeSelect id="report-range_mode" {...register("range_mode")}>
             <option value="all">Every record</option>
             <option value="last">The last N minutes</option>
             <option value="between">Between two times</option>
-          </select>
+          </NativeSelect>
         </Field>
-        {range === "last" && <Field label="Minutes" name="last_minutes" errors={errors}>{input(register, "last_minutes", errors, { inputMode: "numeric" })}</Field>}
+        {range === "last" && input(register, "last_minutes", errors, { inputMode: "numeric" }, "Minutes")}
         {range === "between" && (
           <>
-            <Field label="From" name="start" errors={errors}>{input(register, "start", errors, { type: "datetime-local", step: 1 })}</Field>
-            <Field label="Until" name="end" errors={errors}>{input(register, "end", errors, { type: "datetime-local", step: 1 })}</Field>
+            {input(register, "start", errors, { type: "datetime-local", step: 1 }, "From")}
+            {input(register, "end", errors, { type: "datetime-local", step: 1 }, "Until")}
           </>
         )}
-      </fieldset>
-      <fieldset className="inline">
-        <legend>Schedule and chart</legend>
+      </SimpleGrid></Fieldset>
+      <Fieldset legend="Schedule and chart"><SimpleGrid cols={{ base: 1, sm: 2 }}>
         <Field label="Schedule" name="schedule_mode" errors={errors}>
-          <select id="report-schedule_mode" {...register("schedule_mode")}>
+          <NativeSelect id="report-schedule_mode" {...register("schedule_mode")}>
             <option value="none">Only when run</option>
             <option value="interval">Every N seconds</option>
             <option value="cron">Cron (UTC)</option>
-          </select>
+          </NativeSelect>
         </Field>
-        {schedule === "interval" && <Field label="Seconds" name="interval_seconds" errors={errors}>{input(register, "interval_seconds", errors, { inputMode: "numeric" })}</Field>}
-        {schedule === "cron" && <Field label="Cron" name="cron" errors={errors}>{input(register, "cron", errors, { placeholder: "*/5 * * * *" })}</Field>}
+        {schedule === "interval" && input(register, "interval_seconds", errors, { inputMode: "numeric" }, "Seconds")}
+        {schedule === "cron" && input(register, "cron", errors, { placeholder: "*/5 * * * *" }, "Cron")}
         <Field label="Chart" name="chart_kind" errors={errors}>
-          <select id="report-chart_kind" {...register("chart_kind")}>
+          <NativeSelect id="report-chart_kind" {...register("chart_kind")}>
             <option value="default">The kind's default</option>
             <option value="line">Line</option>
             <option value="bar">Bar</option>
             <option value="table">Table only</option>
-          </select>
+          </NativeSelect>
         </Field>
         {(chart === "line" || chart === "bar") && (
           <>
-            <Field label="X column" name="chart_x" errors={errors}>{input(register, "chart_x", errors)}</Field>
-            <Field label="Y columns" name="chart_y" errors={errors}>{input(register, "chart_y", errors, { placeholder: "records, bytes" })}</Field>
+            {input(register, "chart_x", errors, {}, "X column")}
+            {input(register, "chart_y", errors, { placeholder: "records, bytes" }, "Y columns")}
           </>
         )}
-      </fieldset>
-      <div><button type="submit" disabled={create.isPending}>Create report</button></div>
+      </SimpleGrid></Fieldset>
       {!shownAtField && <ErrorText error={create.error} />}
+      <Group justify="flex-end"><Button type="submit" loading={create.isPending}>Create report</Button></Group>
+      </Stack>
     </form>
   );
 }

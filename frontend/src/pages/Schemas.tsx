@@ -1,13 +1,14 @@
 // The cluster's Schema Registry: the subjects (type, latest version and id, compatibility), one subject's versions
 // with a diff between any two, its compatibility level, registering a version or testing a draft, deleting (soft,
 // then permanently, as the registry requires) and the topics the subject belongs to. Loaded lazily (App.tsx).
+import { Anchor, Breadcrumbs, Button, Group, NativeSelect, Stack, Table, Text, Textarea, TextInput, Title } from "@mantine/core";
 import { useMutation, useQueries, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
 import { useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, unwrap } from "../api/client";
 import { type Level, LEVELS, registry, type SchemaType, subjectLevel, subjectPath, type SubjectVersion } from "../api/registry";
-import { Badge, ConfirmButton, DataTable, ErrorText, Loading } from "../components/ui";
+import { Badge, ConfirmButton, DataTable, ErrorText, Loading, PageHeader } from "../components/ui";
 import { diffStats, layout, lineDiff } from "../lib/diff";
 import { type Draft, draftBody, draftProblem, topicOfSubject, typeOf, type Verdict, verdictOf } from "../lib/schemaForm";
 import { useTenant } from "../session";
@@ -52,7 +53,7 @@ export function SchemasPage() {
   const rows: SubjectRow[] = names.map((subject, i) => ({ subject, latest: latest[i]?.data, level: levels[i]?.data }));
   const base = `/t/${slug}/clusters/${cluster}/schemas`;
   const columns = [
-    col.accessor("subject", { header: "Subject", cell: (c) => <Link to={`${base}/${encodeURIComponent(c.getValue())}`}>{c.getValue()}</Link> }),
+    col.accessor("subject", { header: "Subject", cell: (c) => <Anchor component={Link} to={`${base}/${encodeURIComponent(c.getValue())}`}>{c.getValue()}</Anchor> }),
     col.accessor((r) => (r.latest ? typeOf(r.latest) : ""), { id: "type", header: "Type" }),
     col.accessor((r) => r.latest?.version ?? 0, { id: "version", header: "Latest version", cell: (c) => c.getValue() || "…" }),
     col.accessor((r) => r.latest?.id ?? 0, { id: "id", header: "Schema id", cell: (c) => c.getValue() || "…" }),
@@ -63,10 +64,7 @@ export function SchemasPage() {
   ];
   return (
     <>
-      <h1>Schemas</h1>
-      <p className="muted">
-        The cluster's Schema Registry. Clients reach it at <code>{window.location.origin}/schema-registry/{kafkaId ?? "…"}</code> with an API key.
-      </p>
+      <PageHeader title="Schemas" description={<>The cluster's Schema Registry. Clients reach it at <code>{window.location.origin}/schema-registry/{kafkaId ?? "…"}</code> with an API key.</>} />
       {kafkaId && (can("member") ? <NewSubject kafkaId={kafkaId} base={base} /> : <p className="muted" role="note">{READ_ONLY}</p>)}
       <ErrorText error={subjects.error} />
       <DataTable caption="Subjects" data={rows} columns={columns} rowId={(r) => r.subject}
@@ -79,12 +77,14 @@ function NewSubject({ kafkaId, base }: { kafkaId: string; base: string }) {
   const navigate = useNavigate();
   const [subject, setSubject] = useState("");
   return (
-    <form className="inline-form" aria-label="New subject" onSubmit={(e) => {
+    <form aria-label="New subject" onSubmit={(e) => {
       e.preventDefault();
       if (subject.trim()) navigate(`${base}/${encodeURIComponent(subject.trim())}?new=1`);
     }}>
-      <label>New subject <input value={subject} onChange={(e) => setSubject(e.target.value)} placeholder="orders-value" /></label>
-      <button type="submit" disabled={!subject.trim() || !kafkaId}>Open</button>
+      <Group align="flex-end" gap="xs" mb="sm">
+        <TextInput label="New subject" value={subject} onChange={(e) => setSubject(e.currentTarget.value)} placeholder="orders-value" />
+        <Button type="submit" variant="default" disabled={!subject.trim() || !kafkaId}>Open</Button>
+      </Group>
     </form>
   );
 }
@@ -95,8 +95,8 @@ export function SubjectPage() {
   const base = `/t/${slug}/clusters/${cluster}/schemas`;
   return (
     <>
-      <p className="crumbs"><Link to={base}>Schemas</Link> / <strong>{subject}</strong></p>
-      <h1>{subject}</h1>
+      <Breadcrumbs mb="xs"><Anchor component={Link} to={base} size="sm">Schemas</Anchor><Text size="sm">{subject}</Text></Breadcrumbs>
+      <PageHeader title={subject} />
       {!kafkaId ? <Loading what="the cluster" /> : <Subject kafkaId={kafkaId} subject={subject} base={base} />}
     </>
   );
@@ -138,30 +138,32 @@ function Subject({ kafkaId, subject, base }: { kafkaId: string; subject: string;
       {rows.length > 0 && <Compatibility kafkaId={kafkaId} subject={subject} />}
       {rows.length > 0 && (
         <section aria-label="Versions">
-          <h2>Versions</h2>
-          <table>
-            <caption className="sr-only">Versions</caption>
-            <thead><tr><th scope="col">Version</th><th scope="col">Schema id</th><th scope="col">Type</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
-            <tbody>
+          <Title order={2} size="h3" mt="lg" mb="xs">Versions</Title>
+          <div className="table-wrap">
+          <Table striped className="data-table">
+            <Table.Caption className="sr-only">Versions</Table.Caption>
+            <Table.Thead><Table.Tr><Table.Th scope="col">Version</Table.Th><Table.Th scope="col">Schema id</Table.Th><Table.Th scope="col">Type</Table.Th><Table.Th scope="col">State</Table.Th><Table.Th scope="col">Actions</Table.Th></Table.Tr></Table.Thead>
+            <Table.Tbody>
               {rows.map((r) => (
-                <tr key={r.version} data-testid="version">
-                  <td>{r.version}</td>
-                  <td>{r.id}</td>
-                  <td>{typeOf(r)}</td>
-                  <td>{r.deleted ? <Badge tone="warn">Soft-deleted</Badge> : <Badge tone="ok">Live</Badge>}</td>
-                  <td>
+                <Table.Tr key={r.version} data-testid="version">
+                  <Table.Td>{r.version}</Table.Td>
+                  <Table.Td>{r.id}</Table.Td>
+                  <Table.Td>{typeOf(r)}</Table.Td>
+                  <Table.Td>{r.deleted ? <Badge tone="warn">Soft-deleted</Badge> : <Badge tone="ok">Live</Badge>}</Table.Td>
+                  <Table.Td>
                     {!r.deleted && (can("member")
                       ? <ConfirmButton label={`Delete version ${r.version}`} question={`Soft-delete version ${r.version}? Clients reading by id still can.`} onConfirm={() => remove.mutate({ version: r.version, permanent: false })} />
-                      : <button type="button" className="danger" disabled title={READ_ONLY}>Delete version {r.version}</button>)}
+                      : <Button size="xs" color="red" variant="light" disabled title={READ_ONLY}>Delete version {r.version}</Button>)}
                     {r.deleted && (can("admin")
                       ? <ConfirmButton label={`Delete version ${r.version} permanently`} question={`Delete version ${r.version} for good? Its schema id may stop resolving.`} onConfirm={() => remove.mutate({ version: r.version, permanent: true })} />
                       : <span className="muted">Only an admin deletes permanently.</span>)}
-                  </td>
-                </tr>
+                  </Table.Td>
+                </Table.Tr>
               ))}
-            </tbody>
-          </table>
-          <div className="toolbar">
+            </Table.Tbody>
+          </Table>
+          </div>
+          <Group my="sm">
             {live.length > 0 && can("member") && (
               <ConfirmButton label="Delete subject" question={`Soft-delete every version of ${subject}?`} onConfirm={() => remove.mutate({ permanent: false })} />
             )}
@@ -169,10 +171,10 @@ function Subject({ kafkaId, subject, base }: { kafkaId: string; subject: string;
               <ConfirmButton label="Delete subject permanently" question={`Delete ${subject} and all its versions for good?`} typeToConfirm={subject}
                 onConfirm={() => remove.mutate({ permanent: true }, { onSuccess: () => navigate(base) })} />
             )}
-          </div>
+          </Group>
           <ErrorText error={remove.error} />
           {rows.length > 1 && <VersionDiff versions={rows} />}
-          {rows.length === 1 && <><h3>Schema</h3><pre data-testid="schema-text">{layout(rows[0].schema)}</pre></>}
+          {rows.length === 1 && <><Title order={3} size="h4">Schema</Title><pre data-testid="schema-text">{layout(rows[0].schema)}</pre></>}
         </section>
       )}
       <Register kafkaId={kafkaId} subject={subject} latest={live[live.length - 1]} onRegistered={refresh} />
@@ -216,21 +218,18 @@ function Compatibility({ kafkaId, subject }: { kafkaId: string; subject: string 
   const current = level.data?.level;
   return (
     <section aria-label="Compatibility">
-      <h2>Compatibility</h2>
+      <Title order={2} size="h3" mt="lg" mb="xs">Compatibility</Title>
       <ErrorText error={level.error} />
       <p>
         Level: <strong data-testid="compatibility">{current ?? "…"}</strong>
         {level.data?.inherited && <span className="muted"> (the registry's default; not set for this subject)</span>}
       </p>
       {can("admin") ? (
-        <form className="inline-form" onSubmit={(e) => { e.preventDefault(); if (chosen) change.mutate(chosen); }}>
-          <label>
-            Set to{" "}
-            <select aria-label="Compatibility level" value={chosen || current || ""} onChange={(e) => setChosen(e.target.value as Level)}>
-              {LEVELS.map((l) => <option key={l} value={l}>{l}</option>)}
-            </select>
-          </label>
-          <button type="submit" disabled={!chosen || chosen === current || change.isPending}>Change compatibility</button>
+        <form onSubmit={(e) => { e.preventDefault(); if (chosen) change.mutate(chosen); }}>
+          <Group align="flex-end" gap="xs">
+            <NativeSelect label="Set to" aria-label="Compatibility level" value={chosen || current || ""} onChange={(e) => setChosen(e.currentTarget.value as Level)} data={[...LEVELS]} />
+            <Button type="submit" variant="default" disabled={!chosen || chosen === current || change.isPending}>Change compatibility</Button>
+          </Group>
           <ErrorText error={change.error} />
         </form>
       ) : <p className="muted" role="note">Only an admin changes the compatibility level.</p>}
@@ -246,17 +245,14 @@ function VersionDiff({ versions }: { versions: SubjectVersion[] }) {
   const lines = lineDiff(layout(a.schema), layout(b.schema));
   const { added, removed } = diffStats(lines);
   const pick = (label: string, value: number, set: (v: number) => void) => (
-    <label>{label}{" "}
-      <select aria-label={`Diff ${label.toLowerCase()}`} value={value} onChange={(e) => set(Number(e.target.value))}>
-        {versions.map((v) => <option key={v.version} value={v.version}>{v.version}</option>)}
-      </select>
-    </label>
+    <NativeSelect size="xs" label={label} aria-label={`Diff ${label.toLowerCase()}`} value={String(value)} onChange={(e) => set(Number(e.currentTarget.value))}
+      data={versions.map((v) => String(v.version))} />
   );
   return (
     <section aria-label="Diff">
-      <h3>Diff</h3>
-      <div className="inline-form">{pick("From", from, setFrom)}{pick("To", to, setTo)}
-        <span className="muted" data-testid="diff-stats">{added} added, {removed} removed</span></div>
+      <Title order={3} size="h4" mt="md">Diff</Title>
+      <Group align="flex-end" gap="sm" mb="xs">{pick("From", from, setFrom)}{pick("To", to, setTo)}
+        <Text size="sm" className="muted" data-testid="diff-stats">{added} added, {removed} removed</Text></Group>
       <pre className="diff" data-testid="diff">
         {lines.map((l, i) => <div key={i} className={l.op === "+" ? "added" : l.op === "-" ? "removed" : undefined}>{l.op} {l.text}</div>)}
       </pre>
@@ -291,24 +287,19 @@ function Register({ kafkaId, subject, latest, onRegistered }: { kafkaId: string;
   const disabledWhy = can("member") ? undefined : READ_ONLY;
   return (
     <section aria-label="Register a version">
-      <h2>{latest ? "Register a new version" : "Register the first version"}</h2>
+      <Title order={2} size="h3" mt="lg" mb="xs">{latest ? "Register a new version" : "Register the first version"}</Title>
       {disabledWhy && <p className="muted" role="note" id="register-blocked">{disabledWhy}</p>}
-      <form className="stack" onSubmit={(e) => { e.preventDefault(); run("register"); }}>
-        <label>
-          Type{" "}
-          <select aria-label="Schema type" value={draft.schemaType} onChange={(e) => setDraft({ ...draft, schemaType: e.target.value as SchemaType })}>
-            <option value="AVRO">Avro</option>
-            <option value="JSON">JSON Schema</option>
-            <option value="PROTOBUF">Protobuf</option>
-          </select>
-        </label>
-        <label className="stack">Schema <textarea aria-label="Schema" rows={12} value={draft.schema} spellCheck={false}
-          onChange={(e) => setDraft({ ...draft, schema: e.target.value })} /></label>
-        <div className="inline-form">
-          <button type="button" disabled={!!disabledWhy || check.isPending} aria-describedby={disabledWhy ? "register-blocked" : undefined}
-            onClick={() => run("check")}>Check compatibility</button>
-          <button type="submit" disabled={!!disabledWhy || register.isPending} aria-describedby={disabledWhy ? "register-blocked" : undefined}>Register</button>
-        </div>
+      <form onSubmit={(e) => { e.preventDefault(); run("register"); }}>
+        <Stack gap="sm">
+        <NativeSelect label="Type" aria-label="Schema type" value={draft.schemaType} onChange={(e) => setDraft({ ...draft, schemaType: e.currentTarget.value as SchemaType })} w={220}
+          data={[{ value: "AVRO", label: "Avro" }, { value: "JSON", label: "JSON Schema" }, { value: "PROTOBUF", label: "Protobuf" }]} />
+        <Textarea label="Schema" aria-label="Schema" autosize minRows={10} maxRows={30} value={draft.schema} spellCheck={false}
+          onChange={(e) => setDraft({ ...draft, schema: e.currentTarget.value })} styles={{ input: { fontFamily: "var(--mantine-font-family-monospace)" } }} />
+        <Group>
+          <Button variant="default" disabled={!!disabledWhy || check.isPending} aria-describedby={disabledWhy ? "register-blocked" : undefined}
+            onClick={() => run("check")}>Check compatibility</Button>
+          <Button type="submit" disabled={!!disabledWhy || register.isPending} aria-describedby={disabledWhy ? "register-blocked" : undefined}>Register</Button>
+        </Group>
         <ErrorText error={problem ?? check.error ?? register.error} />
         {verdict?.compatible && <p role="status">Compatible with the latest version.</p>}
         {verdict && !verdict.compatible && (
@@ -318,6 +309,7 @@ function Register({ kafkaId, subject, latest, onRegistered }: { kafkaId: string;
           </div>
         )}
         {register.data && <p role="status">Registered with schema id {register.data.id}.</p>}
+        </Stack>
       </form>
     </section>
   );

@@ -1,10 +1,11 @@
 import { zodResolver } from "@hookform/resolvers/zod";
 import { useQueryClient } from "@tanstack/react-query";
-import { useState } from "react";
+import { type ReactNode, useState } from "react";
 import { useForm } from "react-hook-form";
 import { useNavigate } from "react-router";
 import { z } from "zod";
 import { api, unwrap } from "../api/client";
+import { Button, Center, Paper, Stack, TextInput, Title } from "@mantine/core";
 import { ErrorText } from "../components/ui";
 
 const schema = z.object({
@@ -29,24 +30,27 @@ export function SignIn() {
     }
   });
   return (
-    <main className="signin">
-      <h1>Sign in to Sluice</h1>
+    <AuthCard title="Sign in to Sluice">
       <form onSubmit={submit} noValidate>
-        <label>
-          Username
-          <input autoComplete="username" {...register("username")} aria-invalid={!!formState.errors.username} />
-        </label>
-        <ErrorText error={formState.errors.username?.message} />
-        <label>
-          Password
-          <input type="password" autoComplete="current-password" {...register("password")} aria-invalid={!!formState.errors.password} />
-        </label>
-        <ErrorText error={formState.errors.password?.message} />
-        <ErrorText error={error} />
-        <button type="submit" disabled={formState.isSubmitting}>
-          Sign in
-        </button>
+        <Stack>
+          <TextInput label="Username" autoComplete="username" {...register("username")} error={formState.errors.username?.message} />
+          <TextInput label="Password" type="password" autoComplete="current-password" {...register("password")} error={formState.errors.password?.message} />
+          <ErrorText error={error} />
+          <Button type="submit" loading={formState.isSubmitting}>Sign in</Button>
+        </Stack>
       </form>
-    </main>
+    </AuthCard>
+  );
+}
+
+/** The centred card of the signed-out pages (sign in, join). */
+export function AuthCard({ title, children }: { title: string; children: ReactNode }) {
+  return (
+    <Center component="main" mih="100vh" p="md">
+      <Paper withBorder shadow="sm" p="xl" radius="md" w="100%" maw={400}>
+        <Title order={1} size="h2" mb="lg">{title}</Title>
+        {children}
+      </Paper>
+    </Center>
   );
 }

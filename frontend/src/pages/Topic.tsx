@@ -1,18 +1,31 @@
+// One topic: its health and size at the top, then tabs for messages (newest first), the live tail, partitions
+// and configs (human units, the default beside an override, actions as separate buttons).
+import { Anchor, Breadcrumbs, Button, Card, Group, SimpleGrid, Stack, Table, Tabs, Text, TextInput } from "@mantine/core";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
 import { useState } from "react";
 import { Link, useNavigate, useParams, useSearchParams } from "react-router";
 import { api, type Schemas, unwrap } from "../api/client";
-import { ConfirmButton, DataTable, ErrorText, Loading, ReadyBadge } from "../components/ui";
+import { Badge, ConfirmButton, DataTable, ErrorText, Loading, PageHeader, ReadyBadge, toast } from "../components/ui";
+import { num } from "../lib/extra";
+import { bytes, configRaw, configValue, count, MISSING, rate } from "../lib/units";
 import { useTenant } from "../session";
 import { useCluster } from "./Clusters";
-import { bytes } from "./ClusterOverview";
 import { LiveTail } from "./LiveTail";
 import { Messages } from "./Messages";
 
 const TABS = ["messages", "tail", "partitions", "configs"] as const;
 type Tab = (typeof TABS)[number];
 const TAB_LABEL: Record<Tab, string> = { messages: "Messages", tail: "Live tail", partitions: "Partitions", configs: "Configs" };
+
+function Stat({ label, value }: { label: string; value: string }) {
+  return (
+    <Card withBorder padding="xs" radius="md">
+      <Text size="xs" className="muted" tt="uppercase" fw={600}>{label}</Text>
+      <Text fw={600}>{value}</Text>
+    </Card>
+  );
+}
 
 export function TopicPage() {
   const { slug, can, role } = useTenant();
@@ -30,6 +43,7 @@ export function TopicPage() {
   const remove = useMutation({
     mutationFn: () => unwrap(api.DELETE("/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/{name}/", { params: { path } })),
     onSuccess: () => {
+      toast.ok(`Topic ${topic} is being deleted.`);
       queryClient.invalidateQueries({ queryKey: ["topics", slug, cluster] });
       navigate(`/t/${slug}/clusters/${cluster}/topics`);
     },
@@ -42,39 +56,51 @@ export function TopicPage() {
   });
   const may = rights.data;
   const kafkaId = clusterQuery.data?.kafka_cluster_id;
+  const t = detail.data;
   return (
     <>
-      <p className="crumbs"><Link to={`/t/${slug}/clusters/${cluster}/topics`}>Topics</Link> / <strong>{topic}</strong></p>
-      <h1>{topic} {detail.data && <ReadyBadge status={detail.data.status} />}</h1>
-      <ErrorText error={detail.error} />
-      {detail.data && <p className="muted">{detail.data.partitions} partitions · replication factor {detail.data.replication_factor}</p>}
+      <Breadcrumbs mb="xs" separator="/">
+        <Anchor component={Link} to={`/t/${slug}/clusters/${cluster}/topics`} size="sm">Topics</Anchor>
+        <Text size="sm">{topic}</Text>
+      </Breadcrumbs>
+      <PageHeader title={topic} badge={t && <ReadyBadge status={t.status} />}
+        actions={(may ? may.delete.allowed : can("member")) && (
+          <ConfirmButton size="sm" label="Delete topic" question={`Delete topic ${topic} and all its records?`} typeToConfirm={topic} onConfirm={() => remove.mutate()} />
+        )} />
+      <ErrorText error={detail.error ?? remove.error} />
+      {t && (
+        <SimpleGrid cols={{ base: 3, md: 6 }} mb="md" data-testid="topic-facts">
+          <Stat label="Partitions" value={count(t.partitions)} />
+          <Stat label="Replication" value={String(t.replication_factor)} />
+          <Stat label={num(t, "remote_size_bytes") == null ? "Size" : "Size (local + remote)"}
+            value={num(t, "remote_size_bytes") == null ? bytes(num(t, "size_bytes"))
+              : `${bytes(num(t, "size_bytes"))} + ${bytes(num(t, "remote_size_bytes"))}`} />
+          <Stat label="Records" value={count(num(t, "record_count"))} />
+          <Stat label="In" value={rate(num(t, "records_in_per_sec"))} />
+          <Stat label="Under-replicated" value={count(num(t, "under_replicated_partitions"))} />
+        </SimpleGrid>
+      )}
       {!can("member") && (
-        <p className="muted" role="note">Your role ({role}) reads this topic; producing, editing configs and deleting it need the member role.</p>
+        <Text size="sm" className="muted" role="note" mb="sm">Your role ({role}) reads this topic; producing, editing configs and deleting it need the member role.</Text>
       )}
-      {(may ? may.delete.allowed : can("member")) && (
-        <p>
-          <ConfirmButton label="Delete topic" question={`Delete topic ${topic} and all its records?`} typeToConfirm={topic} onConfirm={() => remove.mutate()} />
-        </p>
-      )}
-      <ErrorText error={remove.error} />
-      <div role="tablist" aria-label="Topic" className="tabs">
-        {TABS.map((t) => (
-          <button key={t} role="tab" type="button" aria-selected={tab === t} onClick={() => setParams({ tab: t })}>
-            {TAB_LABEL[t]}
-          </button>
+      <Tabs value={tab} onChange={(next) => next && setParams({ tab: next })} keepMounted={false}>
+        <Tabs.List aria-label="Topic" mb="md">
+          {TABS.map((x) => <Tabs.Tab key={x} value={x}>{TAB_LABEL[x]}</Tabs.Tab>)}
+        </Tabs.List>
+        {TABS.map((x) => (
+          <Tabs.Panel key={x} value={x} aria-label={TAB_LABEL[x]}>
+            {x !== tab ? null : !kafkaId ? <Loading what="the cluster" /> : x === "messages" ? (
+              <Messages kafkaId={kafkaId} topic={topic} partitions={t?.partitions ?? 0} canProduce={can("member")} produce={may?.produce} read={may?.read} />
+            ) : x === "tail" ? (
+              <LiveTail kafkaId={kafkaId} topic={topic} read={may?.read} />
+            ) : x === "partitions" ? (
+              <Partitions slug={slug} cluster={cluster} topic={topic} />
+            ) : (
+              <Configs slug={slug} cluster={cluster} kafkaId={kafkaId} topic={topic} canEdit={may ? may.edit_configs.allowed : can("member")} />
+            )}
+          </Tabs.Panel>
         ))}
-      </div>
-      <div role="tabpanel" aria-label={TAB_LABEL[tab]}>
-        {!kafkaId ? <Loading what="the cluster" /> : tab === "messages" ? (
-          <Messages kafkaId={kafkaId} topic={topic} partitions={detail.data?.partitions ?? 0} canProduce={can("member")} produce={may?.produce} read={may?.read} />
-        ) : tab === "tail" ? (
-          <LiveTail kafkaId={kafkaId} topic={topic} />
-        ) : tab === "partitions" ? (
-          <Partitions slug={slug} cluster={cluster} topic={topic} />
-        ) : (
-          <Configs slug={slug} cluster={cluster} kafkaId={kafkaId} topic={topic} canEdit={may ? may.edit_configs.allowed : can("member")} />
-        )}
-      </div>
+      </Tabs>
     </>
   );
 }
@@ -89,20 +115,21 @@ function Partitions({ slug, cluster, topic }: { slug: string; cluster: string; t
     })),
     refetchInterval: 5000,
   });
-  if (partitions.isPending) return <Loading what="partitions" />;
   return (
     <>
       <ErrorText error={partitions.error} />
-      <DataTable caption="Partitions" data={partitions.data ?? []} columns={[
+      <DataTable caption="Partitions" data={partitions.data} loading={partitions.isPending} columns={[
         partCol.accessor("partition", { header: "Partition" }),
         partCol.accessor("leader", { header: "Leader", cell: (x) => (x.getValue() < 0 ? "none" : x.getValue()) }),
         partCol.accessor("replicas", { header: "Replicas", enableSorting: false, cell: (x) => x.getValue().join(", ") }),
-        partCol.accessor("isr", { header: "ISR", enableSorting: false, cell: (x) => x.getValue().join(", ") }),
-        partCol.accessor("start_offset", { header: "Start offset" }),
-        partCol.accessor("end_offset", { header: "End offset" }),
-        partCol.accessor((p) => p.end_offset - p.start_offset, { id: "records", header: "Records" }),
+        partCol.accessor("isr", { header: "In sync", enableSorting: false, cell: (x) => x.getValue().join(", ") }),
+        partCol.accessor("start_offset", { header: "Start offset", cell: (x) => count(x.getValue()) }),
+        partCol.accessor("end_offset", { header: "End offset", cell: (x) => count(x.getValue()) }),
+        partCol.accessor((p) => p.end_offset - p.start_offset, { id: "records", header: "Records", cell: (x) => count(x.getValue()) }),
         partCol.accessor("size_bytes", { header: "Size", cell: (x) => bytes(x.getValue()) }),
-        partCol.accessor((p) => (p.offline ? "offline" : p.under_replicated ? "under-replicated" : "ok"), { id: "health", header: "Health" }),
+        partCol.accessor((p) => (p.offline ? "offline" : p.under_replicated ? "under-replicated" : "in sync"), {
+          id: "health", header: "Health", cell: (x) => <Badge tone={x.getValue() === "offline" ? "bad" : x.getValue() === "in sync" ? "ok" : "warn"}>{x.getValue()}</Badge>,
+        }),
       ]} />
     </>
   );
@@ -110,11 +137,15 @@ function Partitions({ slug, cluster, topic }: { slug: string; cluster: string; t
 
 type Config = Schemas["KafkaTopicConfigData"];
 
-function defaultOf(config: Config): string | null {
+/** The value a config falls back to without the topic's override: the first synonym below the topic's own, or the
+ * API's ``default_value``; null when the API reports neither. */
+export function defaultOf(config: Config): string | null {
   if (config.is_default) return config.value ?? null;
   const synonyms = (config.synonyms ?? []) as { name?: string; value?: string | null; source?: string }[];
   const fallback = synonyms.find((s) => s.source !== "DYNAMIC_TOPIC_CONFIG");
-  return fallback?.value ?? null;
+  if (fallback) return fallback.value ?? null;
+  const given = (config as { default_value?: string | null }).default_value;
+  return given ?? null;
 }
 
 function Configs({ slug, cluster, kafkaId, topic, canEdit }: { slug: string; cluster: string; kafkaId: string; topic: string; canEdit: boolean }) {
@@ -130,31 +161,46 @@ function Configs({ slug, cluster, kafkaId, topic, canEdit }: { slug: string; clu
   return (
     <>
       <ErrorText error={configs.error} />
-      <label>Filter configs <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} /></label>
-      <table>
-        <caption className="sr-only">Configs</caption>
-        <thead>
-          <tr><th scope="col">Name</th><th scope="col">Value</th><th scope="col">Default</th><th scope="col">Source</th></tr>
-        </thead>
-        <tbody>
-          {rows.map((config) => (
-            <ConfigRow key={config.name} config={config} canEdit={canEdit && !config.is_read_only}
-              onSave={async (value) => {
-                await unwrap(api.PATCH("/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/{name}/", {
-                  params: { path: { tenant_slug: slug, cluster_pk: cluster, name: topic } }, body: { configs: { [config.name]: value } },
-                }));
-                await queryClient.invalidateQueries({ queryKey: ["configs", kafkaId, topic] });
-              }} />
-          ))}
-        </tbody>
-      </table>
+      <TextInput label="Filter configs" type="search" value={filter} onChange={(e) => setFilter(e.currentTarget.value)} w={280} mb="sm" />
+      <div className="table-wrap">
+        <Table striped verticalSpacing="xs" className="data-table">
+          <Table.Caption className="sr-only">Configs</Table.Caption>
+          <Table.Thead>
+            <Table.Tr><Table.Th scope="col">Name</Table.Th><Table.Th scope="col">Value</Table.Th><Table.Th scope="col">Default</Table.Th>
+              <Table.Th scope="col">Source</Table.Th>{canEdit && <Table.Th scope="col">Actions</Table.Th>}</Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {rows.map((config) => (
+              <ConfigRow key={config.name} config={config} canEdit={canEdit && !config.is_read_only} showActions={canEdit}
+                onSave={async (value) => {
+                  await unwrap(api.PATCH("/api/v1/tenants/{tenant_slug}/clusters/{cluster_pk}/topics/{name}/", {
+                    params: { path: { tenant_slug: slug, cluster_pk: cluster, name: topic } }, body: { configs: { [config.name]: value } },
+                  }));
+                  await queryClient.invalidateQueries({ queryKey: ["configs", kafkaId, topic] });
+                }} />
+            ))}
+          </Table.Tbody>
+        </Table>
+      </div>
     </>
+  );
+}
+
+function Human({ name, value }: { name: string; value: string | null | undefined }) {
+  const raw = configRaw(name, value);
+  return (
+    <Stack gap={0}>
+      <span>{configValue(name, value)}</span>
+      {raw && <Text size="xs" className="muted" component="span">{raw}</Text>}
+    </Stack>
   );
 }
 
 /** One config: edited in place; saving sends only this key (``null`` drops the override, back to the default).
  * The reconciler applies it to the brokers, so the shown value follows a moment later. */
-function ConfigRow({ config, canEdit, onSave }: { config: Config; canEdit: boolean; onSave: (value: string | null) => Promise<void> }) {
+function ConfigRow({ config, canEdit, showActions, onSave }: {
+  config: Config; canEdit: boolean; showActions: boolean; onSave: (value: string | null) => Promise<void>;
+}) {
   const [editing, setEditing] = useState(false);
   const [value, setValue] = useState(config.value ?? "");
   const [error, setError] = useState<unknown>(null);
@@ -165,33 +211,47 @@ function ConfigRow({ config, canEdit, onSave }: { config: Config; canEdit: boole
       await onSave(next);
       setEditing(false);
       setSaved(true);
+      toast.ok(next === null ? `${config.name} reset to its default.` : `${config.name} saved; applying to the brokers.`);
     } catch (caught) {
       setError(caught);
     }
   };
-  const shown = config.is_sensitive ? "(sensitive)" : config.value ?? "null";
+  const fallback = defaultOf(config);
   return (
-    <tr>
-      <th scope="row"><code>{config.name}</code></th>
-      <td>
+    <Table.Tr>
+      <Table.Th scope="row" fw={400}><code>{config.name}</code></Table.Th>
+      <Table.Td>
         {editing ? (
-          <form className="inline-form" onSubmit={(e) => { e.preventDefault(); save(value); }}>
-            <input aria-label={`Value of ${config.name}`} value={value} onChange={(e) => setValue(e.target.value)} />
-            <button type="submit">Save</button>
-            <button type="button" onClick={() => setEditing(false)}>Cancel</button>
+          <form onSubmit={(e) => { e.preventDefault(); save(value); }}>
+            <Group gap="xs" wrap="nowrap">
+              <TextInput size="xs" aria-label={`Value of ${config.name}`} value={value} onChange={(e) => setValue(e.currentTarget.value)} data-autofocus />
+              <Button size="xs" type="submit">Save</Button>
+              <Button size="xs" variant="default" onClick={() => setEditing(false)}>Cancel</Button>
+            </Group>
           </form>
-        ) : (
-          <>
-            <span className={config.is_default ? "muted" : ""}>{shown}</span>{" "}
-            {canEdit && <button type="button" className="link" aria-label={`Edit ${config.name}`} onClick={() => setEditing(true)}>Edit</button>}
-            {canEdit && !config.is_default && <button type="button" className="link" onClick={() => save(null)}>Reset to default</button>}
-            {saved && <span className="muted"> saved; applying…</span>}
-          </>
+        ) : config.is_sensitive ? "(sensitive)" : (
+          <Group gap="xs"><Human name={config.name} value={config.value} />{saved && <Text size="xs" className="muted">saved; applying…</Text>}</Group>
         )}
         <ErrorText error={error} />
-      </td>
-      <td className="muted">{defaultOf(config) ?? "—"}</td>
-      <td>{config.source}</td>
-    </tr>
+      </Table.Td>
+      <Table.Td className="muted">{fallback == null ? (config.is_default ? MISSING : "cluster default") : <Human name={config.name} value={fallback} />}</Table.Td>
+      <Table.Td>{config.is_default ? <Badge tone="neutral">default</Badge> : <Badge tone="info">{sourceLabel(config.source)}</Badge>}</Table.Td>
+      {showActions && (
+        <Table.Td>
+          {canEdit && !editing && (
+            <Group gap="xs" wrap="nowrap">
+              <Button size="compact-xs" variant="default" aria-label={`Edit ${config.name}`} onClick={() => setEditing(true)}>Edit</Button>
+              {!config.is_default && (
+                <Button size="compact-xs" variant="subtle" color="red" aria-label={`Reset to default: ${config.name}`} onClick={() => save(null)}>Reset to default</Button>
+              )}
+            </Group>
+          )}
+        </Table.Td>
+      )}
+    </Table.Tr>
   );
+}
+
+function sourceLabel(source: string): string {
+  return ({ DYNAMIC_TOPIC_CONFIG: "topic override", DYNAMIC_BROKER_CONFIG: "broker", DYNAMIC_DEFAULT_BROKER_CONFIG: "cluster", STATIC_BROKER_CONFIG: "broker file", DEFAULT_CONFIG: "default" } as Record<string, string>)[source] ?? source;
 }

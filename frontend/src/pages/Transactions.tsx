@@ -2,7 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { createColumnHelper } from "@tanstack/react-table";
 import { useParams } from "react-router";
 import { api, type Schemas, unwrap } from "../api/client";
-import { ConfirmButton, DataTable, ErrorText, Loading } from "../components/ui";
+import { Badge, ConfirmButton, DataTable, ErrorText, PageHeader } from "../components/ui";
 import { useTenant } from "../session";
 
 const col = createColumnHelper<Schemas["Transaction"]>();
@@ -36,20 +36,18 @@ export function TransactionsPage() {
   });
   return (
     <>
-      <h1>Transactions</h1>
-      <p className="muted">Open transactions of transactional producers. A transaction open longer than its timeout is aborted by the cluster; aborting one here fences its producer, as a new instance of it would.</p>
-      {found.isPending ? <Loading what="transactions" /> : <ErrorText error={found.error} />}
-      <ErrorText error={abort.error} />
-      {found.data && (
-        <DataTable caption="Open transactions" data={found.data} empty="No open transactions." columns={[
+      <PageHeader title="Transactions" description="Open transactions of transactional producers. A transaction open longer than its timeout is aborted by the cluster; aborting one here fences its producer, as a new instance of it would." />
+      <ErrorText error={found.error ?? abort.error} />
+      {(
+        <DataTable caption="Open transactions" data={found.data} loading={found.isPending} rowId={(t) => t.transactional_id} empty="No open transactions." columns={[
           col.accessor("transactional_id", { header: "Transactional id" }),
-          col.accessor("state", { header: "State" }),
+          col.accessor("state", { header: "State", cell: (x) => <Badge tone={x.getValue() === "Ongoing" ? "info" : "neutral"}>{x.getValue()}</Badge> }),
           col.accessor("partitions", { header: "Partitions", enableSorting: false,
             cell: (x) => x.getValue().map((p: Schemas["TransactionPartition"]) => `${p.topic}-${p.partition}`).join(", ") }),
           col.accessor("age_ms", { header: "Open for", cell: (x) => age(x.getValue()) }),
           col.accessor("timeout_ms", { header: "Timeout", cell: (x) => age(x.getValue()) }),
           col.accessor("producer_id", { header: "Producer", cell: (x) => `${x.getValue()} (epoch ${x.row.original.producer_epoch})` }),
-          col.display({ id: "actions", header: "", cell: (x) => can("admin") && x.row.original.state === "Ongoing" ? (
+          col.display({ id: "actions", header: "Actions", cell: (x) => can("admin") && x.row.original.state === "Ongoing" ? (
             <ConfirmButton label="Abort" question={`Abort ${x.row.original.transactional_id}'s transaction and fence its producer?`}
               onConfirm={() => abort.mutate(x.row.original.transactional_id)} />
           ) : null }),
