@@ -325,8 +325,22 @@ class Partition:
         return self.last_stable_offset if committed else self.high_watermark
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets by time, among offsets consumers may see (below the high watermark)."""
-        found = await asyncio.to_thread(self.log.offset_for_timestamp, timestamp)
+        """ListOffsets by time, among offsets consumers may see (below the high watermark).
+
+        A tiered log is searched in the remote tier first (its records are the older ones), then locally."""
+        found = None
+        log, remote = self.log, self.remote
+        if timestamp >= 0 and remote is not None and log.log_start_offset < log.local_log_start_offset:
+            try:
+                hit = await asyncio.get_running_loop().run_in_executor(
+                    remote.fetch_executor, remote.offset_for_timestamp, self.topic, self.index, timestamp,
+                    log.log_start_offset)
+            except RemoteStorageError as exc:
+                raise KafkaStorageError(f"looking up {self.name} by time in the remote tier: {exc}") from exc
+            if hit is not None:
+                found = TimestampAndOffset(hit[0], hit[1], log.epoch_for(hit[1]))
+        if found is None:
+            found = await asyncio.to_thread(log.offset_for_timestamp, timestamp)
         return found if found is not None and found.offset < self.high_watermark else None
 
     def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:

@@ -697,6 +697,11 @@ class Log:
                 return None
             return TimestampAndOffset(found[0], found[1], self._epoch_for(found[1]))
 
+    def epoch_for(self, offset: int) -> int:
+        """The leader epoch ``offset`` was written in (-1 when the log knows none for it)."""
+        with self._lock:
+            return self._epoch_for(offset)
+
     def _epoch_for(self, offset: int) -> int:
         epoch = -1
         for e in self._epochs.entries:

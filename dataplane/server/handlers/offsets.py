@@ -4,8 +4,9 @@ The special timestamps: -1 latest (the high watermark), -2 earliest, -3 the reco
 with the highest timestamp (KIP-734, v7+), -4 earliest *local* (v8+, KIP-1005) and
 -5 latest *tiered* (v9+): the first offset on the leader's local disk, and the last offset the remote tier
 holds (decision 0032). Without tiering the local log is the whole log, so earliest-local is the log start
-offset and nothing is tiered: -5 answers offset -1. v10 adds a timeout for remote lookups; a timestamp
-lookup reads the local log only, so none happen here.
+offset and nothing is tiered: -5 answers offset -1. A timestamp lookup on a tiered log searches the remote
+tier first (its segments' metadata says which may hold the time), then the local log; v10's timeout for remote
+lookups is not applied (the lookup runs on the fetch executor and answers when it has read what it needs).
 """
 
 from __future__ import annotations

@@ -428,11 +428,37 @@ class RemoteLogManager:
             aborted = tuple(self.reader.aborted(seg, offset, next_offset))
         return data, aborted
 
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int,
+                             min_offset: int) -> tuple[int, int] | None:
+        """ListOffsets by time in the remote tier (blocking: call on the fetch executor): (timestamp, offset) of
+        the first record at or above ``min_offset`` whose timestamp is at least ``timestamp``, None when the
+        remote tier holds none. Segments whose maximum timestamp is below it are skipped unread (their metadata
+        says so). Raises RemoteStorageError."""
+        topic_id = self._topic_id(topic)
+        if topic_id is None:
+            return None
+        state = self._state(topic, topic_id, partition)
+        chain = state.chain if state.listed else self._refresh(state)
+        for entry in chain.entries:
+            if entry.end < min_offset or entry.segment.max_timestamp < timestamp:
+                continue
+            try:
+                found = self.reader.offset_for_timestamp(self._objects(state.path, entry), timestamp,
+                                                         max(min_offset, entry.start))
+            except RemoteStorageError as exc:
+                if not exc.missing:
+                    raise
+                self._refresh(state)  # deleted by retention meanwhile: the caller's next lookup sees the new chain
+                raise
+            if found is not None:
+                return found
+        return None
+
     @staticmethod
     def _objects(path: PartitionPath, entry: ChainEntry) -> SegmentObjects:
         s = entry.segment
-        return SegmentObjects(s.key(path, "log"), s.key(path, "index"), s.key(path, "txnindex"), s.base_offset,
-                              s.end_offset, s.size)
+        return SegmentObjects(s.key(path, "log"), s.key(path, "index"), s.key(path, "txnindex"),
+                              s.key(path, "timeindex"), s.base_offset, s.end_offset, s.size)
 
     def restore_state(self, topic: str, partition: int, leader_local_start: int) -> RestoredState:
         """For a follower below its leader's local log start: the remote segment holding the offset just below

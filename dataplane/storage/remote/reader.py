@@ -21,8 +21,8 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from dataplane.protocol.records import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
-from dataplane.storage.index import OFFSET_ENTRY
+from dataplane.protocol.records import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, decode_batch
+from dataplane.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from dataplane.storage.remote.store import ObjectStore, RemoteStorageError
 from dataplane.storage.txn_index import AbortedTxn
 
@@ -44,6 +44,7 @@ class SegmentObjects:
     log_key: str
     index_key: str
     txn_key: str
+    timeindex_key: str
     base_offset: int
     end_offset: int
     size: int
@@ -104,6 +105,30 @@ class RemoteLogReader:
             if last >= start and first < upper:
                 found.append(AbortedTxn(pid, first, last, lso))
         return found
+
+    def offset_for_timestamp(self, seg: SegmentObjects, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the segment's first record at or above ``min_offset`` whose timestamp is at
+        least ``timestamp``; None when it has none. Raises RemoteStorageError.
+
+        The time index's entries are (the segment's maximum timestamp so far, the offset where it became so):
+        below the last entry under ``timestamp`` no record qualifies, so the scan starts there.
+        """
+        start = max(min_offset, seg.base_offset)
+        times = self._small_object(seg.timeindex_key)
+        for at in range(0, len(times) - TIME_ENTRY.size + 1, TIME_ENTRY.size):
+            ts, rel = TIME_ENTRY.unpack_from(times, at)
+            if ts >= timestamp:
+                break
+            start = max(start, seg.base_offset + rel)
+        pos = self._index_floor(seg, start)
+        while pos + HEADER_SIZE <= seg.size:
+            h = self._header(seg, pos)
+            if h.last_offset >= start and h.max_timestamp >= timestamp:
+                for r in decode_batch(self._range(seg, pos, pos + h.size)).records:
+                    if r.timestamp >= timestamp and r.offset >= min_offset:
+                        return r.timestamp, r.offset
+            pos += h.size
+        return None
 
     def _header(self, seg: SegmentObjects, pos: int) -> BatchHeader:
         h = BatchHeader.parse(self._range(seg, pos, pos + HEADER_SIZE))

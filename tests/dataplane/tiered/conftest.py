@@ -69,15 +69,20 @@ def create_topic(bootstrap: str, name: str, configs: dict[str, str], partitions:
     admin.create_topics([NewTopic(name, partitions, replication, config=configs)])[name].result(30)
 
 
-def produce(bootstrap: str, topic: str, count: int, *, start: int = 0, size: int = 100) -> list[tuple[bytes, bytes]]:
-    """``count`` records (acks=all, small batches so segments roll often); the (key, value) pairs sent."""
+def produce(bootstrap: str, topic: str, count: int, *, start: int = 0, size: int = 100,
+            base_timestamp: int | None = None) -> list[tuple[bytes, bytes]]:
+    """``count`` records (acks=all, small batches so segments roll often); the (key, value) pairs sent.
+
+    ``base_timestamp``: record ``i`` gets timestamp ``base_timestamp + 10 * i`` ms (else the producer's clock)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2, "batch.size": 2000,
                          "enable.idempotence": True})
     sent = []
     errors: list[Any] = []
     for i in range(start, start + count):
         key, value = f"k{i}".encode(), f"v{i:08d}-".encode().ljust(size, b"x")
-        producer.produce(topic, value, key, on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        stamp = {} if base_timestamp is None else {"timestamp": base_timestamp + 10 * i}
+        producer.produce(topic, value, key, on_delivery=lambda err, _msg: errors.append(err) if err else None,
+                         **stamp)
         sent.append((key, value))
         if i % 500 == 0:
             producer.poll(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -55,6 +56,23 @@ def test_consume_everything_from_offset_zero_after_local_retention(tiered_broker
     metrics = scrape(tiered_broker.metrics_port)
     local, remote = metrics[("sluice_local_log_size_bytes", labels)], metrics[("sluice_remote_log_size_bytes", labels)]
     assert 0 < local <= 32768 + 16384 * 2 and remote > 300_000
+
+
+def test_list_offsets_by_time_finds_records_in_the_remote_tier(tiered_broker: BrokerProcess) -> None:
+    """offsetsForTimes on a tiered topic: the first record at or after the time, wherever it is stored."""
+    topic = f"tiered-{uuid.uuid4().hex[:8]}"
+    create_topic(tiered_broker.bootstrap, topic, TIERED)
+    base = int(time.time() * 1000) - 3_600_000  # an hour ago: well inside the default retention.ms (7 days)
+    produce(tiered_broker.bootstrap, topic, 3000, base_timestamp=base)  # record i at base + 10 i ms
+    port = tiered_broker.port
+    wait_until(lambda: list_offset(port, topic, EARLIEST_LOCAL) > 1500, "local segments uploaded and deleted",
+               detail=lambda: tiered_broker.output()[-4000:])
+    local_start = list_offset(port, topic, EARLIEST_LOCAL)
+    for i in (0, 1, 777, local_start - 1, local_start, 2999):
+        assert list_offset(port, topic, base + 10 * i) == i, i
+    assert list_offset(port, topic, base + 10 * 777 - 5) == 777  # between two records: the next one
+    assert list_offset(port, topic, base - 60_000) == 0  # before every record: the first
+    assert list_offset(port, topic, base + 10 * 3000) == -1  # after every record: none
 
 
 def test_remote_bytes_are_the_local_bytes(tiered_broker: BrokerProcess, object_store: ObjectStoreServer,
