@@ -202,7 +202,8 @@ export function CopyButton({ value, label = "Copy" }: { value: string; label?: s
   return (
     <MantineCopyButton value={value}>
       {({ copied, copy }) => (
-        <Button size="compact-xs" variant="subtle" color={copied ? "green" : "gray"} onClick={copy} aria-label={label}>
+        <Button size="compact-xs" variant="subtle" color={copied ? "green" : "gray"} onClick={copy} aria-label={label}
+          style={{ flexShrink: 0 }}>
           {copied ? "Copied" : "Copy"}
         </Button>
       )}

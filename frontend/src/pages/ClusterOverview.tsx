@@ -85,9 +85,9 @@ export function ClusterOverview() {
         <Stat label="Storage" value={bytes(num(c, "storage_bytes") ?? (brokers.data ? brokers.data.reduce((s, b) => s + b.disk_bytes, 0) : null))} />
       </SimpleGrid>
       <Facts items={[
-        ["Bootstrap servers", <Group gap={4} wrap="nowrap"><code data-testid="bootstrap">{status.bootstrap_servers ?? MISSING}</code>
+        ["Bootstrap servers", <Group gap={4} wrap="nowrap" align="flex-start"><code data-testid="bootstrap" style={{ minWidth: 0 }}>{status.bootstrap_servers ?? MISSING}</code>
           {status.bootstrap_servers && <CopyButton value={status.bootstrap_servers} label="Copy bootstrap servers" />}</Group>],
-        ["Schema Registry", <Group gap={4} wrap="nowrap"><code data-testid="schema-registry-url">{c.schema_registry_url}</code>
+        ["Schema Registry", <Group gap={4} wrap="nowrap" align="flex-start"><code data-testid="schema-registry-url" style={{ minWidth: 0 }}>{c.schema_registry_url}</code>
           <CopyButton value={c.schema_registry_url} label="Copy Schema Registry URL" /></Group>],
         ["Kafka cluster id", <code>{c.kafka_cluster_id}</code>],
         ["Generation", `${c.generation} (observed ${status.observed_generation ?? 0})`],
