@@ -180,6 +180,15 @@ class TopicInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """One level a config's value may come from (the topic's own, a broker default, Kafka's default)."""
+
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigEntry:
     name: str
     value: str | None  # None for a sensitive value, or a config without one
@@ -187,6 +196,7 @@ class ConfigEntry:
     is_default: bool
     read_only: bool
     sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()  # highest precedence first, as the broker lists them
 
 
 def overrides(entries: Mapping[str, ConfigEntry]) -> dict[str, ConfigEntry]:
@@ -529,7 +539,9 @@ class ClusterAdmin:
                                      retriable=error.retriable)
                 described[resource.name] = {
                     name: ConfigEntry(name, entry.value, _source_name(entry.source),
-                                      bool(entry.is_default), bool(entry.is_read_only), bool(entry.is_sensitive))
+                                      bool(entry.is_default), bool(entry.is_read_only), bool(entry.is_sensitive),
+                                      tuple(ConfigSynonym(s.name, s.value, _source_name(s.source))
+                                            for s in (entry.synonyms or {}).values()))
                     for name, entry in sorted(entries.items())}
             return described
         return self._retry(attempt)

@@ -62,6 +62,10 @@ def test_topic_lifecycle_is_desired_state_and_cluster_state(rest_stack: RestStac
 
     configs = {c["name"]: c for c in _ok(rest_stack, "GET", f"/topics/{name}/configs")["data"]}
     assert configs["retention.ms"]["value"] == "3600000" and not configs["retention.ms"]["is_default"]
+    # Where the value would come from without the override, highest precedence first (Confluent's synonyms).
+    synonyms = configs["retention.ms"]["synonyms"]
+    assert synonyms[0] == {"name": "retention.ms", "value": "3600000", "source": "DYNAMIC_TOPIC_CONFIG"}
+    assert synonyms[-1]["source"] == "DEFAULT_CONFIG" and synonyms[-1]["value"] == "604800000"
     assert configs["cleanup.policy"]["is_default"]
     _ok(rest_stack, "POST", f"/topics/{name}/configs:alter",
         {"data": [{"name": "cleanup.policy", "value": "compact"}, {"name": "retention.ms", "operation": "DELETE"}]},

@@ -283,7 +283,9 @@ def _config_body(links: Links, topic_name: str, entry: ConfigEntry) -> dict[str,
         "KafkaTopicConfig", links.url("topics", topic_name, "configs", entry.name),
         links.crn(("topic", topic_name), ("config", entry.name)), topic_name=topic_name, name=entry.name,
         value=None if entry.sensitive else entry.value, is_default=entry.is_default, is_read_only=entry.read_only,
-        is_sensitive=entry.sensitive, source=entry.source, synonyms=[])
+        is_sensitive=entry.sensitive, source=entry.source,
+        synonyms=[{"name": s.name, "value": None if entry.sensitive else s.value, "source": s.source}
+                  for s in entry.synonyms])
 
 
 def topic_configs(access: ClusterAccess, links: Links, names: Iterable[str] | None) -> list[dict[str, Any]]:
