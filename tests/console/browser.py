@@ -102,6 +102,16 @@ def sticking_out(page: Page) -> list[str]:
     return list(page.evaluate(_STICKING_OUT))
 
 
+# Every finite animation done (a drawer's or dialog's fade-in: axe measures contrast on half-transparent text
+# otherwise); endless ones (spinners, striped progress) are left running.
+_SETTLED = """() => document.getAnimations().every(
+  (a) => a.playState !== 'running' || a.effect?.getComputedTiming().iterations === Infinity)"""
+
+
+def settle(page: Page) -> None:
+    page.wait_for_function(_SETTLED, timeout=10_000)
+
+
 def check_page(page: Page, name: str) -> None:
     """Every page the suite visits, in light and in dark: a screenshot kept under var/test-artifacts/console/
     (``name.png`` and ``name-dark.png``), axe-core clean of serious and critical violations, and no sideways overflow
@@ -123,6 +133,7 @@ def check_page(page: Page, name: str) -> None:
         for scheme in SCHEMES:
             set_scheme(page, scheme)
             page.wait_for_function("() => new Promise((r) => requestAnimationFrame(() => r(true)))")
+            settle(page)
             suffix = "" if scheme == "light" else f"-{scheme}"
             page.screenshot(path=str(ARTIFACTS / f"{name}{suffix}.png"), full_page=True)
             violations = serious_violations(page)
