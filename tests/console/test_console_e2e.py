@@ -260,6 +260,7 @@ def test_owner_journey(page: Page, rest_stack: RestStack) -> None:
     expect(page.get_by_text("saved; applying…")).to_be_visible()
     retention = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="retention.ms", exact=True))
     expect(retention).to_contain_text("3600000", timeout=LONG)  # once the reconciler has applied it
+    expect(retention).to_contain_text("604800000")  # the default it overrides (Kafka's 7 days), not "cluster default"
     check_page(page, "topic-configs")
 
     # The group's lag per partition (2 records after its commit on partition 1; the others it never read).
