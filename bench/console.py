@@ -64,7 +64,7 @@ def wait(condition: Any, what: str, timeout: float) -> Any:
 
 def lift_partition_limit(stack: Stack, partitions: int) -> None:
     """No plan lets one broker hold 5,000 topics (basic: 100 partitions), yet the goal is the page at 5,000: the
-    bench sets the demo cluster's ``max_partitions`` in the database (bypassing the plan's ceiling, which only the
+    bench writes ``max_partitions`` into the demo cluster's ``spec`` row (bypassing the plan's ceiling, which only the
     API enforces) and reconciles, then waits until the broker accepts that many."""
     code = ("from controlplane.clusters.models import Cluster; "
             "from controlplane.clusters.tasks import enqueue_reconcile; "

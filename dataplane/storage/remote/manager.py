@@ -35,7 +35,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -416,13 +416,8 @@ class RemoteLogManager:
         if entry is None:
             return b"", ()
         seg = self._objects(state.path, entry)
-        try:
+        with self._refreshed_when_missing(state):
             data, next_offset = self.reader.read(seg, max(offset, entry.start), max_bytes, upper)
-        except RemoteStorageError as exc:
-            if not exc.missing:
-                raise
-            self._refresh(state)  # deleted by retention or cleanup meanwhile: the next fetch sees the new chain
-            raise
         aborted: tuple[AbortedTxn, ...] = ()
         if committed and data:
             aborted = tuple(self.reader.aborted(seg, offset, next_offset))
@@ -442,17 +437,23 @@ class RemoteLogManager:
         for entry in chain.entries:
             if entry.end < min_offset or entry.segment.max_timestamp < timestamp:
                 continue
-            try:
+            with self._refreshed_when_missing(state):
                 found = self.reader.offset_for_timestamp(self._objects(state.path, entry), timestamp,
                                                          max(min_offset, entry.start))
-            except RemoteStorageError as exc:
-                if not exc.missing:
-                    raise
-                self._refresh(state)  # deleted by retention meanwhile: the caller's next lookup sees the new chain
-                raise
             if found is not None:
                 return found
         return None
+
+    @contextlib.contextmanager
+    def _refreshed_when_missing(self, state: _PartitionState) -> Iterator[None]:
+        """Re-raises a read's RemoteStorageError; one for an object deleted meanwhile (retention, cleanup) also
+        refreshes the partition's chain first, so the caller's next read or lookup sees the new one."""
+        try:
+            yield
+        except RemoteStorageError as exc:
+            if exc.missing:
+                self._refresh(state)
+            raise
 
     @staticmethod
     def _objects(path: PartitionPath, entry: ChainEntry) -> SegmentObjects:

@@ -15,6 +15,7 @@ Owned by the :class:`~dataplane.storage.remote.manager.RemoteLogManager`.
 
 from __future__ import annotations
 
+import bisect
 import struct
 import threading
 from collections import OrderedDict
@@ -115,11 +116,12 @@ class RemoteLogReader:
         """
         start = max(min_offset, seg.base_offset)
         times = self._small_object(seg.timeindex_key)
-        for at in range(0, len(times) - TIME_ENTRY.size + 1, TIME_ENTRY.size):
-            ts, rel = TIME_ENTRY.unpack_from(times, at)
-            if ts >= timestamp:
-                break
-            start = max(start, seg.base_offset + rel)
+        count = len(times) // TIME_ENTRY.size
+        # Entries' timestamps never decrease (each is the maximum so far): bisect for the first at or above it.
+        below = bisect.bisect_left(range(count), timestamp,
+                                   key=lambda i: TIME_ENTRY.unpack_from(times, i * TIME_ENTRY.size)[0])
+        if below:
+            start = max(start, seg.base_offset + TIME_ENTRY.unpack_from(times, (below - 1) * TIME_ENTRY.size)[1])
         pos = self._index_floor(seg, start)
         while pos + HEADER_SIZE <= seg.size:
             h = self._header(seg, pos)
