@@ -7,7 +7,9 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django.db.models import Q, QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import CharField, Q, QuerySet, Subquery
+from django.db.models.functions import Cast
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers
 from rest_framework.decorators import action
@@ -34,11 +36,17 @@ class AuditFilterForm(forms.Form):
 
 
 def _actor(queryset: QuerySet[AuditEvent], name: str, value: str) -> QuerySet[AuditEvent]:
-    """An actor by id, display name or Kafka principal (``User:u-1``, ``User:sa-…``), case-insensitive."""
+    """An actor by id, display name, e-mail (substring) or Kafka principal (``User:u-1``, ``User:sa-…``),
+    case-insensitive. Rows name a person by user id and username, so an e-mail is matched through the users
+    table; the queryset is already the tenant's, so matching another tenant's user finds nothing."""
     value = value.strip()
     if not value:
         return queryset
     match = Q(actor_id__iexact=value) | Q(actor_display__icontains=value)  # security rows: the principal itself
+    if "@" in value:
+        by_email = get_user_model().objects.filter(email__icontains=value).annotate(
+            key=Cast("pk", CharField())).values("key")
+        match |= Q(actor_type="user", actor_id__in=Subquery(by_email))
     kind, _, ident = value.removeprefix("User:").partition("-")
     if value.startswith("User:") and kind in ("u", "sa") and ident:
         match |= Q(actor_type="user" if kind == "u" else "service_account", actor_id=ident)
@@ -59,7 +67,8 @@ class AuditEventFilter(django_filters.FilterSet):
     actor_type = django_filters.ChoiceFilter(choices=[(c, c) for c in ("user", "service_account", "system",
                                                                       "principal", "api_key")])
     actor_id = django_filters.CharFilter()
-    actor = django_filters.CharFilter(method=_actor, help_text="Actor id, name (substring) or Kafka principal.")
+    actor = django_filters.CharFilter(method=_actor,
+                                      help_text="Actor id, name or e-mail (substrings) or Kafka principal.")
 
     class Meta:
         model = AuditEvent

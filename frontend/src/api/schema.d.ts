@@ -4273,7 +4273,7 @@ export interface operations {
                 action?: string;
                 /** @description Actions starting with this, e.g. 'topic.' or 'security.'. */
                 action_prefix?: string;
-                /** @description Actor id, name (substring) or Kafka principal. */
+                /** @description Actor id, name or e-mail (substrings) or Kafka principal. */
                 actor?: string;
                 actor_id?: string;
                 /**

@@ -61,7 +61,7 @@ export function AuditPage() {
           <NativeSelect size="xs" label="Action" value={typed.action_prefix} onChange={(e) => setTyped({ ...typed, action_prefix: e.currentTarget.value })}
             data={[{ value: "", label: "Any" }, ...(prefixes.length ? prefixes : ["cluster.", "topic.", "acl.", "api_key.", "service_account.", "member.", "invitation.", "report.", "schema."])
               .map((p) => ({ value: p, label: actionLabel(p.slice(0, -1)) }))]} />
-          <TextInput size="xs" label="Who" placeholder="name or principal" value={typed.actor} onChange={(e) => setTyped({ ...typed, actor: e.currentTarget.value })} />
+          <TextInput size="xs" label="Who" placeholder="name, e-mail or principal" value={typed.actor} onChange={(e) => setTyped({ ...typed, actor: e.currentTarget.value })} />
           <NativeSelect size="xs" label="Target" value={typed.target_type} onChange={(e) => setTyped({ ...typed, target_type: e.currentTarget.value })}
             data={[{ value: "", label: "Any" }, ...(facets.data?.target_types ?? ["cluster", "topic", "acl", "api_key", "service_account", "membership", "report"])
               .map((t) => ({ value: t, label: actionLabel(t) }))]} />

@@ -62,6 +62,25 @@ def test_audit_trail_records_each_mutation_and_filters(world_a: TenantWorld) -> 
     assert all(e["actor_display"] == "alpha-admin" and e["actor_type"] == "user" for e in events)
 
 
+def test_audit_trail_filters_by_the_actors_email(world_a: TenantWorld, world_b: TenantWorld) -> None:
+    admin_user = world_a.users[Role.ADMIN]
+    admin_user.email = "Dana.Admin@Corp.example"
+    admin_user.save(update_fields=["email"])
+    world_b.users[Role.ADMIN].email = "dana.admin@corp.example.org"  # another tenant's: matches, owns no row here
+    world_b.users[Role.ADMIN].save(update_fields=["email"])
+    world_a.client(Role.ADMIN).post(f"{world_a.base}/clusters", {"name": "by-admin"}, format="json")
+    world_a.client(Role.OWNER).post(f"{world_a.base}/clusters", {"name": "by-owner"}, format="json")
+    world_b.client(Role.ADMIN).post(f"{world_b.base}/clusters", {"name": "elsewhere"}, format="json")
+    url = f"{world_a.base}/audit-events"
+    owner = world_a.client(Role.OWNER)
+    found = owner.get(url, {"actor": "dana.admin@corp", "action": "cluster.create"}).json()["results"]
+    assert [(e["actor_display"], e["data"].get("name")) for e in found] == [("alpha-admin", "by-admin")]
+    assert owner.get(url, {"actor": "nobody@corp.example"}).json()["results"] == []
+    # Without an "@" the value is a name or id, as before.
+    by_name = owner.get(url, {"actor": "alpha-owner", "action": "cluster.create"}).json()["results"]
+    assert [e["actor_display"] for e in by_name] == ["alpha-owner"]
+
+
 def test_owner_deletes_the_tenant_and_the_trail_survives(world_a: TenantWorld) -> None:
     owner = world_a.client(Role.OWNER)
     assert world_a.client(Role.ADMIN).delete(world_a.base).status_code == 403
