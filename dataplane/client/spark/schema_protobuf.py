@@ -190,7 +190,8 @@ def _element_reader(fd: FieldDescriptor, stack: list[str]) -> Read:
     if name == ANY:
         return lambda m: {"type_url": m.type_url, "value": m.value}
     if name in _JSON_TYPES:
-        return lambda m: json.dumps(_whole(json_format.MessageToDict(m)), separators=(",", ":"), ensure_ascii=False)
+        return lambda m: json.dumps(_whole(json_format.MessageToDict(m)), separators=(",", ":"), ensure_ascii=False,
+                                     sort_keys=True)  # a Struct is a map: no order of its own
     if name in _WRAPPERS:
         unwrap = decimal.Decimal if name == "google.protobuf.UInt64Value" else _identity
         return lambda m: unwrap(m.value)
@@ -282,7 +283,10 @@ def _set_message(target: Message, value: Any) -> None:
         seconds = int(micros / 1_000_000)  # toward zero: seconds and nanos share the sign
         target.seconds, target.nanos = seconds, (micros - seconds * 1_000_000) * 1000
     elif name in _JSON_TYPES:
-        json_format.Parse(value if isinstance(value, str) else json.dumps(value), target)
+        try:
+            json_format.Parse(value if isinstance(value, str) else json.dumps(value), target)
+        except json_format.Error as exc:
+            raise PayloadError(f"not the JSON of a {name}: {exc}") from None
     elif name in _WRAPPERS:
         _set_field(target, target.DESCRIPTOR.fields_by_name["value"], value)
     elif isinstance(value, dict):
