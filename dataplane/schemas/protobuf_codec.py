@@ -54,6 +54,14 @@ def resolve_message(schema: ProtobufSchema, message: str | None) -> str:
         raise PayloadError(f"no message {message!r} in the Protobuf schema") from None
 
 
+def message_class(schema: ProtobufSchema, message: str | None = None) -> type[Message]:
+    """The runtime class of ``message`` (as ``resolve_message`` names it), for callers that map fields to their
+    own types (the Spark client) instead of going through the JSON mapping."""
+    descriptor = _pool(schema).FindMessageTypeByName(resolve_message(schema, message))
+    cls: type[Message] = message_factory.GetMessageClass(descriptor)
+    return cls
+
+
 def protobuf_encode(schema: ProtobufSchema, value: Any, message: str | None = None) -> tuple[list[int], bytes]:
     """(message indexes, payload): ``value`` in Protobuf's canonical JSON mapping, for ``message`` (fully
     qualified or relative name; None = the first message of the file, as Confluent's REST Proxy does).

@@ -7,6 +7,11 @@ as long as the Python worker) and resolve it to the reader schema, so records wr
 compatible version read as the latest. A record that is not framed, names an unknown id or does not
 decode fails the task (``FAILFAST``, naming topic, partition and offset) or reads as a null struct with
 its bytes in ``_corrupt_<side>`` (``PERMISSIVE``).
+
+Protobuf records are parsed with the reader's message class, as Confluent's deserializer given a message type
+parses them: fields match by number (the wire's rule, so a renamed field still reads), fields the writer lacks
+read as null or their default (``schema_protobuf``); the writer's schema (by id) only checks that the record's
+message indexes name the reader's message.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from google.protobuf.message import DecodeError, EncodeError, Message
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
 from dataplane.client.registry import RegisteredSchema, RegistryClient, RegistryError
 from dataplane.client.spark.options import SparkSourceError
 from dataplane.client.spark.schema_options import RegistryOptions, SchemaOptions, SideOptions
+from dataplane.client.spark.schema_protobuf import fill_message, message_reader, protobuf_spark_type
 from dataplane.client.spark.schema_types import (
     Convert,
     avro_spark_type,
@@ -34,9 +41,19 @@ from dataplane.client.spark.schema_types import (
     json_to_spark,
     spark_avro_schema,
 )
-from dataplane.schemas import AvroSchema, JsonSchema, SchemaType
+from dataplane.schemas import AvroSchema, JsonSchema, ProtobufSchema, SchemaType, message_indexes, message_name
 from dataplane.schemas.native import avro_decode_native, avro_encode_native
-from dataplane.schemas.wire import HEADER, MAGIC, PayloadError, frame, json_decode, json_encode
+from dataplane.schemas.protobuf_codec import message_class, resolve_message
+from dataplane.schemas.wire import (
+    HEADER,
+    MAGIC,
+    PayloadError,
+    WireFormatError,
+    frame,
+    json_decode,
+    json_encode,
+    unframe,
+)
 
 _EXPECTED = {"avro": SchemaType.AVRO, "jsonschema": SchemaType.JSON, "protobuf": SchemaType.PROTOBUF}
 _clients: dict[RegistryOptions, RegistryClient] = {}
@@ -67,6 +84,17 @@ def _schema_of(client: RegistryClient, side: SideOptions) -> RegisteredSchema:
     return found
 
 
+def _message(side: SideOptions, found: RegisteredSchema) -> str | None:
+    """The full name of the Protobuf message a side reads or writes (None for other formats)."""
+    if not isinstance(found.parsed, ProtobufSchema):
+        return None
+    try:
+        return resolve_message(found.parsed, side.message)
+    except PayloadError as exc:
+        raise SparkSourceError(f"{side.side}.schema.message: {exc} (schema id {found.id} of subject "
+                               f"{side.subject!r}; messages: {', '.join(found.parsed.messages)})") from None
+
+
 # -- reading --------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +103,7 @@ class SideRead:
     format: str
     reader_id: int
     spark_type: DataType
+    message: str | None = None  # Protobuf: the reader message's full name
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +133,14 @@ def resolve_read(options: SchemaOptions) -> TypedRead:
             spark_type, _ = avro_spark_type(found.parsed)
         elif isinstance(found.parsed, JsonSchema):
             spark_type = json_spark_type(found.parsed)
-        else:  # parse_schema_options refuses protobuf before this
-            raise SparkSourceError(f"{side.side}.format={side.format} is not supported")
+        else:
+            message = _message(side, found)
+            try:
+                spark_type = protobuf_spark_type(message_class(found.parsed, message).DESCRIPTOR)
+            except PayloadError as exc:
+                raise SparkSourceError(f"{side.side}.format=protobuf: {exc}") from None
+            sides.append(SideRead(side.side, side.format, found.id, spark_type, message))
+            continue
         sides.append(SideRead(side.side, side.format, found.id, spark_type))
     return TypedRead(options.registry, options.mode, tuple(sides))
 
@@ -119,6 +154,9 @@ class _SideDecoder:
         reader = client.schema_by_id(side.reader_id).parsed
         self.reader = reader if isinstance(reader, AvroSchema) else None
         self.convert: Convert | None = avro_spark_type(reader)[1] if isinstance(reader, AvroSchema) else None
+        if isinstance(reader, ProtobufSchema):
+            self.message_class = message_class(reader, side.message)
+            self.read_message = message_reader(self.message_class.DESCRIPTOR)
         self.arrow_type = to_arrow_type(side.spark_type, timezone="UTC")
         self.writers: dict[int, Any] = {}
         self.missing: dict[int, str] = {}  # ids the registry does not know, or of another schema type
@@ -150,10 +188,34 @@ class _SideDecoder:
         schema_id = HEADER.unpack_from(data)[1]
         writer = self._writer(schema_id)
         payload = data[HEADER.size:]
+        if isinstance(writer, ProtobufSchema):
+            return self._protobuf(writer, data)
         if isinstance(writer, AvroSchema):
             value = avro_decode_native(writer, payload, None if schema_id == self.side.reader_id else self.reader)
             return value if self.convert is None else self.convert(value)
         return json_to_spark(self.side.spark_type, json_decode(writer, payload))
+
+    def _protobuf(self, writer: ProtobufSchema, data: bytes) -> Any:
+        try:
+            schema_id, indexes, payload = unframe(data, protobuf=True)
+            written = message_name(writer, indexes)
+        except (WireFormatError, KeyError) as exc:
+            raise PayloadError(f"bad Protobuf message indexes: {exc}") from None
+        if written != self.side.message:
+            raise PayloadError(f"the record is a {written!r} (schema id {schema_id}), the reader reads "
+                               f"{self.side.message!r}")
+        message = self.message_class()
+        try:
+            message.ParseFromString(payload)
+        except DecodeError as exc:
+            raise PayloadError(f"payload does not decode as the Protobuf message {written!r}: {exc}") from None
+        if not message.IsInitialized():
+            raise PayloadError(f"payload does not decode as the Protobuf message {written!r}: required fields "
+                               f"missing: {', '.join(message.FindInitializationErrors())}")
+        try:
+            return self.read_message(message)
+        except (OverflowError, ValueError) as exc:  # a Timestamp beyond what Python's datetime holds
+            raise PayloadError(f"a value of the Protobuf message {written!r} has no Spark value: {exc}") from None
 
     def decode(self, column: pa.Array, where: Callable[[int], str], permissive: bool) -> tuple[pa.Array, pa.Array]:
         values: list[Any] = []
@@ -216,6 +278,7 @@ class SideWrite:
     side: str
     format: str
     schema_id: int
+    message: str | None = None  # Protobuf: the written message's full name
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,16 +310,28 @@ def resolve_write(options: SchemaOptions, columns: dict[str, DataType]) -> Typed
                 found = client.schema_by_id(schema_id)
             except RegistryError as exc:
                 raise SparkSourceError(f"{side.side}.schema.auto.register: {exc}") from None
-        _check_columns(side, column, found)
-        sides.append(SideWrite(side.side, side.format, found.id))
+        message = _message(side, found)
+        _check_columns(side, column, found, message)
+        sides.append(SideWrite(side.side, side.format, found.id, message))
     return TypedWrite(options.registry, tuple(sides))
 
 
-def _check_columns(side: SideOptions, column: DataType, found: RegisteredSchema) -> None:
+def _check_columns(side: SideOptions, column: DataType, found: RegisteredSchema, message: str | None) -> None:
     """Struct fields the schema does not have would be dropped silently: refuse them before any task runs."""
     if not isinstance(column, StructType):
+        if isinstance(found.parsed, ProtobufSchema):
+            raise SparkSourceError(f"column '{side.side}' must be a struct to be written as the Protobuf message "
+                                   f"{message!r}, not {column.simpleString()}")
         return
-    if not isinstance(found.parsed, (AvroSchema, JsonSchema)):
+    if isinstance(found.parsed, ProtobufSchema):
+        try:
+            known = set(message_class(found.parsed, message).DESCRIPTOR.fields_by_name)
+        except PayloadError as exc:
+            raise SparkSourceError(f"{side.side}.format=protobuf: {exc}") from None
+        extra = [f.name for f in column.fields if f.name not in known]
+        if extra:
+            raise SparkSourceError(f"column '{side.side}' has field(s) {extra} that the Protobuf message {message!r} "
+                                   f"(schema id {found.id} of subject {side.subject!r}) does not have")
         return
     raw = found.parsed.raw
     if isinstance(found.parsed, AvroSchema) and isinstance(raw, dict) and raw.get("type") == "record":
@@ -306,6 +381,7 @@ class BatchEncoder:
             self.sides = [(s, client.schema_by_id(s.schema_id).parsed) for s in typed.sides]
         except RegistryError as exc:
             raise SparkSourceError(str(exc)) from None
+        self.protobuf: dict[str, tuple[type[Message], list[int]]] = {}
 
     def encode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = batch.schema.names
@@ -324,10 +400,28 @@ class BatchEncoder:
                     elif isinstance(schema, JsonSchema):
                         payload = json_encode(schema, _json_ready(_plain(value)))
                     else:
-                        raise PayloadError(f"{side.format} payloads cannot be written")
+                        out.append(self._protobuf(side, schema, _plain(value)))
+                        continue
                 except PayloadError as exc:
                     raise SparkSourceError(f"row {i} of the batch: its {side.side} does not fit schema id "
                                            f"{side.schema_id}: {exc}") from None
                 out.append(frame(side.schema_id, payload))
             arrays[side.side] = pa.array(out, type=pa.binary())
         return pa.RecordBatch.from_arrays(list(arrays.values()), names=names)
+
+    def _protobuf(self, side: SideWrite, schema: ProtobufSchema, value: Any) -> bytes:
+        """One framed record of the side's message: fields set by name, then the message indexes."""
+        found = self.protobuf.get(side.side)
+        if found is None:
+            found = self.protobuf[side.side] = (message_class(schema, side.message),
+                                                message_indexes(schema, side.message or ""))
+        cls, indexes = found
+        if not isinstance(value, dict):
+            raise PayloadError(f"expected a struct, got {type(value).__name__}")
+        message = cls()
+        fill_message(message, value)
+        try:
+            payload = message.SerializeToString(deterministic=True)
+        except EncodeError:
+            raise PayloadError(f"required fields missing: {', '.join(message.FindInitializationErrors())}") from None
+        return frame(side.schema_id, payload, indexes)

@@ -5,8 +5,9 @@ Named as Confluent's serializers and Databricks' ``from_avro(..., schemaRegistry
 ``kafka.sasl.username``/``kafka.sasl.password`` of the query, since a Sluice API key serves both),
 ``value.format``/``key.format`` (``avro``, ``jsonschema``, ``protobuf``; absent: binary as Spark's Kafka
 source), ``<side>.schema.subject`` (default ``<topic>-<side>``, Confluent's TopicNameStrategy),
-``<side>.schema.version`` (default ``latest``) or ``<side>.schema.id``, ``value.schema.auto.register`` (sink)
-and ``mode`` (``FAILFAST`` or ``PERMISSIVE``, as spark-avro's ``from_avro``).
+``<side>.schema.version`` (default ``latest``) or ``<side>.schema.id``, ``<side>.schema.message`` (Protobuf: the
+message's full name; default the file's first message, as Confluent's deserializer), ``value.schema.auto.register``
+(sink, Avro) and ``mode`` (``FAILFAST`` or ``PERMISSIVE``, as spark-avro's ``from_avro``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class SideOptions:
     version: int | None = None  # None: the latest (unless ``schema_id``)
     schema_id: int | None = None
     auto_register: bool = False
+    message: str | None = None  # Protobuf: the message's (full) name; None: the file's first message
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,7 @@ class SchemaOptions:
 def _side(opts: dict[str, str], side: Side, topic: str | None, *, sink: bool) -> SideOptions | None:
     text = opts.get(f"{side}.format", "").strip().lower()
     if text in ("", "binary"):
-        for suffix in ("schema.subject", "schema.version", "schema.id", "schema.auto.register"):
+        for suffix in ("schema.subject", "schema.version", "schema.id", "schema.auto.register", "schema.message"):
             if opts.get(f"{side}.{suffix}", "").strip():
                 raise SparkSourceError(f"option '{side}.{suffix}' needs '{side}.format' (avro, jsonschema or protobuf)")
         return None
@@ -63,9 +65,9 @@ def _side(opts: dict[str, str], side: Side, topic: str | None, *, sink: bool) ->
     if text not in FORMATS:
         raise SparkSourceError(f"option '{side}.format' must be avro, jsonschema or protobuf, got {text!r}")
     fmt: Format = "avro" if text == "avro" else "jsonschema" if text == "jsonschema" else "protobuf"
-    if fmt == "protobuf":
-        raise SparkSourceError(f"option '{side}.format': protobuf is not supported yet (no Protobuf payload "
-                               "codec in dataplane.schemas); use avro or jsonschema")
+    message = opts.get(f"{side}.schema.message", "").strip() or None
+    if message is not None and fmt != "protobuf":
+        raise SparkSourceError(f"option '{side}.schema.message' applies to '{side}.format' protobuf only")
     subject = opts.get(f"{side}.schema.subject", "").strip()
     if not subject:
         if topic is None:
@@ -83,8 +85,9 @@ def _side(opts: dict[str, str], side: Side, topic: str | None, *, sink: bool) ->
     if auto and not sink:
         raise SparkSourceError(f"option '{side}.schema.auto.register' applies to writes only")
     if auto and fmt != "avro":
-        raise SparkSourceError(f"option '{side}.schema.auto.register' derives Avro schemas only")
-    return SideOptions(side, fmt, subject, version, schema_id, auto)
+        raise SparkSourceError(f"option '{side}.schema.auto.register' derives Avro schemas only; register the "
+                               f"{fmt} schema of subject {subject!r} first")
+    return SideOptions(side, fmt, subject, version, schema_id, auto, message)
 
 
 def _registry(opts: dict[str, str]) -> RegistryOptions:

@@ -104,7 +104,8 @@ def test_schema_options() -> None:
         (2, "a", "b:c", "PERMISSIVE")
     for bad, message in [
         ({"value.format": "xml"}, "must be avro, jsonschema or protobuf"),
-        ({"value.format": "protobuf"}, "protobuf is not supported"),
+        ({"value.format": "avro", "value.schema.message": "t.M"}, "protobuf only"),
+        ({"value.format": "protobuf", "value.schema.auto.register": "true"}, "writes only"),
         ({"value.format": "avro", "value.schema.id": "1", "value.schema.version": "1"}, "exclude each other"),
         ({"value.schema.subject": "s"}, "needs 'value.format'"),
         ({"value.format": "avro", "mode": "dropmalformed"}, "FAILFAST or PERMISSIVE"),
@@ -113,5 +114,12 @@ def test_schema_options() -> None:
     ]:
         with pytest.raises(SparkSourceError, match=message):
             parse_schema_options({**base, **bad}, topic="t", sink=False)
+    proto = parse_schema_options({**base, "key.format": "protobuf", "key.schema.message": "t.Key"}, topic="t",
+                                 sink=False)
+    assert proto is not None and proto.key is not None
+    assert (proto.key.format, proto.key.message) == ("protobuf", "t.Key")
+    with pytest.raises(SparkSourceError, match="derives Avro schemas only"):
+        parse_schema_options({**base, "value.format": "protobuf", "value.schema.auto.register": "true"}, topic="t",
+                             sink=True)
     with pytest.raises(SparkSourceError, match=r"'value\.schema\.subject' is required"):
         parse_schema_options({**base, "value.format": "avro"}, topic=None, sink=False)
