@@ -7,6 +7,9 @@ Named as Confluent's serializers and Databricks' ``from_avro(..., schemaRegistry
 source), ``<side>.schema.subject`` (default ``<topic>-<side>``, Confluent's TopicNameStrategy),
 ``<side>.schema.version`` (default ``latest``) or ``<side>.schema.id``, ``value.schema.auto.register`` (sink)
 and ``mode`` (``FAILFAST`` or ``PERMISSIVE``, as spark-avro's ``from_avro``).
+
+``schema.registry.inline`` (internal, instead of a URL) hands the schemas over as ``StaticSchemas`` JSON: the
+report runner reads typed topics this way without reaching the registry or holding its credentials.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class RegistryOptions:
     key: str | None
     secret: str | None
     timeout_ms: int = TIMEOUT_MS
+    inline: str | None = None  # StaticSchemas JSON: no HTTP registry at all (``url`` is then empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,11 @@ def _side(opts: dict[str, str], side: Side, topic: str | None, *, sink: bool) ->
 
 
 def _registry(opts: dict[str, str]) -> RegistryOptions:
+    inline = opts.get("schema.registry.inline", "").strip()
+    if inline:
+        if opts.get("schema.registry.url", "").strip():
+            raise SparkSourceError("options 'schema.registry.url' and 'schema.registry.inline' exclude each other")
+        return RegistryOptions("", None, None, inline=inline)
     url = opts.get("schema.registry.url", "").strip()
     if not url:
         raise SparkSourceError("option 'schema.registry.url' is required with 'value.format' or 'key.format'")
