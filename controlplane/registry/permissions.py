@@ -14,11 +14,13 @@ mode are the subject ``*``: only a binding for every subject (LITERAL ``*``) cov
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controlplane.clusters.models import Cluster
 from controlplane.resources.models import AclBinding as AclRow
+from controlplane.tenancy.models import Membership, ServiceAccount
 from dataplane.security.acl import WILDCARD, AclOperation, AclPermission, PatternType, ResourceType
 from dataplane.security.authorizer import AclBinding, Authorizer
 
@@ -47,6 +49,31 @@ def subject_acls(cluster: Cluster, principal: str) -> SubjectAcls:
     bindings = (AclBinding(ResourceType.SUBJECT, row.resource_name, PatternType[row.pattern_type], row.principal,
                            row.host, AclOperation[row.operation], AclPermission[row.permission]) for row in rows)
     return SubjectAcls(principal, Authorizer(bindings))
+
+
+def principal_may_read(cluster: Cluster, principal: str, subject: str) -> bool:
+    """Whether ``principal`` (``User:u-…`` or ``User:sa-…``, as a report's owner is recorded) may read ``subject``
+    in ``cluster``'s registry now, by the rules the registry's own API applies to that identity: a person by
+    being a member of the cluster's tenant, a service account by still existing there and holding READ on the
+    subject. Anything else (the system, a removed account) may not."""
+    kind, _, ident = principal.removeprefix("User:").partition("-")
+    if not ident:
+        return False
+    if kind == "sa":
+        account = _uuid(ident)
+        if account is None or not ServiceAccount.objects.filter(pk=account, tenant_id=cluster.tenant_id).exists():
+            return False
+        return subject_acls(cluster, principal).allows(AclOperation.READ, subject)
+    if kind == "u":
+        return ident.isdigit() and Membership.objects.filter(tenant_id=cluster.tenant_id, user_id=int(ident)).exists()
+    return False
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
 
 
 def denied_message(principal: str, operation: AclOperation, subject: str) -> str:

@@ -64,12 +64,15 @@ def pin(options: dict[str, str]) -> tuple[str, str, int]:
         lookup.close()
 
 
-def _view(spark: SparkSession, name: str, options: dict[str, str]) -> int:
+def _view(spark: SparkSession, name: str, options: dict[str, str], typed: dict[str, str] | None = None) -> int:
+    """Register a pinned view; ``typed``: the options that read its key and/or value typed (``key_str`` and
+    ``value_str`` are only added for binary sides: a struct has its fields)."""
     starting, ending, size = pin(options)
-    df = (spark.read.format("sluice").options(**options)
+    df = (spark.read.format("sluice").options(**options).options(**(typed or {}))
           .option("startingOffsets", starting).option("endingOffsets", ending).load())
-    df.selectExpr("*", "CAST(key AS STRING) AS key_str", "CAST(value AS STRING) AS value_str") \
-        .createOrReplaceTempView(name)
+    extra = [f"CAST({side} AS STRING) AS {side}_str" for side in ("key", "value")
+             if not (typed or {}).get(f"{side}.format")]
+    df.selectExpr("*", *extra).createOrReplaceTempView(name)
     return size
 
 
@@ -84,12 +87,15 @@ def _time_options(time_range: kinds.TimeRange, *, start: bool = True) -> dict[st
 
 
 def prepare(spark: SparkSession, definition: dict[str, Any], connection: dict[str, str],
-            time_range: kinds.TimeRange, commits: list[list[int]] | None = None) -> tuple[DataFrame, int]:
+            time_range: kinds.TimeRange, commits: list[list[int]] | None = None,
+            typed: dict[str, dict[str, str]] | None = None) -> tuple[DataFrame, int]:
     """Register the run's views on ``spark`` and return the query's DataFrame and the records pinned.
 
     ``commits``: for the consumer-lag trend, the group's commits on the topic as ``[partition, offset,
     commit time ms]`` rows, read by the worker (``__consumer_offsets`` holds every group's commits, which no
-    tenant principal may read, so the runner never gets access to it, only to these rows)."""
+    tenant principal may read, so the runner never gets access to it, only to these rows). ``typed``: per topic
+    of a SQL report, the source options reading it typed from the schemas the worker resolved
+    (``reports.typed``)."""
     kind, params = definition["kind"], definition["params"]
     scanned = 0
     if kind == "sql":
@@ -102,7 +108,7 @@ def prepare(spark: SparkSession, definition: dict[str, Any], connection: dict[st
                         options[option] = _only_topic(params[key], topic, option)
             else:
                 options.update(_time_options(time_range))
-            scanned += _view(spark, kinds.view_name(topic), options)
+            scanned += _view(spark, kinds.view_name(topic), options, (typed or {}).get(topic))
         return spark.sql(params["sql"]), scanned
     if kind == "consumer_lag":
         # The log end at each window's end needs every record before it, whatever the range's start.

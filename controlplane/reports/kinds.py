@@ -18,6 +18,10 @@ from django.utils.dateparse import parse_datetime
 
 KINDS = ("sql", "throughput", "top_keys", "value_size_histogram", "json_aggregate", "consumer_lag")
 AGGREGATES = ("count", "sum", "avg", "min", "max")
+FORMATS = ("binary", "avro", "jsonschema")  # of a SQL report's keys and values (schema'd: through the registry)
+SIDES = ("key", "value")
+MODES = ("FAILFAST", "PERMISSIVE")
+_TYPED_PARAMS = {f"{side}_{what}" for side in SIDES for what in ("format", "subject", "version")} | {"mode"}
 CHART_KINDS = ("line", "bar", "table")
 MAX_TOPICS = 16
 _WINDOW = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
@@ -101,7 +105,7 @@ def normalize_params(kind: str, params: object) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ParamError("params", "must be an object")
     if kind == "sql":
-        _unknown(params, {"sql", "topics", "starting_offsets", "ending_offsets"})
+        _unknown(params, {"sql", "topics", "starting_offsets", "ending_offsets", *_TYPED_PARAMS})
         sql = params.get("sql")
         if not isinstance(sql, str) or not sql.strip():
             raise ParamError("params.sql", "a Spark SQL query is required")
@@ -119,6 +123,7 @@ def normalize_params(kind: str, params: object) -> dict[str, Any]:
             if params.get(name) is not None:
                 value = params[name]
                 out[name] = value if isinstance(value, str) else _dumps(value)
+        out.update(_typed(params))
         return out
     if kind == "throughput":
         _unknown(params, {"topic", "window"})
@@ -148,6 +153,53 @@ def normalize_params(kind: str, params: object) -> dict[str, Any]:
         window_ms(window)
         return {"topic": _topic(params), "group": group, "window": window}
     raise ParamError("kind", f"unknown kind {kind!r}")
+
+
+def _typed(params: dict[str, Any]) -> dict[str, Any]:
+    """A SQL report's key/value formats: ``<side>_format`` (binary when absent), ``<side>_subject`` (default
+    ``<topic>-<side>`` per topic), ``<side>_version`` (default the latest) and ``mode``; only typed sides kept."""
+    out: dict[str, Any] = {}
+    for side in SIDES:
+        fmt = params.get(f"{side}_format")
+        fmt = fmt.strip().lower() if isinstance(fmt, str) else fmt
+        if fmt == "protobuf":
+            raise ParamError(f"params.{side}_format", "protobuf is not supported in reports yet; use avro or "
+                             "jsonschema (or binary and decode in SQL)")
+        if fmt is not None and fmt not in FORMATS:
+            raise ParamError(f"params.{side}_format", f"must be one of {', '.join(FORMATS)}")
+        if fmt in (None, "binary"):
+            for what in ("subject", "version"):
+                if params.get(f"{side}_{what}") is not None:
+                    raise ParamError(f"params.{side}_{what}", f"needs params.{side}_format (avro or jsonschema)")
+            continue
+        out[f"{side}_format"] = fmt
+        subject = params.get(f"{side}_subject")
+        if subject is not None:
+            if not isinstance(subject, str) or not subject.strip() or len(subject) > 255:
+                raise ParamError(f"params.{side}_subject", "must be a subject name (default: '<topic>-" + side + "')")
+            out[f"{side}_subject"] = subject.strip()
+        version = params.get(f"{side}_version")
+        if version is not None and version != "latest":
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise ParamError(f"params.{side}_version", "must be a version number (1 or more) or 'latest'")
+            out[f"{side}_version"] = version
+    mode = params.get("mode")
+    if mode is not None:
+        if not isinstance(mode, str) or mode.upper() not in MODES:
+            raise ParamError("params.mode", f"must be {' or '.join(MODES)}")
+        if out:  # without a typed side there is nothing to decode: the mode means nothing
+            out["mode"] = mode.upper()
+    return out
+
+
+def typed_sides(params: dict[str, Any]) -> list[str]:
+    """The sides (``key``, ``value``) a SQL report reads through the registry."""
+    return [side for side in SIDES if params.get(f"{side}_format")]
+
+
+def subject_of(params: dict[str, Any], side: str, topic: str) -> str:
+    """The subject a typed side of ``topic`` reads: the one named, else Confluent's ``<topic>-<side>``."""
+    return str(params.get(f"{side}_subject") or f"{topic}-{side}")
 
 
 def _dumps(value: object) -> str:
@@ -331,7 +383,7 @@ class Param:
     """One parameter of a report kind, as a form renders it (the rules are ``normalize_params``'s)."""
 
     name: str
-    type: str  # string | integer | topic | topics | sql | window | json_path | choice_list | offsets
+    type: str  # string | integer | topic | topics | sql | window | json_path | choice | choice_list | offsets
     required: bool
     default: Any
     help: str
@@ -350,7 +402,19 @@ PARAMETERS: dict[str, tuple[Param, ...]] = {
             Param("starting_offsets", "offsets", False, None,
                   "Where to start reading: 'earliest' (the default), 'latest' or Spark's per-partition JSON."),
             Param("ending_offsets", "offsets", False, None,
-                  "Where to stop reading: 'latest' (the default) or Spark's per-partition JSON.")),
+                  "Where to stop reading: 'latest' (the default) or Spark's per-partition JSON."),
+            Param("value_format", "choice", False, "binary",
+                  "How values are read: binary, or typed through the cluster's Schema Registry (avro, jsonschema): "
+                  "the view's value column is then a struct (SELECT value.field …).", choices=FORMATS),
+            Param("value_subject", "string", False, None, "The subject of the values' schema (default "
+                  "'<topic>-value').",),
+            Param("value_version", "integer", False, None, "The subject version values are read as (default: the "
+                  "latest); records written with other versions of the subject are resolved to it.", minimum=1),
+            Param("key_format", "choice", False, "binary", "As value_format, for keys.", choices=FORMATS),
+            Param("key_subject", "string", False, None, "The subject of the keys' schema (default '<topic>-key')."),
+            Param("key_version", "integer", False, None, "As value_version, for keys.", minimum=1),
+            Param("mode", "choice", False, "FAILFAST", "A record a typed side cannot decode: FAILFAST fails the run, "
+                  "PERMISSIVE reads it as null with its bytes in _corrupt_value (_corrupt_key).", choices=MODES)),
     "throughput": (_TOPIC_PARAM, _WINDOW_PARAM),
     "top_keys": (_TOPIC_PARAM, Param("limit", "integer", False, 10, "How many keys.", minimum=1, maximum=10_000)),
     "value_size_histogram": (_TOPIC_PARAM, Param("bucket_bytes", "integer", False, 100, "Bucket width in bytes.",

@@ -39,7 +39,8 @@ class Report(models.Model):
     name = models.CharField(max_length=128)
     description = models.TextField(blank=True, default="")
     kind = models.CharField(max_length=32, choices=Kind.choices)
-    # sql: {"sql": str, "topics": [str], "starting_offsets": str?, "ending_offsets": str?};
+    # sql: {"sql": str, "topics": [str], "starting_offsets": str?, "ending_offsets": str?, "value_format": str?,
+    #       "value_subject": str?, "value_version": int?, "key_…" the same, "mode": str?} (reports.typed);
     # built-in kinds: their parameters (see reports.kinds). Validated by reports.validation.
     params = models.JSONField(default=dict)
     # {"last_minutes": N} or {"start": iso, "end": iso?}, or {} for everything in the topics.

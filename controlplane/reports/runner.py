@@ -7,8 +7,9 @@ stays queued and its task comes back a moment later (the tenant row is locked wh
 cannot both take the last place).
 
 The query itself runs in the sandboxed runner (``reports.sandbox``): this process prepares what the runner may
-have (the definition, a token for the report's owner, the time range, the limits, and for consumer lag the
-group's commits) and stores what comes back.
+have (the definition, a token for the report's owner, the time range, the limits, for consumer lag the
+group's commits, and for typed SQL reports the subjects' schemas, never registry access) and stores what comes
+back.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from controlplane.reports.models import Report, ReportResultRow, ReportRun, RunS
 from controlplane.reports.sandbox.launcher import RunnerLost, SandboxUnavailable
 from controlplane.reports.sandboxes import sandbox
 from controlplane.reports.services import cancel_requested, run_dir, run_request
+from controlplane.reports.typed import SubjectProblem, typed_options
 from controlplane.tenancy.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,12 @@ def _request(run: ReportRun, started: datetime) -> dict[str, Any]:
         "limits": {"run_seconds": settings.SLUICE_REPORTS_RUN_SECONDS, "rows": settings.SLUICE_REPORTS_RESULT_ROWS,
                    "bytes": settings.SLUICE_REPORTS_RESULT_BYTES},
     }
+    if definition["kind"] == "sql" and kinds.typed_sides(definition["params"]):
+        try:
+            request["typed"] = typed_options(cluster=run.report.cluster, principal=run.report.owner_principal,
+                                             params=definition["params"])
+        except SubjectProblem as e:
+            raise engine.ReportError(e.message) from None
     if definition["kind"] == "consumer_lag":
         params = definition["params"]
         check_group_access(run.report, params["group"], params["topic"])

@@ -36,7 +36,10 @@ class ReportSerializer(serializers.ModelSerializer[Report]):
 
 
 _PARAMS_HELP = ("sql: {\"sql\": \"SELECT …\", \"topics\": [\"orders\"], \"starting_offsets\"?: \"earliest\"|JSON, "
-                "\"ending_offsets\"?: \"latest\"|JSON}; throughput: {\"topic\", \"window\": \"1 minute\"}; "
+                "\"ending_offsets\"?: \"latest\"|JSON, \"value_format\"?: \"binary\"|\"avro\"|\"jsonschema\", "
+                "\"value_subject\"?: str (default <topic>-value), \"value_version\"?: int (default latest), "
+                "\"key_format\"?, \"key_subject\"?, \"key_version\"? (the same for keys), "
+                "\"mode\"?: \"FAILFAST\"|\"PERMISSIVE\"}; throughput: {\"topic\", \"window\": \"1 minute\"}; "
                 "top_keys: {\"topic\", \"limit\": 10}; value_size_histogram: {\"topic\", \"bucket_bytes\": 100}; "
                 "json_aggregate: {\"topic\", \"field\": \"$.total\", \"group_by\"?: \"$.region\", "
                 "\"functions\"?: [\"count\",\"sum\",\"avg\",\"min\",\"max\"]}; "
@@ -120,7 +123,7 @@ class ReportParameterSerializer(serializers.Serializer[Any]):
         return {
             "name": serializers.CharField(),
             "type": serializers.ChoiceField(choices=["string", "integer", "topic", "topics", "sql", "window",
-                                                     "json_path", "choice_list", "offsets"]),
+                                                     "json_path", "choice", "choice_list", "offsets"]),
             "required": serializers.BooleanField(),
             "default": serializers.JSONField(allow_null=True, help_text="Used when the parameter is left out."),
             "help": serializers.CharField(),

@@ -29,6 +29,7 @@ from controlplane.reports import kinds
 from controlplane.reports.kinds import ParamError
 from controlplane.reports.models import DEFAULT_KEEP_RUNS, FINISHED, Report, ReportRun, RunStatus
 from controlplane.reports.sqlcheck import check_sql
+from controlplane.reports.typed import SubjectProblem, typed_check
 from controlplane.tenancy.models import Tenant
 from dataplane.client.spark.options import SparkSourceError, parse_source_options
 
@@ -88,8 +89,9 @@ def _check_offsets(params: dict[str, Any], topics: list[str]) -> None:
 
 
 def validate_definition(*, cluster: Cluster, kind: str, params: object, time_range: object, chart: object,
-                        schedule: object, check_topics: bool = True) -> dict[str, Any]:
-    """The normalized definition, or ``ValidationFailed`` naming the field (unknown topics asked live)."""
+                        schedule: object, check_topics: bool = True, owner: str = "") -> dict[str, Any]:
+    """The normalized definition, or ``ValidationFailed`` naming the field (unknown topics asked live; typed
+    sides' subjects in the cluster's registry, readable by ``owner``, the principal the report reads as)."""
     try:
         if kind not in kinds.KINDS:
             raise ParamError("kind", f"must be one of {', '.join(kinds.KINDS)}")
@@ -105,6 +107,11 @@ def validate_definition(*, cluster: Cluster, kind: str, params: object, time_ran
         _check_offsets(clean, topics)
     if check_topics:
         _check_topics(cluster, topics, "params.topics" if kind == "sql" else "params.topic")
+        if kind == "sql" and kinds.typed_sides(clean):
+            try:
+                typed_check(cluster=cluster, principal=owner, params=clean)
+            except SubjectProblem as e:
+                raise ValidationFailed({e.field: [e.message]}) from None
     return definition
 
 
@@ -142,7 +149,7 @@ def report_create(*, cluster: Cluster, actor: Actor, name: str, kind: str, param
                   description: str = "", time_range: object = None, chart: object = None,
                   schedule: object = None, keep_runs: int = DEFAULT_KEEP_RUNS) -> Report:
     definition = validate_definition(cluster=cluster, kind=kind, params=params, time_range=time_range,
-                                     chart=chart, schedule=schedule)
+                                     chart=chart, schedule=schedule, owner=actor.principal or "")
     with transaction.atomic():
         if Report.objects.filter(cluster=cluster, name=name).exists():
             raise Conflict(f"A report named '{name}' already exists in this cluster.", code="report_exists")
@@ -169,7 +176,8 @@ def report_update(*, report: Report, actor: Actor, **changes: Any) -> Report:
         except ParamError:
             merged["chart"] = None
     # The cluster is asked about topics only when they may have changed (a rename works while it is down).
-    definition = validate_definition(cluster=report.cluster, check_topics="params" in changes, **merged)
+    definition = validate_definition(cluster=report.cluster, check_topics="params" in changes,
+                                     owner=report.owner_principal, **merged)
     with transaction.atomic():
         name = changes.get("name", report.name)
         if name != report.name and Report.objects.filter(cluster=report.cluster_id, name=name).exists():

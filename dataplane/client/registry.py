@@ -5,6 +5,10 @@ latest or given version, and registering a schema. Speaks HTTP through the stand
 ``urllib.request`` so Spark executors need nothing beyond the ``dataplane`` package; every call has a
 timeout, and every failure is a ``RegistryError`` whose message says what was asked and what the registry
 answered (401 → the key, 404 → the subject, version or id).
+
+``StaticSchemas`` answers the same reads from schemas handed over up front (a subject's versions and their
+ids), for a process that must not reach the registry: the report runner gets what its run may read this way
+(decision 0034).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dataplane.schemas import Reference, SchemaError, SchemaType, parse_schema
 from dataplane.schemas.compatibility import AnySchema
@@ -45,6 +49,16 @@ class RegisteredSchema:
     parsed: AnySchema
     subject: str | None = None
     version: int | None = None
+
+
+class SchemaLookup(Protocol):
+    """What typed reads and writes ask of a registry: ``RegistryClient`` over HTTP, ``StaticSchemas`` inline."""
+
+    def schema_by_id(self, schema_id: int) -> RegisteredSchema: ...
+
+    def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema: ...
+
+    def register(self, subject: str, schema_type: SchemaType, text: str) -> int: ...
 
 
 class RegistryClient:
@@ -141,6 +155,79 @@ class RegistryClient:
             quoted = urllib.parse.quote(ref.subject, safe="")
             body = self._call("GET", f"/subjects/{quoted}/versions/{ref.version}",
                               what=f"resolving reference {ref.name!r} ({ref.subject} version {ref.version})")
+            resolved[ref.name] = body["schema"]
+            nested = [Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or []]
+            self._resolve(nested, resolved, depth=depth + 1)
+
+
+class StaticSchemas:
+    """A registry's answers given up front: ``{"schemas": {"<id>": {"schemaType", "schema", "references"?}},
+    "subjects": {"<subject>": {"<version>": id}}, "source"?: "what they are"}`` (referenced subjects' versions
+    included; ``source`` names them in errors). Read-only; an id
+    or version it was not given is a 404 ``RegistryError``, as the registry would answer one it does not have.
+    Thread-safe (immutable after construction; parses are cached under a lock)."""
+
+    def __init__(self, text: str, *, source: str = "the schemas given inline") -> None:
+        try:
+            data = json.loads(text)
+            self._schemas: dict[int, dict[str, Any]] = {int(k): v for k, v in data["schemas"].items()}
+            self._subjects: dict[str, dict[int, int]] = {
+                subject: {int(v): int(i) for v, i in versions.items()}
+                for subject, versions in data["subjects"].items()}
+            source = str(data.get("source") or source)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise RegistryError(f"{source} are not {{\"schemas\": {{...}}, \"subjects\": {{...}}}}: {exc}") from None
+        self.source = source
+        self._parsed: dict[int, RegisteredSchema] = {}
+        self._lock = threading.Lock()
+
+    def _missing(self, what: str) -> RegistryError:
+        return RegistryError(f"{what} is not among {self.source}", status=404, error_code=40403)
+
+    def schema_by_id(self, schema_id: int) -> RegisteredSchema:
+        with self._lock:
+            found = self._parsed.get(schema_id)
+        if found is not None:
+            return found
+        body = self._schemas.get(schema_id)
+        if body is None:
+            raise self._missing(f"schema id {schema_id}")
+        schema_type = SchemaType(body.get("schemaType") or "AVRO")
+        references = [Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or []]
+        resolved: dict[str, str] = {}
+        self._resolve(references, resolved, depth=0)
+        try:
+            parsed = parse_schema(schema_type, body["schema"], references, resolved)
+        except SchemaError as exc:
+            raise RegistryError(f"schema id {schema_id} of {self.source} does not parse: {exc}") from None
+        found = RegisteredSchema(schema_id, schema_type, body["schema"], parsed)
+        with self._lock:
+            self._parsed[schema_id] = found
+        return found
+
+    def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
+        versions = self._subjects.get(subject)
+        if not versions:
+            raise self._missing(f"subject {subject!r}")
+        number = max(versions) if version in ("latest", -1) else int(version)
+        if number not in versions:
+            raise self._missing(f"version {version} of subject {subject!r}")
+        found = self.schema_by_id(versions[number])
+        return RegisteredSchema(found.id, found.schema_type, found.text, found.parsed, subject, number)
+
+    def register(self, subject: str, schema_type: SchemaType, text: str) -> int:
+        raise RegistryError(f"{self.source} are read-only: nothing can be registered under {subject!r}")
+
+    def _resolve(self, references: list[Reference], resolved: dict[str, str], *, depth: int) -> None:
+        if depth > _MAX_REFERENCE_DEPTH:
+            raise RegistryError("schema references nest too deeply (a cycle?)")
+        for ref in references:
+            if ref.name in resolved:
+                continue
+            schema_id = self._subjects.get(ref.subject, {}).get(ref.version)
+            body = self._schemas.get(schema_id) if schema_id is not None else None
+            if body is None:
+                raise self._missing(f"reference {ref.name!r} ({ref.subject} version {ref.version})")
             resolved[ref.name] = body["schema"]
             nested = [Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or []]
             self._resolve(nested, resolved, depth=depth + 1)

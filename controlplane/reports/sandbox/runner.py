@@ -71,7 +71,7 @@ class _Run:
                 check(policy_tree(session, definition["params"]["sql"]), views)
             time_range = kinds.TimeRange(*self.message["time_range"])
             df, scanned = engine.prepare(session, definition, self.message["connection"], time_range,
-                                         commits=self.message.get("commits"))
+                                         commits=self.message.get("commits"), typed=self.message.get("typed"))
             limits = self.message["limits"]
             columns = engine.write_result(df, Path(self.message["out"]), max_rows=int(limits["rows"]),
                                           max_bytes=int(limits["bytes"]))

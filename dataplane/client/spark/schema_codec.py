@@ -30,7 +30,7 @@ from google.protobuf.message import DecodeError, EncodeError, Message
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
-from dataplane.client.registry import RegisteredSchema, RegistryClient, RegistryError
+from dataplane.client.registry import RegisteredSchema, RegistryClient, RegistryError, SchemaLookup, StaticSchemas
 from dataplane.client.spark.options import SparkSourceError
 from dataplane.client.spark.schema_options import RegistryOptions, SchemaOptions, SideOptions
 from dataplane.client.spark.schema_protobuf import fill_message, message_reader, protobuf_spark_type
@@ -56,21 +56,30 @@ from dataplane.schemas.wire import (
 )
 
 _EXPECTED = {"avro": SchemaType.AVRO, "jsonschema": SchemaType.JSON, "protobuf": SchemaType.PROTOBUF}
-_clients: dict[RegistryOptions, RegistryClient] = {}
+_clients: dict[RegistryOptions, SchemaLookup] = {}
 _clients_lock = threading.Lock()
 
 
-def registry_client(options: RegistryOptions) -> RegistryClient:
-    """One client (and so one schema-by-id cache) per registry and key in this process."""
+def registry_client(options: RegistryOptions) -> SchemaLookup:
+    """One client (and so one schema-by-id cache) per registry and key in this process; the inline schemas'
+    lookup when the query was given them instead of a registry."""
     with _clients_lock:
         client = _clients.get(options)
         if client is None:
-            client = _clients[options] = RegistryClient(options.url, options.key, options.secret,
-                                                        timeout=options.timeout_ms / 1000)
+            if options.inline is not None:
+                try:
+                    client = StaticSchemas(options.inline, source="the schemas given to this query")
+                except RegistryError as exc:
+                    raise SparkSourceError(f"option 'schema.registry.inline': {exc}") from None
+            else:
+                client = RegistryClient(options.url, options.key, options.secret, timeout=options.timeout_ms / 1000)
+            if len(_clients) >= 64:  # inline schemas make a key per query: bound what a long-lived worker keeps
+                _clients.clear()
+            _clients[options] = client
         return client
 
 
-def _schema_of(client: RegistryClient, side: SideOptions) -> RegisteredSchema:
+def _schema_of(client: SchemaLookup, side: SideOptions) -> RegisteredSchema:
     try:
         if side.schema_id is not None:
             found = client.schema_by_id(side.schema_id)
@@ -148,7 +157,7 @@ def resolve_read(options: SchemaOptions) -> TypedRead:
 class _SideDecoder:
     """Decodes one column of framed payloads into values of the reader's Spark type (one per task)."""
 
-    def __init__(self, client: RegistryClient, side: SideRead) -> None:
+    def __init__(self, client: SchemaLookup, side: SideRead) -> None:
         self.client = client
         self.side = side
         reader = client.schema_by_id(side.reader_id).parsed

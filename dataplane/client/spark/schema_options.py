@@ -8,6 +8,9 @@ source), ``<side>.schema.subject`` (default ``<topic>-<side>``, Confluent's Topi
 ``<side>.schema.version`` (default ``latest``) or ``<side>.schema.id``, ``<side>.schema.message`` (Protobuf: the
 message's full name; default the file's first message, as Confluent's deserializer), ``value.schema.auto.register``
 (sink, Avro) and ``mode`` (``FAILFAST`` or ``PERMISSIVE``, as spark-avro's ``from_avro``).
+
+``schema.registry.inline`` (internal, instead of a URL) hands the schemas over as ``StaticSchemas`` JSON: the
+report runner reads typed topics this way without reaching the registry or holding its credentials.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class RegistryOptions:
     key: str | None
     secret: str | None
     timeout_ms: int = TIMEOUT_MS
+    inline: str | None = None  # StaticSchemas JSON: no HTTP registry at all (``url`` is then empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,11 @@ def _side(opts: dict[str, str], side: Side, topic: str | None, *, sink: bool) ->
 
 
 def _registry(opts: dict[str, str]) -> RegistryOptions:
+    inline = opts.get("schema.registry.inline", "").strip()
+    if inline:
+        if opts.get("schema.registry.url", "").strip():
+            raise SparkSourceError("options 'schema.registry.url' and 'schema.registry.inline' exclude each other")
+        return RegistryOptions("", None, None, inline=inline)
     url = opts.get("schema.registry.url", "").strip()
     if not url:
         raise SparkSourceError("option 'schema.registry.url' is required with 'value.format' or 'key.format'")

@@ -3268,7 +3268,7 @@ export interface components {
             /** @default  */
             description: string;
             kind: components["schemas"]["ReportKindEnum"];
-            /** @description sql: {"sql": "SELECT …", "topics": ["orders"], "starting_offsets"?: "earliest"|JSON, "ending_offsets"?: "latest"|JSON}; throughput: {"topic", "window": "1 minute"}; top_keys: {"topic", "limit": 10}; value_size_histogram: {"topic", "bucket_bytes": 100}; json_aggregate: {"topic", "field": "$.total", "group_by"?: "$.region", "functions"?: ["count","sum","avg","min","max"]}; consumer_lag: {"topic", "group", "window": "1 minute"}. */
+            /** @description sql: {"sql": "SELECT …", "topics": ["orders"], "starting_offsets"?: "earliest"|JSON, "ending_offsets"?: "latest"|JSON, "value_format"?: "binary"|"avro"|"jsonschema", "value_subject"?: str (default <topic>-value), "value_version"?: int (default latest), "key_format"?, "key_subject"?, "key_version"? (the same for keys), "mode"?: "FAILFAST"|"PERMISSIVE"}; throughput: {"topic", "window": "1 minute"}; top_keys: {"topic", "limit": 10}; value_size_histogram: {"topic", "bucket_bytes": 100}; json_aggregate: {"topic", "field": "$.total", "group_by"?: "$.region", "functions"?: ["count","sum","avg","min","max"]}; consumer_lag: {"topic", "group", "window": "1 minute"}. */
             params: unknown;
             /** @description {"last_minutes": N} or {"start": ISO, "end"?: ISO}. */
             time_range?: unknown;
@@ -3324,11 +3324,12 @@ export interface components {
          *     * `sql` - sql
          *     * `window` - window
          *     * `json_path` - json_path
+         *     * `choice` - choice
          *     * `choice_list` - choice_list
          *     * `offsets` - offsets
          * @enum {string}
          */
-        ReportParameterTypeEnum: "string" | "integer" | "topic" | "topics" | "sql" | "window" | "json_path" | "choice_list" | "offsets";
+        ReportParameterTypeEnum: "string" | "integer" | "topic" | "topics" | "sql" | "window" | "json_path" | "choice" | "choice_list" | "offsets";
         ReportRun: {
             /** Format: uuid */
             readonly id: string;

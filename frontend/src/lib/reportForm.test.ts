@@ -28,6 +28,19 @@ describe("report form rules", () => {
     });
   });
 
+  it("reads values typed through the registry only when asked", () => {
+    const sql = { kind: "sql" as const, sql: "SELECT value.customer FROM orders", topics: "orders" };
+    expect(toRequest(check({ ...sql, value_subject: "ignored" }).parsed.data!).params).toEqual({ sql: sql.sql, topics: ["orders"] });
+    expect(toRequest(check({ ...sql, value_format: "avro" }).parsed.data!).params).toEqual({
+      sql: sql.sql, topics: ["orders"], value_format: "avro",
+    });
+    expect(toRequest(check({ ...sql, value_format: "jsonschema", value_subject: " orders-v " }).parsed.data!).params).toMatchObject({
+      value_format: "jsonschema", value_subject: "orders-v",
+    });
+    expect(formFieldOf("params.value_subject", "sql")).toBe("value_subject");
+    expect(formFieldOf("params.value_format", "sql")).toBe("value_format");
+  });
+
   it("names every wrong field at once", () => {
     expect(check({ name: " bad/name", topic: "", window: "soon" }).problems).toMatchObject({
       name: expect.stringContaining("Letters"), topic: "Choose the topic to read.", window: expect.stringContaining("1 minute"),

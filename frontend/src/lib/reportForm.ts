@@ -14,6 +14,11 @@ export const KINDS: { value: Kind; label: string }[] = [
   { value: "sql", label: "Spark SQL" },
 ];
 export const AGGREGATES = ["count", "sum", "avg", "min", "max"] as const;
+export const VALUE_FORMATS = [
+  { value: "binary", label: "Binary (value, value_str)" },
+  { value: "avro", label: "Avro (Schema Registry)" },
+  { value: "jsonschema", label: "JSON Schema (Schema Registry)" },
+] as const;
 
 const WINDOW = /^\s*(\d+)\s*(second|minute|hour|day)s?\s*$/i;
 const JSON_PATH = /^\$(\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\]|\['[^'\\]+'\])+$/;
@@ -38,6 +43,8 @@ export const reportSchema = z.object({
   topics: text,
   starting_offsets: text,
   ending_offsets: text,
+  value_format: z.enum(["binary", "avro", "jsonschema"]).default("binary"),
+  value_subject: text,
   range_mode: z.enum(["all", "last", "between"]).default("all"),
   last_minutes: text,
   start: text,
@@ -106,7 +113,7 @@ export type FormField = keyof ReportValues;
 export const emptyReport: ReportForm = {
   name: "", description: "", kind: "throughput", topic: "", window: "1 minute", limit: "10", bucket_bytes: "100",
   field: "", group_by: "", functions: [...AGGREGATES], group: "", sql: "", topics: "", starting_offsets: "",
-  ending_offsets: "", range_mode: "all", last_minutes: "60", start: "", end: "", schedule_mode: "none",
+  ending_offsets: "", value_format: "binary", value_subject: "", range_mode: "all", last_minutes: "60", start: "", end: "", schedule_mode: "none",
   interval_seconds: "3600", cron: "0 * * * *", chart_kind: "default", chart_x: "", chart_y: "",
 };
 
@@ -126,6 +133,10 @@ export function paramsOf(form: ReportValues): Record<string, unknown> {
       const params: Record<string, unknown> = { sql: form.sql.trim(), topics: splitList(form.topics) };
       if (form.starting_offsets.trim()) params.starting_offsets = form.starting_offsets.trim();
       if (form.ending_offsets.trim()) params.ending_offsets = form.ending_offsets.trim();
+      if (form.value_format !== "binary") {
+        params.value_format = form.value_format;
+        if (form.value_subject.trim()) params.value_subject = form.value_subject.trim();
+      }
       return params;
     }
     case "throughput":
@@ -166,6 +177,7 @@ const API_FIELDS: Record<string, FormField> = {
   "params.limit": "limit", "params.bucket_bytes": "bucket_bytes", "params.field": "field",
   "params.group_by": "group_by", "params.functions": "functions", "params.group": "group",
   "params.starting_offsets": "starting_offsets", "params.ending_offsets": "ending_offsets",
+  "params.value_format": "value_format", "params.value_subject": "value_subject", "params.value_version": "value_subject",
   time_range: "range_mode", "time_range.last_minutes": "last_minutes", "time_range.start": "start", "time_range.end": "end",
   schedule: "schedule_mode", "schedule.interval_seconds": "interval_seconds", "schedule.cron": "cron",
   chart: "chart_kind", "chart.kind": "chart_kind", "chart.x": "chart_x", "chart.y": "chart_y",

@@ -12,6 +12,7 @@ import { api, ApiError, type Schemas, unwrap } from "../api/client";
 import { Badge, DataTable, ErrorText, FormDrawer, Loading, PageHeader, when } from "../components/ui";
 import {
   AGGREGATES, emptyReport, type FormField, formFieldOf, KINDS, type ReportForm, reportSchema, type ReportValues, toRequest,
+  VALUE_FORMATS,
 } from "../lib/reportForm";
 import { useTenant } from "../session";
 import { useClusters } from "./Clusters";
@@ -141,6 +142,7 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
   const range = watch("range_mode");
   const schedule = watch("schedule_mode");
   const chart = watch("chart_kind");
+  const valueFormat = watch("value_format");
   const shownAtField = create.error instanceof ApiError && (create.error.code === "report_exists"
     || Object.keys(create.error.fields).some((f) => formFieldOf(f, kind)));
   return (
@@ -180,7 +182,13 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
             </Field>
             {input(register, "starting_offsets", errors, { placeholder: "earliest" }, "Starting offsets")}
             {input(register, "ending_offsets", errors, { placeholder: "latest" }, "Ending offsets")}
-            <Text size="xs" className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str.</Text>
+            <Field label="Value format" name="value_format" errors={errors}>
+              <NativeSelect id="report-value_format" {...register("value_format")}>
+                {VALUE_FORMATS.map((f) => <option key={f.value} value={f.value}>{f.label}</option>)}
+              </NativeSelect>
+            </Field>
+            {valueFormat !== "binary" && input(register, "value_subject", errors, { placeholder: "<topic>-value" }, "Subject")}
+            <Text size="xs" className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str; with Avro or JSON Schema, value is a struct (value.field) read through the cluster's Schema Registry.</Text>
           </>
         )}
       </SimpleGrid></Fieldset>
