@@ -18,10 +18,11 @@ from django.utils.dateparse import parse_datetime
 
 KINDS = ("sql", "throughput", "top_keys", "value_size_histogram", "json_aggregate", "consumer_lag")
 AGGREGATES = ("count", "sum", "avg", "min", "max")
-FORMATS = ("binary", "avro", "jsonschema")  # of a SQL report's keys and values (schema'd: through the registry)
+# Of a SQL report's keys and values (schema'd: through the registry).
+FORMATS = ("binary", "avro", "jsonschema", "protobuf")
 SIDES = ("key", "value")
 MODES = ("FAILFAST", "PERMISSIVE")
-_TYPED_PARAMS = {f"{side}_{what}" for side in SIDES for what in ("format", "subject", "version")} | {"mode"}
+_TYPED_PARAMS = {f"{side}_{what}" for side in SIDES for what in ("format", "subject", "version", "message")} | {"mode"}
 CHART_KINDS = ("line", "bar", "table")
 MAX_TOPICS = 16
 _WINDOW = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
@@ -162,15 +163,13 @@ def _typed(params: dict[str, Any]) -> dict[str, Any]:
     for side in SIDES:
         fmt = params.get(f"{side}_format")
         fmt = fmt.strip().lower() if isinstance(fmt, str) else fmt
-        if fmt == "protobuf":
-            raise ParamError(f"params.{side}_format", "protobuf is not supported in reports yet; use avro or "
-                             "jsonschema (or binary and decode in SQL)")
         if fmt is not None and fmt not in FORMATS:
             raise ParamError(f"params.{side}_format", f"must be one of {', '.join(FORMATS)}")
         if fmt in (None, "binary"):
-            for what in ("subject", "version"):
+            for what in ("subject", "version", "message"):
                 if params.get(f"{side}_{what}") is not None:
-                    raise ParamError(f"params.{side}_{what}", f"needs params.{side}_format (avro or jsonschema)")
+                    raise ParamError(f"params.{side}_{what}",
+                                     f"needs params.{side}_format (avro, jsonschema or protobuf)")
             continue
         out[f"{side}_format"] = fmt
         subject = params.get(f"{side}_subject")
@@ -183,6 +182,14 @@ def _typed(params: dict[str, Any]) -> dict[str, Any]:
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise ParamError(f"params.{side}_version", "must be a version number (1 or more) or 'latest'")
             out[f"{side}_version"] = version
+        message = params.get(f"{side}_message")
+        if message is not None:
+            if fmt != "protobuf":
+                raise ParamError(f"params.{side}_message", f"names a Protobuf message: needs params.{side}_format "
+                                 "protobuf")
+            if not isinstance(message, str) or not message.strip() or len(message) > 255:
+                raise ParamError(f"params.{side}_message", "must be a message name (default: the schema's first)")
+            out[f"{side}_message"] = message.strip()
     mode = params.get("mode")
     if mode is not None:
         if not isinstance(mode, str) or mode.upper() not in MODES:
@@ -404,15 +411,19 @@ PARAMETERS: dict[str, tuple[Param, ...]] = {
             Param("ending_offsets", "offsets", False, None,
                   "Where to stop reading: 'latest' (the default) or Spark's per-partition JSON."),
             Param("value_format", "choice", False, "binary",
-                  "How values are read: binary, or typed through the cluster's Schema Registry (avro, jsonschema): "
+                  "How values are read: binary, or typed through the cluster's Schema Registry (avro, jsonschema, "
+                  "protobuf): "
                   "the view's value column is then a struct (SELECT value.field …).", choices=FORMATS),
             Param("value_subject", "string", False, None, "The subject of the values' schema (default "
                   "'<topic>-value').",),
             Param("value_version", "integer", False, None, "The subject version values are read as (default: the "
                   "latest); records written with other versions of the subject are resolved to it.", minimum=1),
+            Param("value_message", "string", False, None, "Protobuf: the message values are read as, by full "
+                  "name or relative to the schema's package (default: the schema's first message)."),
             Param("key_format", "choice", False, "binary", "As value_format, for keys.", choices=FORMATS),
             Param("key_subject", "string", False, None, "The subject of the keys' schema (default '<topic>-key')."),
             Param("key_version", "integer", False, None, "As value_version, for keys.", minimum=1),
+            Param("key_message", "string", False, None, "As value_message, for keys."),
             Param("mode", "choice", False, "FAILFAST", "A record a typed side cannot decode: FAILFAST fails the run, "
                   "PERMISSIVE reads it as null with its bytes in _corrupt_value (_corrupt_key).", choices=MODES)),
     "throughput": (_TOPIC_PARAM, _WINDOW_PARAM),

@@ -36,9 +36,11 @@ class ReportSerializer(serializers.ModelSerializer[Report]):
 
 
 _PARAMS_HELP = ("sql: {\"sql\": \"SELECT …\", \"topics\": [\"orders\"], \"starting_offsets\"?: \"earliest\"|JSON, "
-                "\"ending_offsets\"?: \"latest\"|JSON, \"value_format\"?: \"binary\"|\"avro\"|\"jsonschema\", "
+                "\"ending_offsets\"?: \"latest\"|JSON, "
+                "\"value_format\"?: \"binary\"|\"avro\"|\"jsonschema\"|\"protobuf\", "
                 "\"value_subject\"?: str (default <topic>-value), \"value_version\"?: int (default latest), "
-                "\"key_format\"?, \"key_subject\"?, \"key_version\"? (the same for keys), "
+                "\"value_message\"?: str (protobuf; default the schema's first message), "
+                "\"key_format\"?, \"key_subject\"?, \"key_version\"?, \"key_message\"? (the same for keys), "
                 "\"mode\"?: \"FAILFAST\"|\"PERMISSIVE\"}; throughput: {\"topic\", \"window\": \"1 minute\"}; "
                 "top_keys: {\"topic\", \"limit\": 10}; value_size_histogram: {\"topic\", \"bucket_bytes\": 100}; "
                 "json_aggregate: {\"topic\", \"field\": \"$.total\", \"group_by\"?: \"$.region\", "

@@ -18,11 +18,13 @@ from typing import Any
 from controlplane.clusters.models import Cluster
 from controlplane.registry.models import Schema, SubjectVersion
 from controlplane.registry.permissions import principal_may_read
-from controlplane.registry.selectors import registry_of, subject_versions
+from controlplane.registry.selectors import parsed_of, registry_of, subject_versions
 from controlplane.reports import kinds
-from dataplane.schemas import SchemaType
+from dataplane.schemas import ProtobufSchema, SchemaError, SchemaType
+from dataplane.schemas.protobuf_codec import resolve_message
+from dataplane.schemas.wire import PayloadError
 
-_EXPECTED = {"avro": SchemaType.AVRO, "jsonschema": SchemaType.JSON}
+_EXPECTED = {"avro": SchemaType.AVRO, "jsonschema": SchemaType.JSON, "protobuf": SchemaType.PROTOBUF}
 _MAX_REFERENCE_DEPTH = 32
 
 
@@ -69,7 +71,21 @@ def _reader(cluster: Cluster, principal: str, params: dict[str, Any], side: str,
         raise SubjectProblem(f"params.{side}_format", f"params.{side}_format is {fmt}, but subject '{subject}' "
                                                       f"version {reader.version} is a {reader.schema.schema_type} "
                                                       "schema.")
+    if fmt == "protobuf":
+        _check_message(params, side, subject, reader)
     return SideRead(side, fmt, subject, reader)
+
+
+def _check_message(params: dict[str, Any], side: str, subject: str, reader: SubjectVersion) -> None:
+    """The Protobuf message a side reads must be in the reader's schema: refused at save time, not at the run."""
+    field = f"params.{side}_message" if params.get(f"{side}_message") else f"params.{side}_format"
+    try:
+        parsed = parsed_of(reader.schema)
+        if not isinstance(parsed, ProtobufSchema):
+            raise PayloadError("not a Protobuf schema")
+        resolve_message(parsed, params.get(f"{side}_message"))
+    except (PayloadError, SchemaError) as exc:
+        raise SubjectProblem(field, f"Subject '{subject}' version {reader.version}: {exc}.") from None
 
 
 def typed_check(*, cluster: Cluster, principal: str, params: dict[str, Any]) -> None:
@@ -116,6 +132,8 @@ def typed_options(*, cluster: Cluster, principal: str, params: dict[str, Any]) -
             names.append(read.subject)
             options.update({f"{side}.format": read.format, f"{side}.schema.subject": read.subject,
                             f"{side}.schema.version": str(read.reader.version)})
+            if params.get(f"{side}_message"):
+                options[f"{side}.schema.message"] = str(params[f"{side}_message"])
         source = "the schemas of subject " + " and ".join(f"'{n}'" for n in names) + " (every version)"
         options["schema.registry.inline"] = json.dumps({"schemas": schemas, "subjects": subjects, "source": source},
                                                        separators=(",", ":"))

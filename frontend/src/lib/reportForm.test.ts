@@ -38,6 +38,11 @@ describe("report form rules", () => {
       value_format: "jsonschema", value_subject: "orders-v",
     });
     expect(formFieldOf("params.value_subject", "sql")).toBe("value_subject");
+    expect(toRequest(check({ ...sql, value_format: "protobuf", value_message: " shop.Order " }).parsed.data!).params).toMatchObject({
+      value_format: "protobuf", value_message: "shop.Order",
+    });
+    expect(toRequest(check({ ...sql, value_format: "avro", value_message: "ignored" }).parsed.data!).params).not.toHaveProperty("value_message");
+    expect(formFieldOf("params.value_message", "sql")).toBe("value_message");
     expect(formFieldOf("params.value_format", "sql")).toBe("value_format");
   });
 

@@ -18,6 +18,7 @@ export const VALUE_FORMATS = [
   { value: "binary", label: "Binary (value, value_str)" },
   { value: "avro", label: "Avro (Schema Registry)" },
   { value: "jsonschema", label: "JSON Schema (Schema Registry)" },
+  { value: "protobuf", label: "Protobuf (Schema Registry)" },
 ] as const;
 
 const WINDOW = /^\s*(\d+)\s*(second|minute|hour|day)s?\s*$/i;
@@ -43,8 +44,9 @@ export const reportSchema = z.object({
   topics: text,
   starting_offsets: text,
   ending_offsets: text,
-  value_format: z.enum(["binary", "avro", "jsonschema"]).default("binary"),
+  value_format: z.enum(["binary", "avro", "jsonschema", "protobuf"]).default("binary"),
   value_subject: text,
+  value_message: text,
   range_mode: z.enum(["all", "last", "between"]).default("all"),
   last_minutes: text,
   start: text,
@@ -113,7 +115,7 @@ export type FormField = keyof ReportValues;
 export const emptyReport: ReportForm = {
   name: "", description: "", kind: "throughput", topic: "", window: "1 minute", limit: "10", bucket_bytes: "100",
   field: "", group_by: "", functions: [...AGGREGATES], group: "", sql: "", topics: "", starting_offsets: "",
-  ending_offsets: "", value_format: "binary", value_subject: "", range_mode: "all", last_minutes: "60", start: "", end: "", schedule_mode: "none",
+  ending_offsets: "", value_format: "binary", value_subject: "", value_message: "", range_mode: "all", last_minutes: "60", start: "", end: "", schedule_mode: "none",
   interval_seconds: "3600", cron: "0 * * * *", chart_kind: "default", chart_x: "", chart_y: "",
 };
 
@@ -136,6 +138,7 @@ export function paramsOf(form: ReportValues): Record<string, unknown> {
       if (form.value_format !== "binary") {
         params.value_format = form.value_format;
         if (form.value_subject.trim()) params.value_subject = form.value_subject.trim();
+        if (form.value_format === "protobuf" && form.value_message.trim()) params.value_message = form.value_message.trim();
       }
       return params;
     }
@@ -177,7 +180,7 @@ const API_FIELDS: Record<string, FormField> = {
   "params.limit": "limit", "params.bucket_bytes": "bucket_bytes", "params.field": "field",
   "params.group_by": "group_by", "params.functions": "functions", "params.group": "group",
   "params.starting_offsets": "starting_offsets", "params.ending_offsets": "ending_offsets",
-  "params.value_format": "value_format", "params.value_subject": "value_subject", "params.value_version": "value_subject",
+  "params.value_format": "value_format", "params.value_subject": "value_subject", "params.value_version": "value_subject", "params.value_message": "value_message",
   time_range: "range_mode", "time_range.last_minutes": "last_minutes", "time_range.start": "start", "time_range.end": "end",
   schedule: "schedule_mode", "schedule.interval_seconds": "interval_seconds", "schedule.cron": "cron",
   chart: "chart_kind", "chart.kind": "chart_kind", "chart.x": "chart_x", "chart.y": "chart_y",

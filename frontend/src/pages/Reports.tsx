@@ -188,7 +188,8 @@ export function CreateReport({ slug, cluster }: { slug: string; cluster: string 
               </NativeSelect>
             </Field>
             {valueFormat !== "binary" && input(register, "value_subject", errors, { placeholder: "<topic>-value" }, "Subject")}
-            <Text size="xs" className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str; with Avro or JSON Schema, value is a struct (value.field) read through the cluster's Schema Registry.</Text>
+            {valueFormat === "protobuf" && input(register, "value_message", errors, { placeholder: "the schema's first message" }, "Message")}
+            <Text size="xs" className="muted">Each topic is a view named after it ('-' and '.' become '_'), with Spark's Kafka columns plus key_str and value_str; with Avro, JSON Schema or Protobuf, value is a struct (value.field) read through the cluster's Schema Registry.</Text>
           </>
         )}
       </SimpleGrid></Fieldset>

@@ -36,8 +36,13 @@ def test_params_rules() -> None:
     assert normalize_params("sql", {**base, "value_format": "binary", "mode": "FAILFAST"}) == base
     assert normalize_params("sql", {**base, "key_format": "jsonschema", "key_subject": "ids", "key_version": 2}) == {
         **base, "key_format": "jsonschema", "key_subject": "ids", "key_version": 2}
+    assert normalize_params("sql", {**base, "value_format": "protobuf", "value_message": " pkg.Order "}) == {
+        **base, "value_format": "protobuf", "value_message": "pkg.Order"}
     refused = [({"value_format": "xml"}, "params.value_format", "must be one of binary, avro, jsonschema"),
-               ({"value_format": "protobuf"}, "params.value_format", "protobuf is not supported in reports yet"),
+               ({"value_format": "avro", "value_message": "M"}, "params.value_message", "needs params.value_format "
+                "protobuf"),
+               ({"value_message": "M"}, "params.value_message", "needs params.value_format"),
+               ({"value_format": "protobuf", "value_message": " "}, "params.value_message", "a message name"),
                ({"value_subject": "s"}, "params.value_subject", "needs params.value_format"),
                ({"value_format": "avro", "value_version": 0}, "params.value_version", "a version number"),
                ({"value_format": "avro", "mode": "LENIENT"}, "params.mode", "FAILFAST or PERMISSIVE")]
@@ -53,9 +58,9 @@ def test_bad_formats_are_400s_before_the_cluster_is_asked(world_a: TenantWorld) 
     cluster = ClusterFactory(tenant=world_a.tenant)  # no brokers: a format error must not need them
     response = world_a.client(Role.MEMBER).post(f"{world_a.base}/clusters/{cluster.pk}/reports", {
         "name": "typed", "kind": "sql", "params": {"sql": "SELECT 1 AS x FROM orders", "topics": ["orders"],
-                                                   "value_format": "protobuf"}}, format="json")
+                                                   "value_format": "thrift"}}, format="json")
     assert response.status_code == 400
-    assert "protobuf is not supported" in response.json()["extra"]["fields"]["params.value_format"][0]
+    assert "must be one of" in response.json()["extra"]["fields"]["params.value_format"][0]
 
 
 def _cluster(world: TenantWorld) -> Any:
