@@ -37,6 +37,7 @@ from dataplane.client.spark.schema_protobuf import fill_message, message_reader,
 from dataplane.client.spark.schema_types import (
     Convert,
     avro_spark_type,
+    avro_write_convert,
     json_spark_type,
     json_to_spark,
     spark_avro_schema,
@@ -391,6 +392,8 @@ class BatchEncoder:
         except RegistryError as exc:
             raise SparkSourceError(str(exc)) from None
         self.protobuf: dict[str, tuple[type[Message], list[int]]] = {}
+        self.avro_convert = {s.side: avro_write_convert(schema) for s, schema in self.sides
+                             if isinstance(schema, AvroSchema)}
 
     def encode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = batch.schema.names
@@ -405,7 +408,9 @@ class BatchEncoder:
                     continue
                 try:
                     if isinstance(schema, AvroSchema):
-                        payload = avro_encode_native(schema, _plain(value))
+                        convert = self.avro_convert.get(side.side)
+                        plain = _plain(value)
+                        payload = avro_encode_native(schema, plain if convert is None else convert(plain))
                     elif isinstance(schema, JsonSchema):
                         payload = json_encode(schema, _json_ready(_plain(value)))
                     else:

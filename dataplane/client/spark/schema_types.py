@@ -195,6 +195,81 @@ class _AvroWalker:
         return simple.get(kind, lambda v: False)
 
 
+# -- Spark → Avro (the sink) ----------------------------------------------------------------------------------
+
+def avro_write_convert(schema: AvroSchema) -> Convert | None:
+    """Spark values (plain dicts and lists) to what fastavro writes, where the read mapping is not its own inverse:
+    a union of several types is a ``member0``, ``member1``, … struct with one member set, which becomes that
+    branch's value (a record branch as fastavro's ``(full name, value)`` tuple, so the branch is the one named
+    even when records look alike). None when the schema has no such union: the values go as they are."""
+    codec = schema.codec
+    return _AvroWriteWalker(codec.get("__named_schemas", {})).walk(codec["fields"][0]["type"])
+
+
+class _AvroWriteWalker:
+    def __init__(self, named: dict[str, Any]) -> None:
+        self.named = named
+        self.stack: list[str] = []
+
+    def walk(self, node: Any) -> Convert | None:
+        if isinstance(node, list):
+            return self._union(node)
+        if isinstance(node, str):
+            if node in self.named and node not in self.stack:
+                return self.walk(self.named[node])
+            return None  # a primitive, or a recursive reference (planning refuses those)
+        kind = node["type"]
+        if kind in ("record", "error"):
+            self.stack.append(node["name"])
+            converts = {f["name"]: c for f in node["fields"] if (c := self.walk(f["type"])) is not None}
+            self.stack.pop()
+            if not converts:
+                return None
+
+            def record(v: Any) -> Any:
+                if not isinstance(v, dict):
+                    return v
+                out = dict(v)
+                for key, c in converts.items():
+                    if out.get(key) is not None:
+                        out[key] = c(out[key])
+                return out
+            return record
+        if kind == "array":
+            items = self.walk(node["items"])
+            return None if items is None else _each(items)
+        if kind == "map":
+            values = self.walk(node["values"])
+            return None if values is None else _each_value(values)
+        if isinstance(kind, (dict, list)) or kind in self.named:
+            return self.walk(kind)
+        return None
+
+    def _union(self, branches: list[Any]) -> Convert | None:
+        others = [b for b in branches if b != "null"]
+        if len(others) <= 1:
+            return self.walk(others[0]) if others else None
+        if set(map(str, others)) in ({"int", "long"}, {"float", "double"}):
+            return None
+        members = [(self._record_name(b), self.walk(b)) for b in others]
+
+        def union(v: Any) -> Any:
+            if not isinstance(v, dict) or not any(f"member{i}" in v for i in range(len(members))):
+                return v  # not the member struct: fastavro's validation names what is wrong with it
+            for i, (name, convert) in enumerate(members):
+                value = v.get(f"member{i}")
+                if value is not None:
+                    value = convert(value) if convert is not None else value
+                    return (name, value) if name is not None else value
+            return None  # no member set: null (refused by validation when the union has no null)
+        return union
+
+    def _record_name(self, node: Any) -> str | None:
+        if isinstance(node, str):
+            node = self.named.get(node, node)
+        return str(node["name"]) if isinstance(node, dict) and node.get("type") in ("record", "error") else None
+
+
 # -- JSON Schema → Spark --------------------------------------------------------------------------------------
 
 def json_spark_type(schema: JsonSchema) -> DataType:
