@@ -73,6 +73,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECV_BYTES = 256 * 1024
+# A response with a top-level array longer than this (Metadata or DescribeConfigs of thousands of topics) is
+# encoded on a worker thread: encoding it takes hundreds of milliseconds of Python, and on the event loop every
+# other connection's requests would wait that long. The thread still needs the GIL, but the loop gets it back
+# every switch interval (5 ms), so small requests go on being answered meanwhile.
+ENCODE_OFF_LOOP_ENTRIES = 200
 MAX_PIPELINED = 16  # responses waiting on one connection before it stops reading
 COPY_BUFFER_BYTES = 1024 * 1024
 _RETRY = (BlockingIOError, InterruptedError)
@@ -368,7 +373,12 @@ class Connection:
             if isinstance(response, Later) or self._waiting:
                 await self._queue(response, parsed.correlation_id, parsed.api_key, started, SIZE.size + len(payload))
                 return
-            chunks = [] if response is None else encode_response(parsed.correlation_id, response)
+            if response is None:
+                chunks = []
+            elif _large(response):
+                chunks = await asyncio.to_thread(encode_response, parsed.correlation_id, response)
+            else:
+                chunks = encode_response(parsed.correlation_id, response)
             if chunks:
                 await self.send(chunks)
             error = response_error(response)
@@ -590,3 +600,10 @@ def _peer(sock: socket.socket) -> str:
         return f"{host}:{port}"
     except OSError as exc:
         return f"<{errno.errorcode.get(exc.errno or 0, 'unknown')}>"
+
+
+def _large(response: Any) -> bool:
+    """Whether the response has a top-level array longer than ``ENCODE_OFF_LOOP_ENTRIES`` (kio entities are
+    dataclasses; the check reads only their top-level fields)."""
+    return any(isinstance(value, tuple) and len(value) > ENCODE_OFF_LOOP_ENTRIES
+               for value in (getattr(response, f.name) for f in dataclasses.fields(response)))

@@ -488,3 +488,23 @@ def test_requests_no_client_library_sends(broker: BrokerProcess) -> None:
     both = _call(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name="x", topic_id=uuid.uuid4()),),
                                              timeout=datetime.timedelta(seconds=5)))
     assert both.responses[0].error_code == ErrorCode.invalid_request
+
+
+def test_responses_too_big_for_the_event_loop_are_whole_and_in_order(broker: BrokerProcess, admin: Any) -> None:
+    """Metadata and DescribeConfigs of more topics than ENCODE_OFF_LOOP_ENTRIES are encoded on a worker thread:
+    every topic is answered, in order, with its own configs."""
+    from confluent_kafka.admin import ConfigResource, NewTopic
+
+    from dataplane.server.connection import ENCODE_OFF_LOOP_ENTRIES
+
+    names = [f"many-{i:04d}" for i in range(ENCODE_OFF_LOOP_ENTRIES + 50)]
+    for future in admin.create_topics([NewTopic(n, 1, 1, config={"retention.ms": str(60_000 + i)})
+                                       for i, n in enumerate(names)]).values():
+        future.result(60)
+    listed = admin.list_topics(timeout=30).topics
+    assert set(names) <= set(listed)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, n) for n in names])
+    for i, (resource, future) in enumerate(sorted(described.items(), key=lambda item: item[0].name)):
+        assert resource.name == names[i]
+        assert future.result(60)["retention.ms"].value == str(60_000 + i)
+    assert names[0] in topic_names(broker)  # kafka-python's all-topics Metadata on a second connection
